@@ -1,0 +1,24 @@
+# Two commands on a fresh machine (python3 >= 3.11 and make):
+#   make run    create .venv, install, migrate + seed the embedded database, serve HTTP
+#   make test   create .venv, install, run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test install
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ticket-server db upgrade
+	$(BIN)/ticket-server db seed --if-empty
+	$(BIN)/ticket-server serve --transport http
+
+test: $(STAMP)
+	$(BIN)/python -m pytest

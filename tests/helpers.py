@@ -1,0 +1,32 @@
+"""Assertions shared by the tests."""
+
+from __future__ import annotations
+
+import json
+import re
+
+# What must never reach a client: SQL, driver and exception names, paths, tracebacks.
+LEAK = re.compile(
+    r"Traceback|File \"|sqlalchemy|sqlite|aiosqlite|asyncpg|SELECT |INSERT |"
+    r"OperationalError|DatabaseError|Exception|/tmp/|/home/|/root/|\.py\b|\.db\b",
+    re.IGNORECASE,
+)
+
+
+def text_of(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def assert_no_leak(text: str) -> None:
+    match = LEAK.search(text)
+    assert match is None, f"internal detail {match.group(0)!r} leaked in: {text!r}"
+
+
+def assert_text_mirrors_structured(result) -> None:
+    """A tool with an output schema returns structuredContent and the same JSON as text."""
+    structured = result.structured_content
+    assert structured is not None
+    parsed = json.loads(text_of(result))
+    if set(structured) == {"result"} and not isinstance(parsed, dict):
+        parsed = {"result": parsed}
+    assert parsed == structured

@@ -1,0 +1,85 @@
+"""Real processes: `ticket-server serve` over stdio and over HTTP on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from tests.conftest import sqlite_url
+
+TICKET_SERVER = [sys.executable, "-m", "ticket_server"]
+
+
+def server_env(db_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
+    env["TICKET_SERVER_DATABASE_URL"] = sqlite_url(db_path)
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpServer:
+    def __init__(self, process: subprocess.Popen[bytes], port: int, stderr: Path) -> None:
+        self.process, self.port, self.stderr = process, port, stderr
+        self.base = f"http://127.0.0.1:{port}"
+        self.url = f"{self.base}/mcp"
+
+    def logs(self) -> str:
+        return self.stderr.read_text(encoding="utf-8", errors="replace")
+
+
+def start_http_server(db_path: Path, tmp_path: Path, **env: str) -> HttpServer:
+    port = free_port()
+    stderr = tmp_path / f"http-{port}.stderr"
+    process = subprocess.Popen(
+        [*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port)],
+        env=server_env(db_path, **env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr.open("wb"),
+    )
+    server = HttpServer(process, port, stderr)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited {process.returncode}: {server.logs()}")
+        try:
+            if httpx.get(f"{server.base}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"server did not come up: {server.logs()}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def http_server(db_path: Path, tmp_path: Path) -> Iterator[HttpServer]:
+    server = start_http_server(db_path, tmp_path)
+    try:
+        yield server
+    finally:
+        stop(server.process)

@@ -1,0 +1,155 @@
+"""The real `ticket-server serve` process over stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.helpers import text_of
+from tests.transports.conftest import TICKET_SERVER, server_env, stop
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def stdio_params(db_path: Path, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=TICKET_SERVER[0], args=[*TICKET_SERVER[1:], "serve"], env=server_env(db_path, **env)
+    )
+
+
+@pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")])
+async def test_sdk_client_over_stdio(db_path: Path, mode: str, revision: str) -> None:
+    async with Client(stdio_params(db_path), mode=mode) as client:
+        assert client.protocol_version == revision
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"get_ticket_status", "search_tickets"} <= names
+        result = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        assert result.structured_content == {
+            "id": "SUP-4412", "status": "waiting_on_customer", "owner": "r.mehta", "updated": "2026-07-14",
+        }
+        missing = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-0000000"})
+        assert missing.is_error is True and "SUP-0000000" in text_of(missing)
+
+
+class RawStdio:
+    """A spawned server driven frame by frame, keeping every stdout line."""
+
+    def __init__(self, db_path: Path, **env: str) -> None:
+        # stderr goes to a file: an unread pipe would fill up and block the server's logging.
+        self.stderr_file = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [*TICKET_SERVER, "serve"], env=server_env(db_path, **env),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
+        )
+        self.lines: list[bytes] = []
+
+    def send(self, raw: bytes | dict) -> None:
+        data = raw if isinstance(raw, bytes) else json.dumps(raw).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def read(self, timeout: float = 20) -> dict:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = self.process.stdout.readline()
+        assert time.monotonic() < deadline, "no answer in time"
+        assert line, f"server closed stdout; stderr: {self.stderr()}"
+        self.lines.append(line)
+        return json.loads(line)
+
+    def read_until_id(self, request_id: int | str) -> dict:
+        while True:
+            message = self.read()
+            if message.get("id") == request_id:
+                return message
+
+    def close(self) -> tuple[bytes, bytes]:
+        out, _ = self.process.communicate(timeout=20)
+        self.lines.extend(out.splitlines())
+        return out, self.stderr().encode()
+
+    def stderr(self) -> str:
+        self.stderr_file.seek(0)
+        return self.stderr_file.read().decode("utf-8", errors="replace")
+
+
+def assert_all_jsonrpc(lines: list[bytes]) -> None:
+    for line in lines:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        assert message.get("jsonrpc") == "2.0", line
+
+
+def test_c04_invalid_bytes_then_valid_request(db_path: Path) -> None:
+    """C04: undecodable bytes get a parse error or nothing; the next request is answered."""
+    raw = RawStdio(db_path)
+    try:
+        raw.send(b"\xff\xfe")
+        raw.send(INIT)
+        answer = raw.read_until_id(1)
+        assert answer["result"]["serverInfo"]["name"] == "ticket-server"
+        assert raw.process.poll() is None
+        for line in raw.lines:
+            message = json.loads(line)
+            if "error" in message:
+                assert message["error"]["code"] == -32700
+    finally:
+        raw.close()
+        stop(raw.process)
+    assert_all_jsonrpc(raw.lines)
+
+
+def test_c10_debug_logging_200_calls_stdout_is_only_jsonrpc(db_path: Path) -> None:
+    """C10: LOG_LEVEL=DEBUG, 200 calls in a row: all answered; stdout only JSON-RPC; logs on stderr."""
+    raw = RawStdio(db_path, TICKET_SERVER_LOG_LEVEL="DEBUG")
+    raw.send(INIT)
+    raw.read_until_id(1)
+    raw.send(INITIALIZED)
+    answered = set()
+    for i in range(200):
+        raw.send({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                  "params": {"name": "get_ticket_status", "arguments": {"ticket_id": "SUP-4412"}}})
+        message = raw.read_until_id(100 + i)
+        assert message["result"]["isError"] is False
+        answered.add(message["id"])
+    assert len(answered) == 200
+    _, err = raw.close()
+    assert raw.process.returncode == 0
+    assert_all_jsonrpc(raw.lines)
+    log_lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert len(log_lines) > 200, "DEBUG logs go to stderr"
+    assert all(json.loads(line)["level"] for line in log_lines)
+
+
+def test_serve_refuses_an_unmigrated_database(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*TICKET_SERVER, "serve"], env=server_env(tmp_path / "empty.db"),
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    assert proc.returncode != 0
+    assert proc.stdout == b""
+    err = proc.stderr.decode().strip()
+    assert "ticket-server db upgrade" in err and len(err.splitlines()) == 1
+
+
+def test_c05a_database_folder_missing(tmp_path: Path) -> None:
+    """C05 (a): a URL into a missing folder exits non-zero with one line naming the setting."""
+    proc = subprocess.run(
+        [*TICKET_SERVER, "serve"], env=server_env(tmp_path / "no" / "such" / "dir" / "t.db"),
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    assert proc.returncode != 0
+    err = proc.stderr.decode().strip()
+    assert len(err.splitlines()) == 1, err
+    assert "TICKET_SERVER_DATABASE_URL" in err and "does not exist" in err
+    assert "Traceback" not in err

@@ -1,0 +1,130 @@
+"""The `ticket-server` command: serve | db upgrade | db downgrade | db seed.
+
+Every message goes to stderr; under `serve` (stdio) stdout belongs to JSON-RPC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from ticket_server import __version__
+from ticket_server.logging import configure_logging
+from ticket_server.settings import Settings
+
+log = logging.getLogger("ticket_server")
+
+
+class CommandError(Exception):
+    """A failure the user fixes; printed as one line, exit status 2."""
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.db import DatabaseSetupError, migration_state
+
+    try:
+        state = asyncio.run(migration_state(settings))
+    except DatabaseSetupError as exc:
+        raise CommandError(str(exc)) from exc
+    if state.current is None:
+        raise CommandError(
+            "the ticket database has no schema yet; run `ticket-server db upgrade` "
+            "(and `ticket-server db seed` for the sample tickets)"
+        )
+    if not state.is_current:
+        raise CommandError(
+            f"the ticket database is at revision {state.current}, not the latest "
+            f"{state.head}; run `ticket-server db upgrade`"
+        )
+    if args.transport == "stdio":
+        from ticket_server.server import build_server
+
+        log.info("serving MCP over stdio", extra={"version": __version__})
+        build_server(settings).run(transport="stdio", show_banner=False)
+        return
+
+    import uvicorn
+
+    from ticket_server.http import MCP_PATH, build_http_app
+
+    host = args.host or settings.host
+    port = args.port if args.port is not None else settings.port
+    app = build_http_app(settings)
+    log.info(
+        f"serving MCP over Streamable HTTP on http://{host}:{port}{MCP_PATH}",
+        extra={"url": f"http://{host}:{port}{MCP_PATH}", "version": __version__},
+    )
+    uvicorn.run(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
+
+
+def _db(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server import db
+
+    if args.db_command == "upgrade":
+        try:
+            db.upgrade(settings.database_url, args.revision)
+        except db.DatabaseSetupError as exc:
+            raise CommandError(str(exc)) from exc
+        log.info("database upgraded", extra={"revision": args.revision})
+    elif args.db_command == "downgrade":
+        db.downgrade(settings.database_url, args.revision)
+        log.info("database downgraded", extra={"revision": args.revision})
+    elif args.db_command == "seed":
+        from ticket_server.tickets.seeding import seed
+
+        added = asyncio.run(
+            seed(settings, count=args.count, path=args.file, if_empty=args.if_empty, progress=True)
+        )
+        log.info(f"seeded {added} tickets", extra={"added": added})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ticket-server", description="An MCP server in front of a support-ticket database."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the MCP tools (stdio by default)")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", help="HTTP bind address (default: TICKET_SERVER_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: TICKET_SERVER_PORT or 8000)")
+    serve.set_defaults(handler=_serve)
+
+    dbp = commands.add_parser("db", help="database schema and sample data")
+    db_commands = dbp.add_subparsers(dest="db_command", required=True)
+    up = db_commands.add_parser("upgrade", help="migrate the schema to the latest revision")
+    up.add_argument("revision", nargs="?", default="head")
+    down = db_commands.add_parser("downgrade", help="migrate the schema back to a revision")
+    down.add_argument("revision", nargs="?", default="base")
+    seedp = db_commands.add_parser("seed", help="load tickets: the committed sample by default")
+    seedp.add_argument("--count", type=int, help="generate this many tickets instead of the sample")
+    seedp.add_argument("--file", help="load this JSON Lines file instead of the sample")
+    seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
+    dbp.set_defaults(handler=_db)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except Exception as exc:  # pydantic's ValidationError names the variable and the problem
+        print(f"ticket-server: invalid settings: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        args.handler(settings, args)
+    except CommandError as exc:
+        print(f"ticket-server: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The database engine and the migration state: the one module that owns connections.
+
+SQLite (aiosqlite) is the embedded default; PostgreSQL (asyncpg) is the production
+engine. Both are chosen by ``Settings.database_url`` alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ticket_server.settings import Settings
+from ticket_server.tickets.repository import TicketRepository
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+class DatabaseSetupError(Exception):
+    """The database cannot be served as configured; the message says what fixes it."""
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngine:
+    """An async engine for ``settings.database_url``.
+
+    For serving an SQLite file, the file is opened read-write without creation
+    (``mode=rw``): a file removed under a running server must surface as "unavailable",
+    not be silently recreated empty. Pooled SQLite connections are dropped when the file
+    on disk is replaced (inode check at checkout), so the server follows the file an
+    operator restores without a restart.
+    """
+    url = make_url(settings.database_url)
+    connect_args: dict[str, object] = {}
+    path = settings.sqlite_path
+    if path is not None:
+        connect_args["timeout"] = settings.database_timeout
+        if for_serving:
+            url = url.set(database=f"file:{path}?mode=rw", query={"uri": "true"})
+    elif url.get_backend_name() == "postgresql":
+        connect_args["timeout"] = settings.database_timeout
+        connect_args["command_timeout"] = settings.database_timeout
+    engine = create_async_engine(
+        url,
+        connect_args=connect_args,
+        pool_pre_ping=path is None,
+        pool_timeout=settings.database_timeout,
+    )
+    if path is not None:
+        _watch_sqlite_file(engine, path)
+    return engine
+
+
+def _watch_sqlite_file(engine: AsyncEngine, path: Path) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
+        record.info["inode"] = _inode(path)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(dbapi_connection, record, proxy) -> None:  # type: ignore[no-untyped-def]
+        if _inode(path) != record.info.get("inode"):
+            # SQLAlchemy's pessimistic-disconnect protocol: the pool discards this
+            # connection and opens a new one on the current file.
+            raise DisconnectionError("the SQLite file was replaced or removed")
+
+
+def open_repository(settings: Settings) -> TicketRepository:
+    """A repository on ``settings.database_url``; no connection is opened until a query."""
+    return TicketRepository(create_engine(settings), timeout=settings.database_timeout)
+
+
+def alembic_config(database_url: str):  # -> alembic.config.Config (imported lazily: start-up cost)
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision(database_url: str) -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Run Alembic migrations up to ``revision`` (creates an SQLite file if missing)."""
+    from alembic import command
+
+    _ensure_sqlite_folder(database_url, create_default=True)
+    command.upgrade(alembic_config(database_url), revision)
+
+
+def downgrade(database_url: str, revision: str = "base") -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(database_url), revision)
+
+
+def _ensure_sqlite_folder(database_url: str, *, create_default: bool) -> None:
+    settings = Settings(database_url=database_url)
+    path = settings.sqlite_path
+    if path is None or path.parent.is_dir():
+        return
+    if create_default and settings.uses_default_database:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    raise DatabaseSetupError(
+        f"TICKET_SERVER_DATABASE_URL: the folder {path.parent} does not exist; create it first"
+    )
+
+
+@dataclass(frozen=True)
+class MigrationState:
+    current: str | None
+    head: str | None
+
+    @property
+    def is_current(self) -> bool:
+        return self.current == self.head
+
+
+async def migration_state(settings: Settings) -> MigrationState:
+    """The database's Alembic revision against the code's head.
+
+    Raises ``DatabaseSetupError`` (one line, naming the setting) when the database
+    cannot be reached at all.
+    """
+    _ensure_sqlite_folder(settings.database_url, create_default=False)
+    path = settings.sqlite_path
+    if path is not None and not path.exists():
+        return MigrationState(current=None, head=head_revision(settings.database_url))
+    engine = create_engine(settings)
+    try:
+        async with engine.connect() as conn:
+            has_table = await conn.run_sync(
+                lambda sync: sync.dialect.has_table(sync, "alembic_version")
+            )
+            current = None
+            if has_table:
+                current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+    except Exception as exc:  # the driver's own message says what is wrong
+        raise DatabaseSetupError(
+            f"TICKET_SERVER_DATABASE_URL: cannot open the database ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+        ) from exc
+    finally:
+        await engine.dispose()
+    return MigrationState(current=current, head=head_revision(settings.database_url))

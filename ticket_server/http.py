@@ -1,0 +1,38 @@
+"""build_http_app(settings) -> the ASGI app: Streamable HTTP at /mcp, GET /healthz."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ticket_server.db import open_repository
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+from ticket_server.tickets.repository import DatabaseUnavailable
+
+MCP_PATH = "/mcp"
+
+
+def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
+    """The whole HTTP surface. Host/Origin validation (DNS-rebinding protection, MCP
+    spec "Transports: Security Warning") is always on; loopback names are accepted,
+    others only when listed in ``allowed_hosts``/``allowed_origins``."""
+    repo = open_repository(settings)
+    mcp = build_server(settings, repo)
+
+    @mcp.custom_route("/healthz", methods=["GET"], include_in_schema=False)
+    async def healthz(_: Request) -> Response:
+        try:
+            await repo.ping()
+        except DatabaseUnavailable:
+            return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok", "database": "ok"})
+
+    return mcp.http_app(
+        path=MCP_PATH,
+        json_response=True,
+        stateless_http=settings.stateless_http,
+        host_origin_protection=True,
+        allowed_hosts=settings.allowed_hosts or None,
+        allowed_origins=settings.allowed_origins or None,
+    )

@@ -1,0 +1,51 @@
+"""build_server(settings) -> FastMCP: the one place that wires every room together."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastmcp import FastMCP
+
+from ticket_server import __version__
+from ticket_server.db import open_repository
+from ticket_server.settings import Settings
+from ticket_server.tickets.repository import TicketRepository
+from ticket_server.tools import v1
+from ticket_server.tools.errors import ArgumentErrorMiddleware
+
+INSTRUCTIONS = """\
+This server reads a support organisation's ticket database (read-only). Use it to look
+up a ticket's status, owner and last update by its id (ids look like SUP-4412), or to
+find tickets by words in their subject when you do not know the id. Tickets have a
+status (new, open, in_progress, waiting_on_customer, resolved, closed), a priority
+(low, normal, high, urgent), an owner (assignee login) and a queue (support, billing,
+engineering, ...). Errors are returned as tool results that say what to change."""
+
+
+def build_server(settings: Settings, repo: TicketRepository | None = None) -> FastMCP:
+    """The ticket server for ``settings``, on ``repo`` or a repository of its own.
+
+    The repository's pooled connections are released whenever the server stops
+    (disposal keeps it usable: the next query reconnects).
+    """
+    repository = repo or open_repository(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
+        try:
+            yield {}
+        finally:
+            await repository.aclose()
+
+    mcp = FastMCP(
+        "ticket-server",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        mask_error_details=True,
+        strict_input_validation=True,
+        lifespan=lifespan,
+        middleware=[ArgumentErrorMiddleware()],
+    )
+    v1.register(mcp, repository)
+    return mcp

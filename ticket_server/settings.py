@@ -1,0 +1,76 @@
+"""The one configuration object: read once from the environment (prefix ``TICKET_SERVER_``).
+
+Everything the deployment decides lives here; nothing comes from a client's request.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from platformdirs import user_data_path
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+APP_NAME = "ticket-server"
+
+
+def default_data_dir() -> Path:
+    """The user's data directory for this app (e.g. ``~/.local/share/ticket-server`` on Linux)."""
+    return user_data_path(APP_NAME, appauthor=False)
+
+
+def default_database_url() -> str:
+    """An SQLite file in the user's data directory (never the CWD or the package folder)."""
+    return f"sqlite+aiosqlite:///{default_data_dir() / 'tickets.db'}"
+
+
+class Settings(BaseSettings):
+    """Server settings. Each field is read from ``TICKET_SERVER_<FIELD>`` (case-insensitive)."""
+
+    model_config = SettingsConfigDict(env_prefix="TICKET_SERVER_", extra="ignore")
+
+    database_url: str = Field(
+        default_factory=default_database_url,
+        description="Any SQLAlchemy async URL; default: an SQLite file in the user's data dir.",
+    )
+    database_timeout: float = Field(
+        default=5.0, gt=0, description="Seconds a query may wait for the database before failing."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "text"] = "json"
+    host: str = Field(default="127.0.0.1", description="HTTP bind address.")
+    port: int = Field(default=8000, ge=0, le=65535, description="HTTP port.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Extra Host header values accepted over HTTP (DNS-rebinding protection).",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Extra browser Origins accepted over HTTP."
+    )
+    stateless_http: bool = Field(
+        default=False,
+        description="Serve legacy (initialize) clients without server-side sessions, "
+        "so any replica can answer any request.",
+    )
+
+    @cached_property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @cached_property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file of ``database_url``; None for other engines or in-memory SQLite."""
+        if not self.is_sqlite:
+            return None
+        from sqlalchemy.engine import make_url
+
+        database = make_url(self.database_url).database
+        if not database or database == ":memory:":
+            return None
+        return Path(database)
+
+    @property
+    def uses_default_database(self) -> bool:
+        return self.database_url == default_database_url()

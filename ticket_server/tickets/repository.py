@@ -1,0 +1,90 @@
+"""TicketRepository: every query the tools make, over one SQLAlchemy async session each.
+
+Driver and pool failures surface as ``DatabaseUnavailable`` so that callers can answer
+"ticket database unavailable" without knowing the engine, and every query is bounded
+in time by ``database_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from ticket_server.tickets.models import Ticket
+from ticket_server.tickets.schemas import TicketRecord
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(Exception):
+    """The ticket database did not answer (down, locked, replaced, or too slow)."""
+
+
+class TicketRepository:
+    """Queries over one engine; ``aclose()`` releases its connections."""
+
+    def __init__(self, engine: AsyncEngine, timeout: float) -> None:
+        self._engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._timeout = timeout
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    async def aclose(self) -> None:
+        await self._engine.dispose()
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[AsyncSession]:
+        try:
+            async with asyncio.timeout(self._timeout), self._sessions() as session:
+                yield session
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            # The detail (SQL, DSN, path) stays in the log; callers get a plain fact.
+            log.error("ticket database unavailable", exc_info=exc)
+            raise DatabaseUnavailable() from exc
+
+    async def get(self, ticket_id: str) -> TicketRecord | None:
+        async with self._session() as session:
+            row = await session.get(Ticket, ticket_id)
+            return TicketRecord.model_validate(row) if row is not None else None
+
+    async def search_subject(self, query: str, limit: int) -> list[TicketRecord]:
+        """Tickets whose subject contains ``query`` case-insensitively, newest first.
+
+        ``%`` and ``_`` in ``query`` are literal (LIKE with an escape character).
+        """
+        stmt = (
+            select(Ticket)
+            .where(Ticket.subject.icontains(query, autoescape=True))
+            .order_by(Ticket.updated_at.desc(), Ticket.id)
+            .limit(limit)
+        )
+        async with self._session() as session:
+            rows = (await session.scalars(stmt)).all()
+            return [TicketRecord.model_validate(r) for r in rows]
+
+    async def count(self) -> int:
+        async with self._session() as session:
+            return int(await session.scalar(select(func.count()).select_from(Ticket)) or 0)
+
+    async def add_all(self, tickets: Iterable[dict[str, Any]]) -> int:
+        """Insert tickets (dicts of column values) in one transaction; returns how many."""
+        rows = list(tickets)
+        if rows:
+            async with self._session() as session, session.begin():
+                await session.execute(insert(Ticket), rows)
+        return len(rows)
+
+    async def ping(self) -> None:
+        """Raise ``DatabaseUnavailable`` unless the tickets table answers."""
+        async with self._session() as session:
+            await session.execute(select(Ticket.id).limit(1))

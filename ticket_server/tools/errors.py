@@ -1,0 +1,113 @@
+"""Turning failures into tool results a model can act on.
+
+A failure the model can fix is a tool result with ``isError: true`` and a sentence
+written for it (MCP spec, "Error Handling": tool execution errors are reported in the
+result, protocol errors as JSON-RPC errors). Internal detail stays in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools import ToolResult
+from mcp import types as mt
+from pydantic import ValidationError as PydanticValidationError
+
+from ticket_server.tickets.repository import DatabaseUnavailable
+
+DATABASE_UNAVAILABLE = (
+    "The ticket database is unavailable right now; nothing was changed. Try again in a few seconds."
+)
+
+
+@contextmanager
+def domain_errors() -> Iterator[None]:
+    """Map domain exceptions raised inside a tool to model-readable tool errors."""
+    try:
+        yield
+    except DatabaseUnavailable as exc:
+        raise ToolError(DATABASE_UNAVAILABLE) from exc
+
+
+def _expectation(schema: dict[str, Any]) -> str:
+    """'an integer from 1 to 50', 'a string of at most 500 characters', ... from JSON Schema."""
+    if "anyOf" in schema:
+        parts = [_expectation(s) for s in schema["anyOf"]]
+        return " or ".join(dict.fromkeys(parts))
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "null":
+        return "null"
+    if kind == "integer":
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if lo is not None and hi is not None:
+            return f"an integer from {lo} to {hi}"
+        return "an integer" + (f" >= {lo}" if lo is not None else "") + (f" <= {hi}" if hi is not None else "")
+    if kind == "string":
+        text = "a string"
+        if schema.get("format") == "date-time":
+            text = "an RFC 3339 date-time string such as 2026-07-14T00:00:00Z"
+        if "maxLength" in schema:
+            text += f" of at most {schema['maxLength']} characters"
+        return text
+    if kind == "array":
+        items = schema.get("items", {})
+        return f"a list of {_expectation(items)}" if items else "a list"
+    return {"boolean": "true or false", "number": "a number", "object": "an object"}.get(
+        str(kind), "a valid value"
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe_invalid_arguments(
+    tool: str, error: PydanticValidationError, input_schema: dict[str, Any]
+) -> str:
+    """One model-readable sentence per invalid argument, naming the bound or type expected."""
+    properties: dict[str, Any] = input_schema.get("properties", {})
+    problems: list[str] = []
+    for err in error.errors(include_url=False):
+        loc = err.get("loc") or ()
+        name = str(loc[0]) if loc else "arguments"
+        schema = properties.get(name, {})
+        if err["type"] in ("missing", "missing_argument"):
+            problems.append(f"'{name}' is required ({_expectation(schema)})")
+        elif err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            known = ", ".join(properties) or "none"
+            problems.append(f"'{name}' is not an argument of this tool (arguments: {known})")
+        elif name in properties:
+            problems.append(f"'{name}' must be {_expectation(schema)} (got {_shown(err.get('input'))})")
+        else:
+            problems.append(f"the arguments must be an object with: {', '.join(properties)}")
+    unique = list(dict.fromkeys(problems))
+    return f"Invalid arguments for {tool}: " + "; ".join(unique) + ". Nothing was done."
+
+
+class ArgumentErrorMiddleware(Middleware):
+    """Rewrites argument-validation failures as a sentence naming each bound or type.
+
+    FastMCP answers them with pydantic's raw text (error codes, URLs, internal names).
+    """
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        try:
+            return await call_next(context)
+        except ValidationError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, PydanticValidationError) or context.fastmcp_context is None:
+                raise ToolError(f"Invalid arguments for {context.message.name}.") from exc
+            tool = await context.fastmcp_context.fastmcp.get_tool(context.message.name)
+            schema = tool.parameters if tool is not None else {}
+            raise ToolError(describe_invalid_arguments(context.message.name, cause, schema)) from exc
