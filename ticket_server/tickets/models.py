@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import DateTime, Enum, Index, String, Text
+from sqlalchemy import DateTime, Enum, Index, Integer, String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -69,9 +69,14 @@ def _enum(enum: type[StrEnum], name: str) -> Enum:
 
 
 class Ticket(Base):
+    """A support ticket. ``id`` is the public key (``SUP-4412``); ``pk`` is an internal
+    integer key that never changes, so SQLite's FTS5 index can follow rows by it (an
+    implicit rowid may be renumbered by VACUUM) and search cursors can key on it."""
+
     __tablename__ = "tickets"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True, index=True)
     subject: Mapped[str] = mapped_column(String(300))
     body: Mapped[str] = mapped_column(Text)
     status: Mapped[TicketStatus] = mapped_column(_enum(TicketStatus, "ticket_status"))
@@ -83,7 +88,7 @@ class Ticket(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
     __table_args__ = (
-        Index("ix_tickets_updated_at", "updated_at", "id"),
+        Index("ix_tickets_updated_at", "updated_at", "pk"),
         Index("ix_tickets_queue_updated_at", "queue", "updated_at"),
         Index("ix_tickets_status", "status"),
         Index("ix_tickets_owner", "owner"),

@@ -54,7 +54,7 @@ class TicketRepository:
 
     async def get(self, ticket_id: str) -> TicketRecord | None:
         async with self._session() as session:
-            row = await session.get(Ticket, ticket_id)
+            row = await session.scalar(select(Ticket).where(Ticket.id == ticket_id))
             return TicketRecord.model_validate(row) if row is not None else None
 
     async def search_subject(self, query: str, limit: int) -> list[TicketRecord]:
@@ -65,7 +65,7 @@ class TicketRepository:
         stmt = (
             select(Ticket)
             .where(Ticket.subject.icontains(query, autoescape=True))
-            .order_by(Ticket.updated_at.desc(), Ticket.id)
+            .order_by(Ticket.updated_at.desc(), Ticket.pk.desc())
             .limit(limit)
         )
         async with self._session() as session:

@@ -22,7 +22,8 @@ PRIORITIES = ("low", "normal", "high", "urgent")
 def upgrade() -> None:
     op.create_table(
         "tickets",
-        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("pk", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("id", sa.String(32), nullable=False),
         sa.Column("subject", sa.String(300), nullable=False),
         sa.Column("body", sa.Text(), nullable=False),
         sa.Column(
@@ -41,7 +42,8 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     )
-    op.create_index("ix_tickets_updated_at", "tickets", ["updated_at", "id"])
+    op.create_index("ix_tickets_id", "tickets", ["id"], unique=True)
+    op.create_index("ix_tickets_updated_at", "tickets", ["updated_at", "pk"])
     op.create_index("ix_tickets_queue_updated_at", "tickets", ["queue", "updated_at"])
     op.create_index("ix_tickets_status", "tickets", ["status"])
     op.create_index("ix_tickets_owner", "tickets", ["owner"])
