@@ -81,6 +81,33 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
         log.info(f"seeded {added} tickets", extra={"added": added})
 
 
+def _tools(settings: Settings, args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from ticket_server.tools import contract
+
+    path = Path(args.contract)
+    live = asyncio.run(contract.snapshot(contract.contract_server()))
+    if args.tools_command == "snapshot":
+        contract.write_contract(live, path)
+        print(f"wrote {len(live['tools'])} tools to {path}", file=sys.stderr)
+        return
+    if not path.exists():
+        raise CommandError(f"no published contract at {path}; run `ticket-server tools snapshot`")
+    differences = contract.compare(contract.read_contract(path), live)
+    for difference in differences:
+        print(difference)
+    breaking = [d for d in differences if d.kind == "breaking"]
+    print(
+        f"tool contract: {len(differences)} difference(s), {len(breaking)} breaking",
+        file=sys.stderr,
+    )
+    if breaking:
+        raise CommandError(
+            "breaking change(s) to published tools: ship them under a new _vN name instead"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticket-server", description="An MCP server in front of a support-ticket database."
@@ -105,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     seedp.add_argument("--file", help="load this JSON Lines file instead of the sample")
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
     dbp.set_defaults(handler=_db)
+
+    toolsp = commands.add_parser("tools", help="the published tool contract")
+    tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)
+    for name, text in (
+        ("check", "compare the live tools with the published contract; exit 1 on a breaking change"),
+        ("snapshot", "rewrite the published contract from the live tools"),
+    ):
+        sub = tools_commands.add_parser(name, help=text)
+        sub.add_argument("--contract", default="tool-contract.json", help="contract file (default: %(default)s)")
+    toolsp.set_defaults(handler=_tools)
     return parser
 
 

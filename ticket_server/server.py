@@ -11,7 +11,9 @@ from ticket_server import __version__
 from ticket_server.db import open_repository
 from ticket_server.settings import Settings
 from ticket_server.tickets.repository import TicketRepository
-from ticket_server.tools import v1
+from ticket_server.access.deprecation import Clock, Deprecation, DeprecationMiddleware, utc_today
+from ticket_server.tools import manifest, v1, v2
+from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import ArgumentErrorMiddleware
 
 INSTRUCTIONS = """\
@@ -23,12 +25,24 @@ status (new, open, in_progress, waiting_on_customer, resolved, closed), a priori
 engineering, ...). Errors are returned as tool results that say what to change."""
 
 
-def build_server(settings: Settings, repo: TicketRepository | None = None) -> FastMCP:
+def deprecations(settings: Settings) -> dict[str, Deprecation]:
+    """The deprecated tools: replacements from the tools, dates from the settings."""
+    return {
+        name: Deprecation(name, replacement, settings.retirement_dates[name], arguments)
+        for name, (replacement, arguments) in v1.REPLACEMENTS.items()
+    }
+
+
+def build_server(
+    settings: Settings, repo: TicketRepository | None = None, *, clock: Clock = utc_today
+) -> FastMCP:
     """The ticket server for ``settings``, on ``repo`` or a repository of its own.
 
     The repository's pooled connections are released whenever the server stops
-    (disposal keeps it usable: the next query reconnects).
+    (disposal keeps it usable: the next query reconnects). ``clock`` gives today's
+    date (UTC) for retirement decisions; tests move it.
     """
+    retiring = deprecations(settings)
     repository = repo or open_repository(settings)
 
     @asynccontextmanager
@@ -45,7 +59,9 @@ def build_server(settings: Settings, repo: TicketRepository | None = None) -> Fa
         mask_error_details=True,
         strict_input_validation=True,
         lifespan=lifespan,
-        middleware=[ArgumentErrorMiddleware()],
+        middleware=[DeprecationMiddleware(retiring, clock), ArgumentErrorMiddleware()],
     )
-    v1.register(mcp, repository)
+    v1.register(mcp, repository, retiring)
+    v2.register(mcp, repository, CursorCodec(settings.cursor_key))
+    manifest.register(mcp, retiring, clock)
     return mcp

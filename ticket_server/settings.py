@@ -5,15 +5,23 @@ Everything the deployment decides lives here; nothing comes from a client's requ
 
 from __future__ import annotations
 
+import hashlib
 from functools import cached_property
+from datetime import date
 from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_path
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 APP_NAME = "ticket-server"
+
+# Release 0.2.0 (2026-11-30) deprecates the original tools; they retire one quarter later.
+DEFAULT_RETIREMENT_DATES = {
+    "get_ticket_status": date(2027, 2, 28),
+    "search_tickets": date(2027, 2, 28),
+}
 
 
 def default_data_dir() -> Path:
@@ -54,6 +62,28 @@ class Settings(BaseSettings):
         description="Serve legacy (initialize) clients without server-side sessions, "
         "so any replica can answer any request.",
     )
+
+    retirement_dates: dict[str, date] = Field(
+        default_factory=lambda: dict(DEFAULT_RETIREMENT_DATES),
+        description="Retirement date of each deprecated tool (JSON object); on and after "
+        "it the tool is unlisted and answers with a pointer to its replacement.",
+    )
+    cursor_secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs search cursors; default: derived from database_url, "
+        "so replicas on one database accept each other's cursors.",
+    )
+
+    @field_validator("retirement_dates")
+    @classmethod
+    def _keep_default_dates(cls, value: dict[str, date]) -> dict[str, date]:
+        # Setting one tool's date must not drop the others'.
+        return {**DEFAULT_RETIREMENT_DATES, **value}
+
+    @property
+    def cursor_key(self) -> bytes:
+        secret = self.cursor_secret.get_secret_value() if self.cursor_secret else self.database_url
+        return hashlib.sha256(b"ticket-server search cursor\0" + secret.encode()).digest()
 
     @cached_property
     def is_sqlite(self) -> bool:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
+from ticket_server.tickets.search import Position, SearchFilters, build_search, search_terms
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,16 @@ class TicketRepository:
         async with self._session() as session:
             rows = (await session.scalars(stmt)).all()
             return [TicketRecord.model_validate(r) for r in rows]
+
+    async def search(
+        self, query: str, filters: SearchFilters, after: Position | None, limit: int
+    ) -> list[tuple[TicketRecord, Position]]:
+        """One page of full-text search (see ``tickets.search``): tickets with the
+        position each one ends a page at, best match (or newest) first."""
+        stmt = build_search(self.dialect, search_terms(query), filters, after, limit)
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).all()
+            return [(TicketRecord.model_validate(t), Position(sort, t.pk)) for t, sort in rows]
 
     async def count(self) -> int:
         async with self._session() as session:

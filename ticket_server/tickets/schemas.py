@@ -41,3 +41,37 @@ class TicketSummaryV1(BaseModel):
     id: str
     subject: str
     status: str
+
+
+class TicketStatusV2(BaseModel):
+    """`get_ticket_status_v2` result: the ticket's status record."""
+
+    id: str = Field(description="Ticket id, e.g. SUP-4412.")
+    subject: str
+    status: TicketStatus
+    priority: TicketPriority
+    owner: str | None = Field(description="Assignee login; null when unassigned.")
+    queue: str = Field(description="Queue, e.g. support, billing, engineering.")
+    created_at: datetime = Field(description="RFC 3339, UTC.")
+    updated_at: datetime = Field(description="RFC 3339, UTC.")
+
+
+class TicketSummaryV2(BaseModel):
+    """One `search_tickets_v2` hit."""
+
+    id: str
+    subject: str
+    status: TicketStatus
+    priority: TicketPriority
+    owner: str | None
+    queue: str
+    updated_at: datetime = Field(description="RFC 3339, UTC.")
+
+
+class SearchPage(BaseModel):
+    """One page of `search_tickets_v2` results."""
+
+    tickets: list[TicketSummaryV2]
+    next_cursor: str | None = Field(
+        description="Pass back as `cursor` for the next page; null on the last page."
+    )

@@ -33,10 +33,15 @@ def domain_errors() -> Iterator[None]:
         raise ToolError(DATABASE_UNAVAILABLE) from exc
 
 
-def _expectation(schema: dict[str, Any]) -> str:
-    """'an integer from 1 to 50', 'a string of at most 500 characters', ... from JSON Schema."""
+def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
+    """'an integer from 1 to 50', 'a string of at most 500 characters', ... from JSON Schema
+    (local ``#/$defs/...`` references resolved through ``defs``)."""
+    defs = defs or {}
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        schema = {**defs.get(ref.removeprefix("#/$defs/"), {}), **{k: v for k, v in schema.items() if k != "$ref"}}
     if "anyOf" in schema:
-        parts = [_expectation(s) for s in schema["anyOf"]]
+        parts = [_expectation(s, defs) for s in schema["anyOf"]]
         return " or ".join(dict.fromkeys(parts))
     if "enum" in schema:
         return "one of " + ", ".join(repr(v) for v in schema["enum"])
@@ -57,7 +62,7 @@ def _expectation(schema: dict[str, Any]) -> str:
         return text
     if kind == "array":
         items = schema.get("items", {})
-        return f"a list of {_expectation(items)}" if items else "a list"
+        return f"a list of {_expectation(items, defs)}" if items else "a list"
     return {"boolean": "true or false", "number": "a number", "object": "an object"}.get(
         str(kind), "a valid value"
     )
@@ -73,18 +78,19 @@ def describe_invalid_arguments(
 ) -> str:
     """One model-readable sentence per invalid argument, naming the bound or type expected."""
     properties: dict[str, Any] = input_schema.get("properties", {})
+    defs: dict[str, Any] = input_schema.get("$defs", {})
     problems: list[str] = []
     for err in error.errors(include_url=False):
         loc = err.get("loc") or ()
         name = str(loc[0]) if loc else "arguments"
         schema = properties.get(name, {})
         if err["type"] in ("missing", "missing_argument"):
-            problems.append(f"'{name}' is required ({_expectation(schema)})")
+            problems.append(f"'{name}' is required ({_expectation(schema, defs)})")
         elif err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             known = ", ".join(properties) or "none"
             problems.append(f"'{name}' is not an argument of this tool (arguments: {known})")
         elif name in properties:
-            problems.append(f"'{name}' must be {_expectation(schema)} (got {_shown(err.get('input'))})")
+            problems.append(f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})")
         else:
             problems.append(f"the arguments must be an object with: {', '.join(properties)}")
     unique = list(dict.fromkeys(problems))

@@ -1,19 +1,37 @@
-"""The original tools, kept to their exact published contract."""
+"""The original tools, kept to their exact published contract; deprecated in favour of v2."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import inspect
+from collections.abc import Mapping
+
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
+from ticket_server.access.deprecation import Deprecation
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors
 
 MAX_ID_LENGTH = 64
+
+REPLACEMENTS: dict[str, tuple[str, str]] = {
+    "get_ticket_status": (
+        "get_ticket_status_v2",
+        "pass the same ticket_id; the result has status, owner and updated_at (an RFC 3339 "
+        "time) in place of updated (a date), plus subject, priority, queue and created_at.",
+    ),
+    "search_tickets": (
+        "search_tickets_v2",
+        "pass the same query and limit; v2 matches words in subject and body, returns the "
+        "tickets under `tickets` and a next_cursor for further pages.",
+    ),
+}
+"""Each original tool's replacement and how its arguments map (for the retirement error)."""
 
 
 def normalise_ticket_id(ticket_id: str) -> str:
@@ -29,10 +47,22 @@ def not_found(ticket_id: str) -> ToolError:
     )
 
 
-def register(mcp: FastMCP, repo: TicketRepository) -> None:
-    """Add the original tools to ``mcp``."""
+def _described(fn, deprecation: Deprecation) -> str:  # type: ignore[no-untyped-def]
+    """The tool's description: the deprecation notice first, then its docstring."""
+    return f"{deprecation.announcement()}\n\n{inspect.cleandoc(fn.__doc__ or '')}"
 
-    @mcp.tool(name="get_ticket_status", annotations=READ_ONLY, tags={"tickets:read"})
+
+def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, Deprecation]) -> None:
+    """Add the original tools to ``mcp``, each announcing its retirement."""
+
+    def tool(fn):  # type: ignore[no-untyped-def]
+        d = deprecations[fn.__name__]
+        return mcp.tool(
+            name=fn.__name__, description=_described(fn, d), meta=d.meta(),
+            annotations=READ_ONLY, tags={"tickets:read"},
+        )(fn)
+
+    @tool
     async def get_ticket_status(
         ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412 (case-insensitive).")],
     ) -> TicketStatusV1:
@@ -54,7 +84,7 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
             id=ticket.id, status=ticket.status, owner=ticket.owner, updated=ticket.updated_at.date()
         )
 
-    @mcp.tool(name="search_tickets", annotations=READ_ONLY, tags={"tickets:read"})
+    @tool
     async def search_tickets(
         query: Annotated[
             str,

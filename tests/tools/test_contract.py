@@ -1,0 +1,127 @@
+"""The published tool contract and its check: every class of change is classified."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ticket_server.tools import contract
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def live() -> dict:
+    import asyncio
+
+    return asyncio.run(contract.snapshot(contract.contract_server()))
+
+
+def tool(snapshot: dict, name: str) -> dict:
+    return next(t for t in snapshot["tools"] if t["name"] == name)
+
+
+def kinds(published: dict, changed: dict) -> set[tuple[str, str]]:
+    return {(d.kind, d.what) for d in contract.compare(published, changed)}
+
+
+def test_committed_contract_matches_the_live_server(live: dict) -> None:
+    published = contract.read_contract(ROOT / "tool-contract.json")
+    assert contract.compare(published, live) == []
+    assert {t["name"] for t in published["tools"]} == {
+        "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2"}
+    for t in published["tools"]:
+        assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)
+
+
+def change(live: dict, name: str, edit) -> dict:
+    changed = copy.deepcopy(live)
+    edit(tool(changed, name))
+    return changed
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    # additive
+    (lambda t: t["inputSchema"]["properties"].update(team={"type": "string", "default": ""}), ("additive", "new optional input")),
+    (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].update(customer={"type": "string"}), ("additive", "new output field")),
+    (lambda t: t["inputSchema"]["properties"]["queue"]["anyOf"].append({"type": "integer"}), ("additive", "wider type ['null', 'string'] -> ['integer', 'null', 'string']")),
+    (lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=100), ("additive", "maximum 50 -> 100")),
+    (lambda t: t.update(description="Better words."), ("additive", "description changed")),
+    # breaking
+    (lambda t: (t["inputSchema"]["properties"].update(project={"type": "string"}), t["inputSchema"].setdefault("required", []).append("project")), ("breaking", "new required input")),
+    (lambda t: t["inputSchema"]["properties"].pop("owner"), ("breaking", "input removed or renamed")),
+    (lambda t: t["inputSchema"]["properties"].update(assignee=t["inputSchema"]["properties"].pop("owner")), ("breaking", "input removed or renamed")),
+    (lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=20), ("breaking", "maximum 50 -> 20")),
+    (lambda t: t["inputSchema"]["properties"]["queue"].update(anyOf=[{"type": "null"}]), ("breaking", "narrowed type ['null', 'string'] -> ['null']")),
+    (lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0]["items"]["enum"].remove("new"), ("breaking", "enum narrowed")),
+    (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].pop("owner"), ("breaking", "output field removed or renamed")),
+    (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"]["updated_at"].update(type="integer"), ("breaking", "output type changed ['string'] -> ['integer']")),
+    (lambda t: t.update(outputSchema={"type": "object", "properties": {"result": {"type": "array"}}, "x-fastmcp-wrap-result": True}), ("breaking", "output shape changed (wrapped result)")),
+    (lambda t: t["annotations"].update(readOnlyHint=False), ("breaking", "annotation readOnlyHint no longer True")),
+])
+def test_each_class_of_change(live: dict, edit, expected: tuple[str, str]) -> None:
+    assert expected in kinds(live, change(live, "search_tickets_v2", edit))
+
+
+def test_tool_added_and_removed(live: dict) -> None:
+    fewer = copy.deepcopy(live)
+    fewer["tools"] = [t for t in fewer["tools"] if t["name"] != "search_tickets"]
+    assert ("breaking", "tool removed or renamed") in kinds(live, fewer)
+    assert ("additive", "new tool") in kinds(fewer, live)
+
+
+def test_output_enum_gaining_a_value_is_breaking(live: dict) -> None:
+    changed = change(live, "get_ticket_status_v2", lambda t: t["outputSchema"]["properties"]["status"]["enum"].append("on_hold"))
+    assert ("breaking", "output enum gained values") in kinds(live, changed)
+
+
+def run_check(contract_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ticket_server", "tools", "check", "--contract", str(contract_path)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+
+
+def test_cli_check_passes_on_main() -> None:
+    proc = run_check(ROOT / "tool-contract.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 breaking" in proc.stderr
+
+
+def test_cli_check_fails_naming_a_breaking_change(tmp_path: Path) -> None:
+    """The CLI exits non-zero and names the change when the live tools break the
+    published contract (here: the published get_ticket_status_v2 took no ticket_id)."""
+    published = contract.read_contract(ROOT / "tool-contract.json")
+    t = tool(published, "get_ticket_status_v2")
+    t["inputSchema"]["properties"].pop("ticket_id")
+    t["inputSchema"]["required"] = []
+    path = tmp_path / "contract.json"
+    path.write_text(json.dumps(published))
+    proc = run_check(path)
+    assert proc.returncode != 0
+    assert "BREAKING get_ticket_status_v2: ticket_id: new required input" in proc.stdout
+
+
+async def test_adding_a_required_input_to_search_tickets_v2_is_breaking() -> None:
+    """Done-when of the contract: a live search_tickets_v2 that gains a required input
+    fails the check against the committed contract, named as breaking."""
+    from fastmcp.tools import Tool, forward
+
+    server = contract.contract_server()
+    original = await server.get_tool("search_tickets_v2")
+
+    async def with_project(project: str, **kwargs):  # the breaking change under test
+        return await forward(**kwargs)
+
+    server.add_tool(Tool.from_tool(original, transform_fn=with_project))
+    live = await contract.snapshot(server)
+    assert "project" in tool(live, "search_tickets_v2")["inputSchema"]["required"]
+    differences = contract.compare(contract.read_contract(ROOT / "tool-contract.json"), live)
+    assert [str(d) for d in differences if d.kind == "breaking"] == [
+        "BREAKING search_tickets_v2: project: new required input"
+    ]

@@ -1,0 +1,224 @@
+"""The current tools: get_ticket_status_v2 and search_tickets_v2 (ranking, filters, paging)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from ticket_server import db
+from ticket_server.db import open_repository
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+from ticket_server.tickets.seeding import seed
+from ticket_server.tools.v2 import MAX_PAGE_BYTES
+from tests.conftest import sqlite_url
+from tests.helpers import assert_no_leak, assert_text_mirrors_structured, text_of
+
+STATUSES = ["new", "open", "in_progress", "waiting_on_customer", "resolved", "closed"]
+
+
+async def search(client: Client, **arguments):
+    return await client.call_tool("search_tickets_v2", arguments, raise_on_error=False)
+
+
+async def page_through(client: Client, **arguments) -> list[dict]:
+    seen: list[dict] = []
+    cursor = None
+    for _ in range(10_000):
+        result = await search(client, **arguments, **({"cursor": cursor} if cursor else {}))
+        assert result.is_error is False, text_of(result)
+        seen += result.structured_content["tickets"]
+        cursor = result.structured_content["next_cursor"]
+        if cursor is None:
+            return seen
+    raise AssertionError("paging did not end")
+
+
+async def test_get_v2_record(client: Client) -> None:
+    result = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+    assert result.structured_content == {
+        "id": "SUP-4412",
+        "subject": "Invoice INV-20931 charged twice after plan upgrade",
+        "status": "waiting_on_customer",
+        "priority": "high",
+        "owner": "r.mehta",
+        "queue": "billing",
+        "created_at": "2026-07-02T09:15:00Z",
+        "updated_at": "2026-07-14T16:42:00Z",
+    }
+    assert_text_mirrors_structured(result)
+
+
+async def test_get_v2_schema_has_enums_and_times(client: Client) -> None:
+    tools = {t.name: t for t in await client.list_tools()}
+    out = tools["get_ticket_status_v2"].output_schema
+    assert out["properties"]["status"]["enum"] == STATUSES
+    assert out["properties"]["priority"]["enum"] == ["low", "normal", "high", "urgent"]
+    assert out["properties"]["updated_at"]["format"] == "date-time"
+    search_in = tools["search_tickets_v2"].input_schema["properties"]
+    assert search_in["limit"]["minimum"] == 1 and search_in["limit"]["maximum"] == 50
+    assert "16 KiB" in tools["search_tickets_v2"].description
+
+
+async def test_get_v2_unknown_id(client: Client) -> None:
+    result = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-0000000"}, raise_on_error=False)
+    assert result.is_error and "SUP-0000000" in text_of(result)
+    assert_no_leak(text_of(result))
+
+
+async def test_search_ranks_subject_matches_first(client: Client) -> None:
+    result = await search(client, query="charged twice")
+    hits = result.structured_content["tickets"]
+    assert hits
+    assert all(set(h) == {"id", "subject", "status", "priority", "owner", "queue", "updated_at"} for h in hits)
+    assert "charged twice" in hits[0]["subject"].lower()
+    assert_text_mirrors_structured(result)
+
+
+@pytest.mark.parametrize("query", [
+    '"', '""', "*", "-", "invoice*", "-refund", "AND", "OR", "NOT", "NEAR(", "NEAR(a b)",
+    "(", ")", "a AND (b OR", "subject:invoice", "^invoice", "{x}", "'; DROP TABLE tickets; --",
+    "\\", "%", "_", ":", "+", "refund -card", "\x00", "é" * 600,
+])
+async def test_search_query_syntax_is_plain_text(client: Client, query: str) -> None:
+    result = await search(client, query=query[:500])
+    assert result.is_error is False, text_of(result)
+    assert "tickets" in result.structured_content
+
+
+async def test_search_folds_accents_and_case(client: Client) -> None:
+    """`cafe` finds `café` (C02's subject), `CAFE` too, and `naive` finds `naïve`."""
+    for query in ("cafe", "CAFE", "café", "naive"):
+        ids = {t["id"] for t in await page_through(client, query=query, limit=50)}
+        assert "SUP-1042" in ids, query
+
+
+async def test_search_filters(client: Client) -> None:
+    hits = await page_through(client, query="", status=["waiting_on_customer", "new"], queue="billing", limit=50)
+    assert hits
+    assert all(h["status"] in ("waiting_on_customer", "new") and h["queue"] == "billing" for h in hits)
+    owned = await page_through(client, owner="r.mehta", limit=50)
+    assert owned and all(h["owner"] == "r.mehta" for h in owned)
+    recent = await page_through(client, updated_after="2026-11-01T00:00:00Z", limit=50)
+    assert recent and all(h["updated_at"] > "2026-11-01T00:00:00Z" for h in recent)
+
+
+async def test_empty_query_lists_newest_first(client: Client) -> None:
+    hits = await page_through(client, queue="security", limit=50)
+    stamps = [h["updated_at"] for h in hits]
+    assert stamps == sorted(stamps, reverse=True)
+
+
+async def test_bad_filters_are_explained(client: Client) -> None:
+    bad_status = await search(client, status=["pending"])
+    assert bad_status.is_error and "status" in text_of(bad_status) and "waiting_on_customer" in text_of(bad_status)
+    naive = await search(client, updated_after="2026-07-01T00:00:00")
+    assert naive.is_error and "updated_after" in text_of(naive)
+    for limit in (0, 51, "10"):
+        result = await search(client, query="invoice", limit=limit)
+        assert result.is_error and "1 to 50" in text_of(result)
+
+
+@pytest.mark.parametrize("arguments", [
+    {"query": "invoice"}, {"query": ""}, {"query": "", "status": ["closed"]}, {"query": "refund card"},
+])
+async def test_paging_returns_every_match_exactly_once(client: Client, arguments: dict) -> None:
+    everything = await page_through(client, **arguments, limit=50)
+    small = await page_through(client, **arguments, limit=7)
+    ids = [t["id"] for t in small]
+    assert len(ids) == len(set(ids)), "pages overlap"
+    assert sorted(ids) == sorted(t["id"] for t in everything), "pages skip"
+    assert ids == [t["id"] for t in everything], "page order is stable"
+
+
+async def test_tampered_and_foreign_cursors_are_errors(client: Client) -> None:
+    first = await search(client, query="invoice", limit=2)
+    cursor = first.structured_content["next_cursor"]
+    assert cursor
+    body, tag = cursor.split(".")
+    flipped = ("A" if body[5] != "A" else "B")
+    for bad in (body[:5] + flipped + body[6:] + "." + tag, cursor + "x", "garbage", "a.b.c", ""):
+        result = await search(client, query="invoice", limit=2, cursor=bad)
+        if bad == "":
+            assert result.is_error is False  # empty cursor means first page
+            continue
+        assert result.is_error, bad
+        assert "without a cursor" in text_of(result)
+        assert_no_leak(text_of(result))
+    other = await search(client, query="refund", limit=2, cursor=cursor)
+    assert other.is_error and "other query or filters" in text_of(other)
+
+
+async def test_page_json_stays_under_bound(client: Client, settings: Settings) -> None:
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    repo = open_repository(settings)
+    await repo.add_all([{
+        "id": f"SUP-95{i:05d}", "subject": "zebrafish " + "ü" * 280, "body": "zebrafish",
+        "status": "open", "priority": "low", "owner": None, "queue": "support",
+        "customer": "Big Subjects", "created_at": now, "updated_at": now,
+    } for i in range(60)])
+    await repo.aclose()
+    result = await search(client, query="zebrafish", limit=50)
+    page = result.structured_content
+    assert len(json.dumps(page, ensure_ascii=False).encode()) <= MAX_PAGE_BYTES
+    assert 0 < len(page["tickets"]) < 50 and page["next_cursor"]
+    everything = await page_through(client, query="zebrafish", limit=50)
+    assert len({t["id"] for t in everything}) == 60
+
+
+def test_fts_follows_inserts_updates_and_deletes(db_path: Path) -> None:
+    """The FTS5 index is kept in step with the tickets table by the migration's triggers."""
+    settings = Settings(database_url=sqlite_url(db_path))
+
+    async def found(query: str) -> set[str]:
+        async with Client(build_server(settings)) as client:
+            return {t["id"] for t in await page_through(client, query=query, limit=50)}
+
+    now = "2026-11-21 10:00:00.000000"
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, created_at, updated_at) "
+            "VALUES ('SUP-9700001', 'Quokka sync stalls', 'body text', 'open', 'low', NULL, 'support', 'Q', ?, ?)",
+            (now, now),
+        )
+    assert asyncio.run(found("quokka")) == {"SUP-9700001"}
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE tickets SET subject = 'Wombat sync stalls' WHERE id = 'SUP-9700001'")
+    assert asyncio.run(found("quokka")) == set()
+    assert asyncio.run(found("wombat")) == {"SUP-9700001"}
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DELETE FROM tickets WHERE id = 'SUP-9700001'")
+    assert asyncio.run(found("wombat")) == set()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("INSERT INTO tickets_fts(tickets_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_search_over_20000_generated_tickets(tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    url = sqlite_url(path)
+    db.upgrade(url)
+    settings = Settings(database_url=url)
+    assert asyncio.run(seed(settings, count=20_000)) == 20_000
+
+    async def check() -> None:
+        async with Client(build_server(settings)) as client:
+            hits = await page_through(client, query="refund", limit=50)
+            ids = [h["id"] for h in hits]
+            assert len(ids) == len(set(ids)) > 50
+            with sqlite3.connect(path) as conn:
+                expected = conn.execute(
+                    "SELECT count(*) FROM tickets_fts WHERE tickets_fts MATCH '\"refund\"'"
+                ).fetchone()[0]
+            assert len(ids) == expected
+            billing = await page_through(client, query="", queue="billing", status=["open"], limit=50)
+            with sqlite3.connect(path) as conn:
+                count = conn.execute("SELECT count(*) FROM tickets WHERE queue='billing' AND status='open'").fetchone()[0]
+            assert len(billing) == count
+
+    asyncio.run(check())

@@ -1,0 +1,200 @@
+"""The published tool contract: a snapshot of tools/list, and a check that classifies
+every difference from it as additive or breaking.
+
+Rules (DESIGN.md, "Tool contract"): a new tool, a new optional input, a new output
+field or a wider input type is additive; a removed or renamed tool or input, a new
+required input, a narrowed input type, enum or bound, a removed output field or a
+changed output type or shape is breaking. A breaking change ships under a new name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from fastmcp import Client, FastMCP
+
+CONTRACT_FILE = Path("tool-contract.json")
+Kind = Literal["additive", "breaking"]
+Role = Literal["input", "output"]
+
+# Bounds whose increase narrows what is accepted, and those whose decrease does.
+_LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems")
+_UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems")
+# Annotation hints whose loss makes a tool less safe to call than it was.
+_SAFE_HINTS = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False}
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: Kind
+    tool: str
+    where: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.upper():8} {self.tool}{': ' + self.where if self.where else ''}: {self.what}"
+
+
+async def snapshot(server: FastMCP) -> dict[str, Any]:
+    """Every tool as the server lists it: name, description, schemas, annotations."""
+    async with Client(server) as client:
+        tools = await client.list_tools()
+    entries = []
+    for tool in sorted(tools, key=lambda t: t.name):
+        dumped = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+        entries.append({k: dumped[k] for k in ("name", "description", "inputSchema", "outputSchema", "annotations") if k in dumped})
+    return {"tools": entries}
+
+
+def contract_server() -> FastMCP:
+    """The server as published: default settings, with the clock before any retirement."""
+    from ticket_server.server import build_server
+    from ticket_server.settings import Settings
+
+    return build_server(Settings(), clock=lambda: date.min)
+
+
+def _variants(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return schema.get("anyOf") or schema.get("oneOf") or [schema]
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for variant in _variants(schema):
+        kind = variant.get("type")
+        if isinstance(kind, list):
+            out.update(kind)
+        elif kind:
+            out.add(kind)
+        else:
+            out.add("any")
+    return out
+
+
+def _main(schema: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((v for v in _variants(schema) if v.get("type") == kind), None)
+
+
+def _enum(schema: dict[str, Any]) -> set[Any] | None:
+    values = [v for variant in _variants(schema) for v in variant.get("enum", [])]
+    return set(map(json.dumps, values)) if values else None
+
+
+def compare_schema(old: dict[str, Any], new: dict[str, Any], tool: str, where: str, role: Role) -> list[Difference]:
+    """Differences between two JSON Schemas of one input or output value."""
+    diffs: list[Difference] = []
+
+    def add(kind: Kind, what: str) -> None:
+        diffs.append(Difference(kind, tool, where, what))
+
+    old_t, new_t = _types(old), _types(new)
+    if "any" not in old_t and old_t != new_t:
+        if role == "input":
+            if "any" in new_t or new_t > old_t:
+                add("additive", f"wider type {sorted(old_t)} -> {sorted(new_t)}")
+            else:
+                add("breaking", f"narrowed type {sorted(old_t)} -> {sorted(new_t)}")
+        elif new_t < old_t:
+            add("additive", f"narrower output type {sorted(old_t)} -> {sorted(new_t)}")
+        else:
+            add("breaking", f"output type changed {sorted(old_t)} -> {sorted(new_t)}")
+
+    old_e, new_e = _enum(old), _enum(new)
+    if old_e is not None and old_e != new_e:
+        widened = new_e is None or new_e > old_e
+        if (role == "input") == widened:
+            add("additive", "enum widened" if widened else "enum narrowed")
+        else:
+            add("breaking", "enum narrowed" if not widened else "output enum gained values")
+
+    if role == "input":
+        for variant_old, variant_new in zip(_variants(old), _variants(new), strict=False):
+            for key in _LOWER_BOUNDS + _UPPER_BOUNDS:
+                a, b = variant_old.get(key), variant_new.get(key)
+                if a == b:
+                    continue
+                lower = key in _LOWER_BOUNDS
+                narrowed = b is not None and (a is None or (b > a if lower else b < a))
+                add("breaking" if narrowed else "additive", f"{key} {a} -> {b}")
+
+    old_obj, new_obj = _main(old, "object"), _main(new, "object")
+    if old_obj and new_obj:
+        diffs += _compare_properties(old_obj, new_obj, tool, where, role)
+    old_arr, new_arr = _main(old, "array"), _main(new, "array")
+    if old_arr and new_arr and "items" in old_arr and "items" in new_arr:
+        diffs += compare_schema(old_arr["items"], new_arr["items"], tool, f"{where}[]", role)
+    return diffs
+
+
+def _compare_properties(old: dict[str, Any], new: dict[str, Any], tool: str, where: str, role: Role) -> list[Difference]:
+    diffs: list[Difference] = []
+    old_p, new_p = old.get("properties", {}), new.get("properties", {})
+    old_r, new_r = set(old.get("required", [])), set(new.get("required", []))
+    prefix = f"{where}." if where else ""
+    noun = "input" if role == "input" else "output field"
+    for name, schema in old_p.items():
+        path = f"{prefix}{name}"
+        if name not in new_p:
+            diffs.append(Difference("breaking", tool, path, f"{noun} removed or renamed"))
+            continue
+        diffs += compare_schema(schema, new_p[name], tool, path, role)
+        if role == "input" and name in new_r and name not in old_r:
+            diffs.append(Difference("breaking", tool, path, "input became required"))
+        if role == "output" and name in old_r and name not in new_r:
+            diffs.append(Difference("breaking", tool, path, "output field no longer always present"))
+    for name in new_p.keys() - old_p.keys():
+        path = f"{prefix}{name}"
+        if role == "output":
+            diffs.append(Difference("additive", tool, path, "new output field"))
+        elif name in new_r:
+            diffs.append(Difference("breaking", tool, path, "new required input"))
+        else:
+            diffs.append(Difference("additive", tool, path, "new optional input"))
+    if role == "input" and old.get("additionalProperties") is not False and new.get("additionalProperties") is False:
+        diffs.append(Difference("breaking", tool, where, "extra arguments no longer accepted"))
+    return diffs
+
+
+def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]:
+    """Every difference between the published contract and the live tools."""
+    old = {t["name"]: t for t in published["tools"]}
+    new = {t["name"]: t for t in live["tools"]}
+    diffs: list[Difference] = []
+    for name, tool in old.items():
+        if name not in new:
+            diffs.append(Difference("breaking", name, "", "tool removed or renamed"))
+            continue
+        current = new[name]
+        diffs += compare_schema(tool.get("inputSchema", {}), current.get("inputSchema", {}), name, "", "input")
+        old_out, new_out = tool.get("outputSchema"), current.get("outputSchema")
+        if old_out is not None and new_out is None:
+            diffs.append(Difference("breaking", name, "", "output schema removed"))
+        elif old_out is not None and new_out is not None:
+            if old_out.get("x-fastmcp-wrap-result") != new_out.get("x-fastmcp-wrap-result"):
+                diffs.append(Difference("breaking", name, "", "output shape changed (wrapped result)"))
+            diffs += compare_schema(old_out, new_out, name, "", "output")
+        elif old_out is None and new_out is not None:
+            diffs.append(Difference("additive", name, "", "output schema added"))
+        if tool.get("description") != current.get("description"):
+            diffs.append(Difference("additive", name, "", "description changed"))
+        old_a, new_a = tool.get("annotations", {}), current.get("annotations", {})
+        for hint, safe in _SAFE_HINTS.items():
+            if old_a.get(hint) == safe and new_a.get(hint) != safe:
+                diffs.append(Difference("breaking", name, "", f"annotation {hint} no longer {safe}"))
+        if old_a != new_a and not any(d.what.startswith("annotation") for d in diffs if d.tool == name):
+            diffs.append(Difference("additive", name, "", "annotations changed"))
+    for name in new.keys() - old.keys():
+        diffs.append(Difference("additive", name, "", "new tool"))
+    return diffs
+
+
+def write_contract(contract: dict[str, Any], path: Path = CONTRACT_FILE) -> None:
+    path.write_text(json.dumps(contract, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_contract(path: Path = CONTRACT_FILE) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))

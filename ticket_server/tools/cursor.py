@@ -1,0 +1,77 @@
+"""Opaque, tamper-evident page cursors for search_tickets_v2.
+
+A cursor is ``base64url(JSON position) + "." + base64url(HMAC-SHA256 tag)``: the
+position says where the last page ended, the fingerprint ties it to the search that
+made it, and the tag (RFC 2104 HMAC, truncated to 128 bits) makes any edit detectable.
+A cursor carries no authorization: the caller's queue scope is applied to every page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from datetime import datetime
+from typing import Any
+
+from ticket_server.tickets.search import Position
+
+MAX_CURSOR_LENGTH = 512
+_TAG_BYTES = 16
+
+
+class CursorError(ValueError):
+    """A cursor that is malformed, tampered with, or from another search."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def fingerprint(**search: Any) -> str:
+    """A short digest of everything that defines a search (query terms and filters)."""
+    canonical = json.dumps(search, sort_keys=True, default=str, ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class CursorCodec:
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def _tag(self, body: bytes) -> bytes:
+        return hmac.new(self._key, body, hashlib.sha256).digest()[:_TAG_BYTES]
+
+    def encode(self, position: Position, search: str) -> str:
+        if isinstance(position.sort, datetime):
+            sort: dict[str, Any] = {"t": position.sort.isoformat()}
+        else:
+            sort = {"r": float(position.sort)}
+        body = json.dumps({"f": search, "k": position.pk, **sort}, separators=(",", ":")).encode()
+        return f"{_b64(body)}.{_b64(self._tag(body))}"
+
+    def decode(self, cursor: str, search: str) -> Position:
+        """The position in ``cursor``; ``CursorError`` unless it is intact and was made
+        by this server for the same ``search`` fingerprint."""
+        try:
+            if len(cursor) > MAX_CURSOR_LENGTH:
+                raise CursorError("too long")
+            body_text, tag_text = cursor.split(".")
+            body, tag = _unb64(body_text), _unb64(tag_text)
+            if not hmac.compare_digest(tag, self._tag(body)):
+                raise CursorError("bad tag")
+            payload = json.loads(body)
+            if payload["f"] != search:
+                raise CursorError("other search")
+            pk = int(payload["k"])
+            sort: Any = datetime.fromisoformat(payload["t"]) if "t" in payload else float(payload["r"])
+        except CursorError:
+            raise
+        except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError) as exc:
+            raise CursorError("malformed") from exc
+        return Position(sort=sort, pk=pk)

@@ -1,0 +1,48 @@
+"""The `tickets://manifest` resource: what this server publishes and when names retire."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastmcp import FastMCP
+from pydantic import BaseModel
+
+from ticket_server import __version__
+from ticket_server.access.deprecation import Clock, Deprecation
+
+URI = "tickets://manifest"
+
+
+class ToolEntry(BaseModel):
+    name: str
+    status: str  # current | deprecated | retired
+    replacement: str | None = None
+    sunset: str | None = None
+
+
+class Manifest(BaseModel):
+    server: str
+    version: str
+    tools: list[ToolEntry]
+
+
+def register(mcp: FastMCP, deprecations: Mapping[str, Deprecation], clock: Clock) -> None:
+    @mcp.resource(
+        URI,
+        name="manifest",
+        title="Tool manifest",
+        description="Server version and every tool with its status (current, deprecated "
+        "or retired), replacement and retirement date, as JSON.",
+        mime_type="application/json",
+    )
+    async def tool_manifest() -> str:
+        today = clock()
+        entries = []
+        for tool in sorted(await mcp.list_tools(run_middleware=False), key=lambda t: t.name):
+            d = deprecations.get(tool.name)
+            if d is None:
+                entries.append(ToolEntry(name=tool.name, status="current"))
+            else:
+                status = "retired" if d.retired(today) else "deprecated"
+                entries.append(ToolEntry(name=tool.name, status=status, replacement=d.replacement, sunset=d.sunset.isoformat()))
+        return Manifest(server=mcp.name, version=__version__, tools=entries).model_dump_json(indent=2)
