@@ -32,6 +32,10 @@ def _inode(path: Path) -> int | None:
         return None
 
 
+def _unicode_lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
 def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngine:
     """An async engine for ``settings.database_url``.
 
@@ -66,6 +70,9 @@ def _watch_sqlite_file(engine: AsyncEngine, path: Path) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
         record.info["inode"] = _inode(path)
+        # SQLite's lower() folds ASCII only; search_tickets promises case-insensitive
+        # matching for every script (PostgreSQL's lower() already does this).
+        dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()

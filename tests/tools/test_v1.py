@@ -101,6 +101,12 @@ async def test_search_is_case_insensitive_substring_of_subject(client: Client) -
     assert_text_mirrors_structured(result)
 
 
+async def test_search_case_folding_covers_non_ascii(client: Client) -> None:
+    for query in ("CAFÉ ✓ NAÏVE", "テスト – café"):
+        result = await client.call_tool("search_tickets", {"query": query, "limit": 50})
+        assert "SUP-1042" in {h["id"] for h in result.structured_content["result"]}, query
+
+
 async def test_search_default_limit_is_5(client: Client) -> None:
     result = await client.call_tool("search_tickets", {"query": "e"})
     assert len(result.structured_content["result"]) == 5
