@@ -18,22 +18,36 @@ from tests.conftest import sqlite_url
 from tests.helpers import assert_no_leak, text_of
 
 
-def tables(path: Path) -> set[str]:
-    with sqlite3.connect(path) as conn:
-        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','index')")}
+async def schema(url: str) -> set[str]:
+    """Tables and indexes in the database at ``url``."""
+    from sqlalchemy import inspect
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            def names(sync) -> set[str]:
+                inspector = inspect(sync)
+                out = set(inspector.get_table_names())
+                for table in out.copy():
+                    out |= {i["name"] for i in inspector.get_indexes(table)}
+                return out
+            return await conn.run_sync(names)
+    finally:
+        await engine.dispose()
 
 
-def test_migrations_upgrade_downgrade_upgrade(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
-    url = sqlite_url(path)
+def test_migrations_upgrade_downgrade_upgrade(empty_database_url: str) -> None:
+    """Every revision upgrades from empty, downgrades to base and upgrades again."""
+    url = empty_database_url
     db.upgrade(url)
-    assert {"tickets", "ix_tickets_updated_at", "alembic_version"} <= tables(path)
+    assert {"tickets", "ix_tickets_updated_at", "alembic_version"} <= asyncio.run(schema(url))
     state = asyncio.run(db.migration_state(Settings(database_url=url)))
     assert state.is_current and state.current == db.head_revision(url)
     db.downgrade(url, "base")
-    assert "tickets" not in tables(path)
+    assert "tickets" not in asyncio.run(schema(url))
     db.upgrade(url)
-    assert "tickets" in tables(path)
+    assert "tickets" in asyncio.run(schema(url))
 
 
 def test_sample_file_is_the_generators_output() -> None:
@@ -43,13 +57,19 @@ def test_sample_file_is_the_generators_output() -> None:
     assert from_file == list(generate_tickets(SAMPLE_COUNT))
 
 
-def test_seed_if_empty_is_idempotent(template_db: Path, tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    shutil.copy(template_db, path)
-    settings = Settings(database_url=sqlite_url(path))
+def test_seed_if_empty_is_idempotent(settings: Settings) -> None:
+    from ticket_server.db import open_repository
+
     assert asyncio.run(seed(settings, if_empty=True)) == 0
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT count(*) FROM tickets").fetchone()[0] == SAMPLE_COUNT
+
+    async def count() -> int:
+        repo = open_repository(settings)
+        try:
+            return await repo.count()
+        finally:
+            await repo.aclose()
+
+    assert asyncio.run(count()) == SAMPLE_COUNT
 
 
 async def test_c05b_database_stops_answering_then_comes_back(server, db_path: Path, tmp_path: Path) -> None:

@@ -1,0 +1,112 @@
+"""A private PostgreSQL server for the tests: started from the Debian binaries in a temp
+directory on a free loopback port, or taken from TICKET_SERVER_TEST_POSTGRES_URL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+POSTGRES_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_postgres_user(args: list[str]) -> list[str]:
+    # PostgreSQL refuses to run as root; CI and the dev machines run tests as root.
+    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+
+
+@dataclass
+class PostgresServer:
+    """``url(db)`` gives an asyncpg URL for database ``db`` on this server."""
+
+    host: str
+    port: int
+    user: str
+    data_dir: Path | None = None
+    pg_ctl: Path | None = None
+
+    def url(self, database: str) -> str:
+        return f"postgresql+asyncpg://{self.user}@{self.host}:{self.port}/{database}"
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        proc = subprocess.run(
+            ["psql", "-h", self.host, "-p", str(self.port), "-U", self.user, "-d", database,
+             "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
+            capture_output=True, text=True, timeout=60,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"psql failed: {proc.stderr}")
+        return proc.stdout
+
+    def stop(self) -> None:
+        if self.data_dir is not None and self.pg_ctl is not None:
+            subprocess.run(_as_postgres_user([str(self.pg_ctl), "-D", str(self.data_dir), "-m", "immediate", "stop"]),
+                           capture_output=True, timeout=60)
+
+    def remove(self) -> None:
+        self.stop()
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+
+    def start(self) -> None:
+        assert self.data_dir is not None and self.pg_ctl is not None
+        options = f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        subprocess.run(
+            _as_postgres_user([str(self.pg_ctl), "-D", str(self.data_dir), "-o", options,
+                               "-l", str(self.data_dir / "server.log"), "-w", "start"]),
+            check=True, capture_output=True, timeout=60,
+        )
+
+
+def start_private_server() -> PostgresServer:
+    """initdb + pg_ctl start in a new temp directory (pytest's own is private to root,
+    and the server runs as the postgres user); RuntimeError when not installed."""
+    if not POSTGRES_BIN_DIRS or shutil.which("psql") is None:
+        raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
+    bin_dir = POSTGRES_BIN_DIRS[0]
+    root = Path(tempfile.mkdtemp(prefix="ticket-server-pg-"))
+    data = root / "pgdata"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+    subprocess.run(_as_postgres_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
+                                      "-E", "UTF8", "--locale=C.UTF-8"]),
+                   check=True, capture_output=True, timeout=120)
+    server = PostgresServer("127.0.0.1", _free_port(), "postgres", data, bin_dir / "pg_ctl")
+    server.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            server.psql("SELECT 1")
+            return server
+        except RuntimeError:
+            time.sleep(0.2)
+    raise RuntimeError("PostgreSQL did not start")
+
+
+def postgres_for_tests() -> PostgresServer:
+    """The server to test against; skips (outside CI) when none can be had."""
+    url = os.environ.get("TICKET_SERVER_TEST_POSTGRES_URL")
+    if url:
+        from sqlalchemy.engine import make_url
+
+        u = make_url(url)
+        return PostgresServer(u.host or "127.0.0.1", u.port or 5432, u.username or "postgres")
+    try:
+        return start_private_server()
+    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"no PostgreSQL for the tests: {exc}")
