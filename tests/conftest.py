@@ -107,7 +107,8 @@ def db_path(database_url: str) -> Path:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, database_timeout=3.0)
+    # Tests that are not about rate limits must never meet one.
+    return Settings(database_url=database_url, database_timeout=3.0, tool_rate_limit="100000/minute")
 
 
 @pytest.fixture

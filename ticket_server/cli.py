@@ -1,4 +1,4 @@
-"""The `ticket-server` command: serve | db upgrade | db downgrade | db seed.
+"""The `ticket-server` command: serve | db upgrade | db downgrade | db seed | callers | audit.
 
 Every message goes to stderr; under `serve` (stdio) stdout belongs to JSON-RPC.
 """
@@ -40,10 +40,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             f"{state.head}; run `ticket-server db upgrade`"
         )
     if args.transport == "stdio":
-        from ticket_server.server import build_server
+        from ticket_server.access.identity import IdentityError
+        from ticket_server.server import serve_stdio
 
         log.info("serving MCP over stdio", extra={"version": __version__})
-        build_server(settings).run(transport="stdio", show_banner=False)
+        try:
+            serve_stdio(settings)
+        except IdentityError as exc:
+            raise CommandError(str(exc)) from exc
         return
 
     import uvicorn
@@ -52,12 +56,39 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
 
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
-    app = build_http_app(settings)
+    app = build_http_app(settings.model_copy(update={"host": host, "port": port}))
     log.info(
         f"serving MCP over Streamable HTTP on http://{host}:{port}{MCP_PATH}",
         extra={"url": f"http://{host}:{port}{MCP_PATH}", "version": __version__},
     )
     uvicorn.run(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
+
+
+def _callers(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.access import commands
+
+    try:
+        if args.callers_command == "add":
+            commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit)
+        elif args.callers_command == "bootstrap":
+            commands.callers_bootstrap(settings, args.name)
+        elif args.callers_command == "list":
+            commands.callers_list(settings, args.json)
+        elif args.callers_command == "revoke":
+            commands.callers_revoke(settings, args.name)
+        elif args.callers_command == "rotate":
+            commands.callers_rotate(settings, args.name)
+    except commands.AccessCommandError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _audit(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.access import commands
+
+    try:
+        commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
+    except commands.AccessCommandError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _db(settings: Settings, args: argparse.Namespace) -> None:
@@ -132,6 +163,30 @@ def build_parser() -> argparse.ArgumentParser:
     seedp.add_argument("--file", help="load this JSON Lines file instead of the sample")
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
     dbp.set_defaults(handler=_db)
+
+    callersp = commands.add_parser("callers", help="who may call the tools (tokens, scopes, queues)")
+    callers_commands = callersp.add_subparsers(dest="callers_command", required=True)
+    add = callers_commands.add_parser("add", help="create a caller; prints its token once on stdout")
+    add.add_argument("name")
+    add.add_argument("--scope", action="append", required=True, help="a scope, e.g. tickets:read (repeatable)")
+    add.add_argument("--queue", action="append", help="limit to this queue (repeatable; default: every queue)")
+    add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
+    add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")
+    boot = callers_commands.add_parser("bootstrap", help="create a first caller unless any exists")
+    boot.add_argument("--name", default="admin")
+    lst = callers_commands.add_parser("list", help="list callers (never their tokens)")
+    lst.add_argument("--json", action="store_true", help="one JSON object per caller")
+    for name, text in (("revoke", "revoke a caller's token"), ("rotate", "replace a caller's token; prints the new one once")):
+        callers_commands.add_parser(name, help=text).add_argument("name")
+    callersp.set_defaults(handler=_callers)
+
+    auditp = commands.add_parser("audit", help="print the audit trail of tool calls")
+    auditp.add_argument("--caller", help="only this caller")
+    auditp.add_argument("--tool", help="only this tool")
+    auditp.add_argument("--since", help="only since then: 24h, 30m, 7d, or an ISO time")
+    auditp.add_argument("--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)")
+    auditp.add_argument("--json", action="store_true", help="one JSON object per row")
+    auditp.set_defaults(handler=_audit)
 
     toolsp = commands.add_parser("tools", help="the published tool contract")
     tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)

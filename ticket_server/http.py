@@ -1,10 +1,12 @@
-"""build_http_app(settings) -> the ASGI app: Streamable HTTP at /mcp, GET /healthz."""
+"""build_http_app(settings) -> the ASGI app: Streamable HTTP at /mcp, GET /healthz,
+the protected-resource metadata (RFC 9728); bearer-token auth and slowapi limits."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ticket_server.access.control import AccessControl
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
@@ -18,7 +20,10 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
     spec "Transports: Security Warning") is always on; loopback names are accepted,
     others only when listed in ``allowed_hosts``/``allowed_origins``."""
     repo = open_repository(settings)
-    mcp = build_server(settings, repo)
+    access = AccessControl(settings)
+    mcp = build_server(settings, repo, access=access)
+    # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
+    mcp.auth = access.token_verifier()
 
     @mcp.custom_route("/healthz", methods=["GET"], include_in_schema=False)
     async def healthz(_: Request) -> Response:
@@ -28,11 +33,14 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
             return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok", "database": "ok"})
 
-    return mcp.http_app(
+    app = mcp.http_app(
         path=MCP_PATH,
+        middleware=access.http_middleware(),
         json_response=True,
         stateless_http=settings.stateless_http,
         host_origin_protection=True,
         allowed_hosts=settings.allowed_hosts or None,
         allowed_origins=settings.allowed_origins or None,
     )
+    access.install_http(app, MCP_PATH)
+    return app

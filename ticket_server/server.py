@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastmcp import FastMCP
 
 from ticket_server import __version__
+from ticket_server.access.control import AccessControl
 from ticket_server.db import open_repository
 from ticket_server.settings import Settings
 from ticket_server.tickets.repository import TicketRepository
@@ -34,7 +35,8 @@ def deprecations(settings: Settings) -> dict[str, Deprecation]:
 
 
 def build_server(
-    settings: Settings, repo: TicketRepository | None = None, *, clock: Clock = utc_today
+    settings: Settings, repo: TicketRepository | None = None, *, clock: Clock = utc_today,
+    access: AccessControl | None = None,
 ) -> FastMCP:
     """The ticket server for ``settings``, on ``repo`` or a repository of its own.
 
@@ -45,11 +47,16 @@ def build_server(
     retiring = deprecations(settings)
     repository = repo or open_repository(settings)
 
+    # Callers, authorization, rate limits and audit (the same on every transport).
+    access = access or AccessControl(settings)
+
     @asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
+        await access.start()
         try:
             yield {}
         finally:
+            await access.stop()  # flushes the audit trail, even when cancelled
             await repository.aclose()
 
     mcp = FastMCP(
@@ -59,9 +66,44 @@ def build_server(
         mask_error_details=True,
         strict_input_validation=True,
         lifespan=lifespan,
-        middleware=[DeprecationMiddleware(retiring, clock), ArgumentErrorMiddleware()],
+        middleware=[*access.outer_middleware(), DeprecationMiddleware(retiring, clock), ArgumentErrorMiddleware()],
     )
     v1.register(mcp, repository, retiring)
     v2.register(mcp, repository, CursorCodec(settings.cursor_key))
     manifest.register(mcp, retiring, clock)
     return mcp
+
+
+def serve_stdio(settings: Settings) -> None:
+    """Serve over stdio until stdin ends or SIGTERM arrives; either way the server's
+    lifespan ends normally, so the audit trail is flushed. The caller named by the
+    settings is checked first (``IdentityError`` names the setting to fix)."""
+    import asyncio
+    import signal
+
+    from ticket_server.access.control import open_store
+    from ticket_server.access.identity import check_stdio_identity
+
+    async def check() -> str:
+        store = open_store(settings)
+        try:
+            return await check_stdio_identity(settings, store)
+        finally:
+            await store.aclose()
+
+    caller = asyncio.run(check())
+    mcp = build_server(settings)
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            await mcp.run_async(transport="stdio", show_banner=False)
+        except asyncio.CancelledError:
+            pass  # SIGTERM: the lifespan has ended and flushed by now
+
+    import logging
+
+    logging.getLogger("ticket_server").info("stdio caller", extra={"caller": caller})
+    asyncio.run(main())

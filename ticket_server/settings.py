@@ -85,6 +85,54 @@ class Settings(BaseSettings):
         secret = self.cursor_secret.get_secret_value() if self.cursor_secret else self.database_url
         return hashlib.sha256(b"ticket-server search cursor\0" + secret.encode()).digest()
 
+    # --- access: callers, identity, rate limits, audit (ticket_server/access/) ---
+    auth_mode: Literal["callers", "jwt"] = Field(
+        default="callers",
+        description="How HTTP callers are identified: `callers` (bearer tokens from the "
+        "callers table) or `jwt` (JWTs from an identity provider).",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The server's public base URL, for the protected-resource metadata "
+        "(RFC 9728); default: http://HOST:PORT.",
+    )
+    token: SecretStr | None = Field(
+        default=None, description="stdio: the caller's token (verified like a bearer token)."
+    )
+    stdio_caller: str | None = Field(
+        default=None, description="stdio: the caller's name (must exist in the callers table)."
+    )
+    jwt_issuer: str | None = Field(default=None, description="jwt mode: the required `iss`.")
+    jwt_audience: str | None = Field(default=None, description="jwt mode: the required `aud`.")
+    jwt_jwks_url: str | None = Field(default=None, description="jwt mode: the issuer's JWKS URL.")
+    jwt_public_key: str | None = Field(
+        default=None, description="jwt mode: a PEM public key (instead of a JWKS URL)."
+    )
+    jwt_algorithm: str = Field(default="RS256", description="jwt mode: the signing algorithm.")
+    jwt_caller_claim: str = Field(
+        default="sub", description="jwt mode: the claim that names the caller."
+    )
+    rate_limit_storage_url: str = Field(
+        default="memory://",
+        description="Rate-limit counters: `memory://` (one process) or `redis://HOST:PORT/DB` "
+        "(shared by several server processes).",
+    )
+    tool_rate_limit: str = Field(
+        default="60/minute",
+        description="Default limit per caller per tool on tools/call (moving window), "
+        "e.g. `60/minute`; a caller's own limit overrides it.",
+    )
+    http_rate_limit: str = Field(
+        default="600/minute",
+        description="Default limit of HTTP requests per caller on the HTTP endpoint.",
+    )
+    audit_batch_size: int = Field(
+        default=200, ge=1, description="Most audit rows written in one transaction."
+    )
+    audit_flush_seconds: float = Field(
+        default=1.0, gt=0, description="Longest an audit row waits before it is written."
+    )
+
     @cached_property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")

@@ -21,6 +21,8 @@ TICKET_SERVER = [sys.executable, "-m", "ticket_server"]
 def server_env(db_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     env["TICKET_SERVER_DATABASE_URL"] = sqlite_url(db_path)
+    # Tests that are not about rate limits must never meet one (C10 makes 200 calls).
+    env["TICKET_SERVER_TOOL_RATE_LIMIT"] = "100000/minute"
     env.update(extra)
     return env
 
@@ -31,11 +33,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def add_caller(db_path: Path, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
+    """Create a caller in the database at ``db_path``; returns its token."""
+    import asyncio
+
+    from ticket_server.access.control import open_store
+    from ticket_server.settings import Settings
+
+    async def add() -> str:
+        store = open_store(Settings(database_url=sqlite_url(db_path)))
+        try:
+            token = await store.add(name, list(scopes), **options)
+            assert token is not None
+            return token
+        finally:
+            await store.aclose()
+
+    return asyncio.run(add())
+
+
 class HttpServer:
     def __init__(self, process: subprocess.Popen[bytes], port: int, stderr: Path) -> None:
         self.process, self.port, self.stderr = process, port, stderr
         self.base = f"http://127.0.0.1:{port}"
         self.url = f"{self.base}/mcp"
+        self.token: str | None = None
+
+    def transport(self, token: str | None = None):  # -> an mcp.Client transport
+        """Streamable HTTP to this server with ``Authorization: Bearer`` (default: its token)."""
+        from mcp.client.streamable_http import streamable_http_client
+
+        bearer = token or self.token
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        return streamable_http_client(self.url, http_client=httpx.AsyncClient(headers=headers, timeout=30))
 
     def logs(self) -> str:
         return self.stderr.read_text(encoding="utf-8", errors="replace")
@@ -78,7 +108,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def http_server(db_path: Path, tmp_path: Path) -> Iterator[HttpServer]:
+    """A server with one caller, `tester` (tickets:read, every queue): its token in `.token`."""
+    token = add_caller(db_path, "tester")
     server = start_http_server(db_path, tmp_path)
+    server.token = token
     try:
         yield server
     finally:

@@ -14,7 +14,7 @@ from tests.helpers import assert_no_leak, text_of
 
 @pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")])
 async def test_sdk_client_over_http(http_server, mode: str, revision: str) -> None:
-    async with Client(http_server.url, mode=mode) as client:
+    async with Client(http_server.transport(), mode=mode) as client:
         assert client.protocol_version == revision
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"get_ticket_status", "search_tickets"} <= names

@@ -53,19 +53,28 @@ class TicketRepository:
             log.error("ticket database unavailable", exc_info=exc)
             raise DatabaseUnavailable() from exc
 
-    async def get(self, ticket_id: str) -> TicketRecord | None:
+    async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
+        """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
+        stmt = select(Ticket).where(Ticket.id == ticket_id)
+        if queues is not None:
+            stmt = stmt.where(Ticket.queue.in_(sorted(queues)))
         async with self._session() as session:
-            row = await session.scalar(select(Ticket).where(Ticket.id == ticket_id))
+            row = await session.scalar(stmt)
             return TicketRecord.model_validate(row) if row is not None else None
 
-    async def search_subject(self, query: str, limit: int) -> list[TicketRecord]:
-        """Tickets whose subject contains ``query`` case-insensitively, newest first.
+    async def search_subject(
+        self, query: str, limit: int, queues: frozenset[str] | None = None
+    ) -> list[TicketRecord]:
+        """Tickets whose subject contains ``query`` case-insensitively, newest first,
+        only in ``queues`` (None = every queue).
 
         ``%`` and ``_`` in ``query`` are literal (LIKE with an escape character).
         """
+        stmt = select(Ticket).where(Ticket.subject.icontains(query, autoescape=True))
+        if queues is not None:
+            stmt = stmt.where(Ticket.queue.in_(sorted(queues)))
         stmt = (
-            select(Ticket)
-            .where(Ticket.subject.icontains(query, autoescape=True))
+            stmt
             .order_by(Ticket.updated_at.desc(), Ticket.pk.desc())
             .limit(limit)
         )

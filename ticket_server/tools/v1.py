@@ -12,6 +12,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from ticket_server.access.deprecation import Deprecation
+from ticket_server.access.context import current_queues
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
@@ -77,7 +78,7 @@ def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, De
         if len(key) > MAX_ID_LENGTH:
             raise not_found(ticket_id)
         with domain_errors():
-            ticket = await repo.get(key)
+            ticket = await repo.get(key, queues=current_queues())
         if ticket is None:
             raise not_found(ticket_id)
         return TicketStatusV1(
@@ -102,5 +103,5 @@ def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, De
         nothing matches. A limit outside 1..50 is an error naming the bound.
         """
         with domain_errors():
-            hits = await repo.search_subject(query, limit)
+            hits = await repo.search_subject(query, limit, queues=current_queues())
         return [TicketSummaryV1(id=t.id, subject=t.subject, status=t.status) for t in hits]

@@ -9,6 +9,7 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import AwareDatetime, Field
 
+from ticket_server.access.context import current_queues
 from ticket_server.tickets.models import TicketStatus
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSummaryV2
@@ -41,7 +42,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         if len(key) > MAX_ID_LENGTH:
             raise not_found(ticket_id)
         with domain_errors():
-            ticket = await repo.get(key)
+            ticket = await repo.get(key, queues=current_queues())
         if ticket is None:
             raise not_found(ticket_id)
         return TicketStatusV2.model_validate(ticket, from_attributes=True)
@@ -89,6 +90,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         filters = SearchFilters(
             statuses=tuple(dict.fromkeys(status)) if status else None,
             queue=queue, owner=owner, updated_after=updated_after,
+            queues=current_queues(),  # the caller's scope, from the access room
         )
         search = fingerprint(
             terms=terms, status=sorted(filters.statuses or ()), queue=queue, owner=owner,

@@ -1,0 +1,64 @@
+"""Callers in the test database, and in-memory servers acting as one of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastmcp import FastMCP
+
+from ticket_server.access.audit import query
+from ticket_server.access.control import open_store
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+
+
+@pytest.fixture
+async def add_caller(settings: Settings):
+    """add_caller(name, scopes=("tickets:read",), queues=None, tool_rate_limit=None) -> token"""
+
+    async def add(name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
+        store = open_store(settings)
+        try:
+            token = await store.add(name, list(scopes), **options)
+            assert token is not None
+            return token
+        finally:
+            await store.aclose()
+
+    return add
+
+
+@pytest.fixture
+def server_as(settings: Settings):
+    """server_as(**settings) -> a server whose stdio/in-memory caller the settings name."""
+
+    def build(**overrides) -> FastMCP:
+        return build_server(settings.model_copy(update=overrides))
+
+    return build
+
+
+async def audit_rows(settings: Settings, **filters):
+    store = open_store(settings)
+    try:
+        return await query(store, **filters)
+    finally:
+        await store.aclose()
+
+
+async def revoke(settings: Settings, name: str) -> None:
+    store = open_store(settings)
+    try:
+        await store.revoke(name)
+    finally:
+        await store.aclose()
+
+
+def support_and_billing_ids(db_path: Path) -> tuple[str, str]:
+    import sqlite3
+
+    with sqlite3.connect(db_path) as conn:
+        support = conn.execute("SELECT id FROM tickets WHERE queue = 'support' ORDER BY pk LIMIT 1").fetchone()[0]
+        billing = conn.execute("SELECT id FROM tickets WHERE queue = 'billing' ORDER BY pk LIMIT 1").fetchone()[0]
+    return support, billing

@@ -1,0 +1,256 @@
+"""The callers registry: who may call the tools, with which scopes, on which queues,
+how fast. Tokens are 32 random bytes (URL-safe base64), shown once; only their SHA-256
+is stored, and a token is found by its hash, so no token is ever compared in a
+data-dependent way (``hmac.compare_digest`` confirms the match)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from limits import parse_many
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from ticket_server.access.models import CallerRow
+
+log = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "tks_"
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+SCOPE = re.compile(r"^[a-z0-9_-]+:[a-z0-9_*-]+$")
+QUEUE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+LOCAL = "local"
+
+
+class CallerError(Exception):
+    """A registry command the user must change (duplicate or unknown name, bad value)."""
+
+
+class RegistryUnavailable(Exception):
+    """The callers table did not answer."""
+
+
+def new_token() -> str:
+    """32 random bytes, URL-safe base64, with a recognisable prefix (for secret scanners)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A resolved caller. ``queues`` None means every queue."""
+
+    name: str
+    scopes: frozenset[str]
+    queues: frozenset[str] | None = None
+    tool_rate_limit: str | None = None
+    http_rate_limit: str | None = None
+
+    def claims(self) -> dict[str, object]:
+        """What an HTTP access token carries about the caller (never the token)."""
+        return {
+            "ticket_server_caller": {
+                "queues": sorted(self.queues) if self.queues is not None else None,
+                "tool_rate_limit": self.tool_rate_limit,
+                "http_rate_limit": self.http_rate_limit,
+            }
+        }
+
+
+BUILTIN_LOCAL = Caller(name=LOCAL, scopes=frozenset({"tickets:read"}))
+"""The stdio caller when neither a token nor a caller name is configured."""
+
+
+def _split(text: str | None) -> frozenset[str] | None:
+    return None if text is None else frozenset(text.split())
+
+
+def _caller(row: CallerRow) -> Caller:
+    return Caller(
+        name=row.name,
+        scopes=frozenset(row.scopes.split()),
+        queues=_split(row.queues),
+        tool_rate_limit=row.tool_rate_limit,
+        http_rate_limit=row.http_rate_limit,
+    )
+
+
+@dataclass(frozen=True)
+class CallerInfo:
+    """A row as `callers list` shows it (never the token or its hash)."""
+
+    name: str
+    scopes: list[str]
+    queues: list[str] | None
+    tool_rate_limit: str | None
+    http_rate_limit: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def validate(
+    name: str, scopes: list[str], queues: list[str] | None, limits: list[str | None]
+) -> None:
+    if not NAME.match(name):
+        raise CallerError(
+            f"caller name {name!r}: use 1 to 64 lower-case letters, digits, '.', '_' or '-'"
+        )
+    if not scopes:
+        raise CallerError("give at least one --scope, e.g. --scope tickets:read")
+    for scope in scopes:
+        if not SCOPE.match(scope):
+            raise CallerError(f"scope {scope!r}: scopes look like tickets:read")
+    for queue in queues or []:
+        if not QUEUE.match(queue):
+            raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
+    for limit in limits:
+        if limit is not None:
+            try:
+                parse_many(limit)
+            except ValueError as exc:
+                raise CallerError(f"rate limit {limit!r}: write it like 60/minute") from exc
+
+
+class CallerStore:
+    """Queries on the callers table, over its own engine."""
+
+    def __init__(self, engine: AsyncEngine, timeout: float = 5.0) -> None:
+        self._engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._timeout = timeout
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    async def aclose(self) -> None:
+        await self._engine.dispose()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        try:
+            async with asyncio.timeout(self._timeout), self._sessions() as session:
+                yield session
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            log.error("callers registry unavailable", exc_info=exc)
+            raise RegistryUnavailable() from exc
+
+    async def by_token(self, token: str) -> Caller | None:
+        """The live (not revoked) caller holding ``token``; None for any other token."""
+        digest = token_hash(token)
+        async with self.session() as session:
+            row = await session.scalar(select(CallerRow).where(CallerRow.token_sha256 == digest))
+        if row is None or row.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(row.token_sha256, digest):
+            return None
+        return _caller(row)
+
+    async def by_name(self, name: str) -> Caller | None:
+        """The live caller called ``name``; None if there is none or it is revoked."""
+        async with self.session() as session:
+            row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
+        if row is None or row.revoked_at is not None:
+            return None
+        return _caller(row)
+
+    async def find(self, name: str) -> tuple[Caller | None, bool]:
+        """(the live caller called ``name`` or None, whether a row of that name exists)."""
+        async with self.session() as session:
+            row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
+        if row is None:
+            return None, False
+        return (None if row.revoked_at is not None else _caller(row)), True
+
+    async def exists(self, name: str) -> bool:
+        async with self.session() as session:
+            return (await session.scalar(select(CallerRow.pk).where(CallerRow.name == name))) is not None
+
+    async def count(self) -> int:
+        async with self.session() as session:
+            return int(await session.scalar(select(func.count()).select_from(CallerRow)) or 0)
+
+    async def add(
+        self,
+        name: str,
+        scopes: list[str],
+        queues: list[str] | None = None,
+        tool_rate_limit: str | None = None,
+        http_rate_limit: str | None = None,
+        *,
+        only_if_empty: bool = False,
+    ) -> str | None:
+        """Create a caller; returns its token (the only time it exists in plain text).
+
+        With ``only_if_empty``, returns None and creates nothing when any caller exists.
+        """
+        validate(name, scopes, queues, [tool_rate_limit, http_rate_limit])
+        token = new_token()
+        row = CallerRow(
+            name=name,
+            token_sha256=token_hash(token),
+            scopes=" ".join(sorted(set(scopes))),
+            queues=" ".join(sorted(set(queues))) if queues else None,
+            tool_rate_limit=tool_rate_limit,
+            http_rate_limit=http_rate_limit,
+            created_at=datetime.now(UTC),
+        )
+        async with self.session() as session, session.begin():
+            if only_if_empty and await session.scalar(select(CallerRow.pk).limit(1)) is not None:
+                return None
+            if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is not None:
+                raise CallerError(f"a caller named {name!r} exists; use `callers rotate {name}`")
+            session.add(row)
+        return token
+
+    async def list(self) -> list[CallerInfo]:
+        async with self.session() as session:
+            rows = (await session.scalars(select(CallerRow).order_by(CallerRow.name))).all()
+        return [
+            CallerInfo(
+                name=r.name,
+                scopes=r.scopes.split(),
+                queues=r.queues.split() if r.queues is not None else None,
+                tool_rate_limit=r.tool_rate_limit,
+                http_rate_limit=r.http_rate_limit,
+                created_at=r.created_at,
+                revoked_at=r.revoked_at,
+            )
+            for r in rows
+        ]
+
+    async def revoke(self, name: str) -> None:
+        async with self.session() as session, session.begin():
+            done = await session.execute(
+                update(CallerRow)
+                .where(CallerRow.name == name, CallerRow.revoked_at.is_(None))
+                .values(revoked_at=datetime.now(UTC))
+            )
+            if done.rowcount == 0:  # type: ignore[attr-defined]
+                if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is None:
+                    raise CallerError(f"no caller named {name!r}")
+
+    async def rotate(self, name: str) -> str:
+        """A new token for ``name`` (the old one stops working); un-revokes nothing."""
+        token = new_token()
+        async with self.session() as session, session.begin():
+            row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
+            if row is None:
+                raise CallerError(f"no caller named {name!r}")
+            if row.revoked_at is not None:
+                raise CallerError(f"caller {name!r} is revoked; add a new caller instead")
+            row.token_sha256 = token_hash(token)
+        return token

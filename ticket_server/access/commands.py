@@ -1,0 +1,144 @@
+"""`ticket-server callers ...` and `ticket-server audit`: the logic behind the CLI.
+
+Output: data (a new token, the callers list, audit rows) goes to stdout so that it can
+be piped (``TOKEN=$(ticket-server callers add ...)``); every message goes to stderr.
+The one exception is `callers bootstrap` (run by `make run` right before serving): it
+tells the user on stderr how to connect, token included, and stdout stays empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ticket_server.access.audit import parse_since, query
+from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable
+from ticket_server.settings import Settings
+
+T = TypeVar("T")
+BOOTSTRAP_NAME = "admin"
+
+
+class AccessCommandError(Exception):
+    """Printed as one line by the CLI; exit status 2."""
+
+
+def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
+    from ticket_server.access.control import open_store
+
+    async def main() -> T:
+        store = open_store(settings)
+        try:
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(main())
+    except CallerError as exc:
+        raise AccessCommandError(str(exc)) from exc
+    except RegistryUnavailable as exc:
+        raise AccessCommandError(
+            "cannot read the callers table; run `ticket-server db upgrade` first"
+        ) from exc
+
+
+def _connect_hint(settings: Settings, token: str) -> str:
+    url = f"{settings.public_url or f'http://{settings.host}:{settings.port}'}/mcp"
+    return (
+        f"Connect over Streamable HTTP to {url} with the header\n"
+        f"  Authorization: Bearer {token}\n"
+        "This token is shown only now (only its SHA-256 is stored); keep it in your MCP "
+        "client's configuration, or make a new one with `ticket-server callers rotate NAME`."
+    )
+
+
+def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
+                tool_limit: str | None, http_limit: str | None) -> None:
+    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit))
+    assert token is not None
+    print(token)
+    print(f"created caller {name!r}; the token above is shown only once", file=sys.stderr)
+
+
+def callers_bootstrap(settings: Settings, name: str = BOOTSTRAP_NAME) -> None:
+    """Create the first caller (tickets:read, every queue) unless any caller exists."""
+    token = _run(settings, lambda s: s.add(name, ["tickets:read"], None, only_if_empty=True))
+    if token is None:
+        print("callers exist already; `ticket-server callers list` shows them", file=sys.stderr)
+        return
+    print(f"Created the first caller, {name!r} (tickets:read on every queue).", file=sys.stderr)
+    print(_connect_hint(settings, token), file=sys.stderr)
+
+
+def callers_list(settings: Settings, as_json: bool = False) -> None:
+    rows = _run(settings, lambda s: s.list())
+    if as_json:
+        for r in rows:
+            print(json.dumps({
+                "name": r.name, "scopes": r.scopes, "queues": r.queues,
+                "tool_rate_limit": r.tool_rate_limit, "http_rate_limit": r.http_rate_limit,
+                "created_at": r.created_at.isoformat(),
+                "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,
+            }))
+        return
+    table = [["NAME", "SCOPES", "QUEUES", "TOOL LIMIT", "HTTP LIMIT", "CREATED", "REVOKED"]]
+    for r in rows:
+        table.append([
+            r.name, ",".join(r.scopes), ",".join(r.queues) if r.queues is not None else "(all)",
+            r.tool_rate_limit or "(default)", r.http_rate_limit or "(default)",
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+            r.revoked_at.strftime("%Y-%m-%d %H:%M") if r.revoked_at else "-",
+        ])
+    _print_table(table)
+
+
+def callers_revoke(settings: Settings, name: str) -> None:
+    _run(settings, lambda s: s.revoke(name))
+    print(f"revoked caller {name!r}: its token no longer works", file=sys.stderr)
+
+
+def callers_rotate(settings: Settings, name: str) -> None:
+    token = _run(settings, lambda s: s.rotate(name))
+    print(token)
+    print(f"new token for {name!r} (shown only once); the old one no longer works", file=sys.stderr)
+
+
+def audit(settings: Settings, caller: str | None, tool: str | None, since: str | None,
+          limit: int, as_json: bool = False) -> None:
+    try:
+        moment = parse_since(since) if since else None
+    except ValueError as exc:
+        raise AccessCommandError(str(exc)) from exc
+    rows = _run(settings, lambda s: query(s, caller=caller, tool=tool, since=moment, limit=limit))
+    if as_json:
+        for r in rows:
+            print(json.dumps(_row(r), ensure_ascii=False))
+        return
+    table = [["TIME", "CALLER", "TRANSPORT", "PROTOCOL", "TOOL", "OUTCOME", "BYTES", "MS", "TRACE", "ARGUMENTS"]]
+    for r in rows:
+        table.append([
+            r.time.strftime("%Y-%m-%dT%H:%M:%SZ"), r.caller or "-", r.transport,
+            r.protocol_version or "-", r.tool, r.outcome, str(r.result_bytes),
+            f"{r.duration_ms:.1f}", r.trace_id[:12], r.arguments,
+        ])
+    _print_table(table)
+    print(f"{len(rows)} audit row(s)", file=sys.stderr)
+
+
+def _row(r: Any) -> dict[str, Any]:
+    return {
+        "time": r.time.isoformat(), "trace_id": r.trace_id, "caller": r.caller,
+        "transport": r.transport, "protocol_version": r.protocol_version, "tool": r.tool,
+        "arguments": json.loads(r.arguments), "outcome": r.outcome, "detail": r.detail,
+        "result_bytes": r.result_bytes, "duration_ms": r.duration_ms,
+    }
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -1,0 +1,210 @@
+"""Who is calling, on each transport.
+
+- HTTP: a FastMCP token verifier resolves ``Authorization: Bearer <token>`` on every
+  request, either against the callers table (``auth_mode=callers``) or as a JWT from an
+  identity provider (``auth_mode=jwt``). The verified caller travels in the request's
+  access token (client id = caller name, scopes, and our claims: queues, limits).
+  The server publishes its protected-resource metadata (RFC 9728), which every 401's
+  ``WWW-Authenticate`` points at. Only the header is read: never the query string.
+- stdio and in memory: the caller named by the settings, looked up again on every call
+  (``token``, else ``stdio_caller``, else the built-in ``local`` caller).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastmcp.server.auth import AccessToken, TokenVerifier
+from fastmcp.server.auth.providers.jwt import JWTVerifier
+from fastmcp.server.dependencies import get_access_token, get_http_request
+from mcp.server.auth.routes import build_resource_metadata_url
+from pydantic import AnyHttpUrl
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ticket_server.access.callers import BUILTIN_LOCAL, LOCAL, Caller, CallerStore, RegistryUnavailable, token_hash
+from ticket_server.settings import Settings
+
+CLAIMS_KEY = "ticket_server_caller"
+KNOWN_SCOPES = ["tickets:read"]
+
+
+class IdentityError(Exception):
+    """The configured stdio identity cannot be used; the message names the setting."""
+
+
+def _access_token(caller: Caller, token: str, claims: dict[str, Any] | None = None) -> AccessToken:
+    return AccessToken(
+        token=token_hash(token),  # the secret itself is never kept past verification
+        client_id=caller.name,
+        scopes=sorted(caller.scopes),
+        claims={**(claims or {}), **caller.claims()},
+    )
+
+
+def caller_from_access_token(token: AccessToken) -> Caller:
+    ours = token.claims.get(CLAIMS_KEY) or {}
+    queues = ours.get("queues")
+    return Caller(
+        name=token.client_id,
+        scopes=frozenset(token.scopes),
+        queues=frozenset(queues) if queues is not None else None,
+        tool_rate_limit=ours.get("tool_rate_limit"),
+        http_rate_limit=ours.get("http_rate_limit"),
+    )
+
+
+class _MetadataRoutes:
+    """Serves ``/.well-known/oauth-protected-resource/<mcp path>`` (RFC 9728)."""
+
+    authorization_servers: list[str]
+
+    def _metadata_routes(self, resource_url: AnyHttpUrl | None) -> list[Route]:
+        if resource_url is None:
+            return []
+        metadata: dict[str, Any] = {
+            "resource": str(resource_url),
+            "bearer_methods_supported": ["header"],
+            "scopes_supported": KNOWN_SCOPES,
+            "resource_name": "ticket-server",
+        }
+        if self.authorization_servers:
+            metadata["authorization_servers"] = self.authorization_servers
+
+        async def protected_resource_metadata(_: Request) -> Response:
+            return JSONResponse(metadata, headers={"Cache-Control": "public, max-age=3600"})
+
+        path = build_resource_metadata_url(resource_url).path or "/"
+        return [Route(path, protected_resource_metadata, methods=["GET", "OPTIONS"])]
+
+
+class CallerTokenVerifier(_MetadataRoutes, TokenVerifier):
+    """Bearer tokens from the callers table; verified (by hash) on every request."""
+
+    def __init__(self, store: CallerStore, base_url: str) -> None:
+        super().__init__(base_url=base_url)
+        self.store = store
+        self.authorization_servers = []
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            caller = await self.store.by_token(token)
+        except RegistryUnavailable:
+            return None
+        return _access_token(caller, token) if caller is not None else None
+
+    def get_routes(self, mcp_path: str | None = None) -> list[Route]:
+        self.set_mcp_path(mcp_path)
+        return self._metadata_routes(self._get_resource_url(mcp_path))
+
+
+class CallerJWTVerifier(_MetadataRoutes, JWTVerifier):
+    """JWTs from an identity provider: the caller's name from ``jwt_caller_claim``,
+    scopes from the token. A caller of that name in the callers table adds its queue
+    restriction and limits; a revoked one is refused."""
+
+    def __init__(self, settings: Settings, store: CallerStore, base_url: str) -> None:
+        if not (settings.jwt_jwks_url or settings.jwt_public_key):
+            raise IdentityError(
+                "TICKET_SERVER_AUTH_MODE=jwt needs TICKET_SERVER_JWT_JWKS_URL or TICKET_SERVER_JWT_PUBLIC_KEY"
+            )
+        super().__init__(
+            public_key=settings.jwt_public_key,
+            jwks_uri=settings.jwt_jwks_url,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            algorithm=settings.jwt_algorithm,
+            base_url=base_url,
+        )
+        self.store = store
+        self.caller_claim = settings.jwt_caller_claim
+        self.authorization_servers = [settings.jwt_issuer] if settings.jwt_issuer else []
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        verified = await super().verify_token(token)
+        if verified is None:
+            return None
+        name = verified.claims.get(self.caller_claim)
+        if not isinstance(name, str) or not name:
+            return None
+        try:
+            registered, known = await self.store.find(name)
+        except RegistryUnavailable:
+            return None
+        if known and registered is None:  # revoked in our table
+            return None
+        caller = Caller(
+            name=name,
+            scopes=frozenset(verified.scopes),
+            queues=registered.queues if registered else None,
+            tool_rate_limit=registered.tool_rate_limit if registered else None,
+            http_rate_limit=registered.http_rate_limit if registered else None,
+        )
+        access = _access_token(caller, token, verified.claims)
+        access.expires_at = verified.expires_at
+        return access
+
+    def get_routes(self, mcp_path: str | None = None) -> list[Route]:
+        self.set_mcp_path(mcp_path)
+        return self._metadata_routes(self._get_resource_url(mcp_path))
+
+
+def build_token_verifier(settings: Settings, store: CallerStore, base_url: str) -> TokenVerifier:
+    if settings.auth_mode == "jwt":
+        return CallerJWTVerifier(settings, store, base_url)
+    return CallerTokenVerifier(store, base_url)
+
+
+async def stdio_caller(settings: Settings, store: CallerStore) -> Caller | None:
+    """The caller of a stdio (or in-memory) connection, from the settings; None when
+    the configured token or name is unknown or revoked."""
+    if settings.token is not None:
+        return await store.by_token(settings.token.get_secret_value())
+    if settings.stdio_caller:
+        return await store.by_name(settings.stdio_caller)
+    registered, exists = await store.find(LOCAL)  # an operator may restrict or revoke `local`
+    return registered if exists else BUILTIN_LOCAL
+
+
+async def check_stdio_identity(settings: Settings, store: CallerStore) -> str:
+    """The stdio caller's name, or ``IdentityError`` naming the setting to fix."""
+    try:
+        caller = await stdio_caller(settings, store)
+    except RegistryUnavailable as exc:
+        raise IdentityError("the callers table is unavailable; run `ticket-server db upgrade`") from exc
+    if caller is not None:
+        return caller.name
+    if settings.token is not None:
+        raise IdentityError("TICKET_SERVER_TOKEN is not a valid token (unknown or revoked)")
+    if settings.stdio_caller:
+        raise IdentityError(
+            f"TICKET_SERVER_STDIO_CALLER: no caller named {settings.stdio_caller!r} "
+            "(or it is revoked); see `ticket-server callers list`"
+        )
+    raise IdentityError("the built-in `local` caller is revoked; set TICKET_SERVER_TOKEN")
+
+
+def _in_http_request() -> bool:
+    try:
+        get_http_request()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def resolve_caller(settings: Settings, store: CallerStore) -> tuple[Caller | None, str]:
+    """The caller of the request being served and its transport (http, stdio, memory).
+
+    Over HTTP the token was verified for this very request; without one (which the
+    HTTP layer already refuses) there is no caller. Otherwise the settings decide.
+    """
+    access = get_access_token()
+    if access is not None:
+        return caller_from_access_token(access), "http"
+    if _in_http_request():
+        return None, "http"
+    from fastmcp.server.context import _current_transport
+
+    transport = _current_transport.get() or "memory"
+    return await stdio_caller(settings, store), transport
