@@ -1,0 +1,57 @@
+"""Run the benchmarks and write bench/RESULTS.md:  .venv/bin/python -m bench [NAME ...]
+
+NAME: calls, search, coldstart, schema, memory (default: all). Options:
+  --sizes 10000,100000,1000000   search data set sizes
+  --engines sqlite,postgresql    search engines
+  --no-write                     print the results, leave RESULTS.md alone
+Raw results also go to .cache/bench/results.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+from bench import calls, coldstart, memory, schema, search  # noqa: E402
+from bench.common import CACHE, ROOT, log, machine  # noqa: E402
+from bench.report import render  # noqa: E402
+
+ALL = ("schema", "coldstart", "calls", "memory", "search")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    p.add_argument("names", nargs="*", help=f"any of {', '.join(ALL)} (default: all)")
+    p.add_argument("--sizes", default="10000,100000,1000000")
+    p.add_argument("--engines", default="sqlite,postgresql")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+    names = args.names or list(ALL)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    raw_path = CACHE / "results.json"
+    results = json.loads(raw_path.read_text()) if raw_path.exists() else {}
+    results.pop("note", None)  # a hand-written note describes one run only
+    results["machine"] = machine()
+    started = time.perf_counter()
+    for name in names:
+        t = time.perf_counter()
+        results.setdefault("load", {})[name] = round(os.getloadavg()[0], 2)
+        if name == "search":
+            sizes = tuple(int(s) for s in args.sizes.split(","))
+            results["search"] = search.run(sizes, tuple(args.engines.split(",")))
+        else:
+            results[name] = {"calls": calls, "coldstart": coldstart, "schema": schema, "memory": memory}[name].run()
+        results.setdefault("when", {})[name] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+        log(f"[{name}: {time.perf_counter() - t:.0f} s]")
+    raw_path.write_text(json.dumps(results, indent=2))
+    log(f"all done in {time.perf_counter() - started:.0f} s; raw results in {raw_path}")
+    if not args.no_write:
+        (ROOT / "bench" / "RESULTS.md").write_text(render(results))
+        log("wrote bench/RESULTS.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The bare FastMCP server every benchmark compares against: one trivial tool that
+returns a small Pydantic model, no middleware, no database, FastMCP defaults.
+
+    python bench/bare_server.py                 # stdio (banner off)
+    python bench/bare_server.py --http PORT     # Streamable HTTP at /mcp (FastMCP defaults)
+
+Only fastmcp and pydantic are imported: this is the floor a FastMCP server stands on.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fastmcp import FastMCP
+from pydantic import BaseModel
+
+
+class Status(BaseModel):
+    id: str
+    status: str
+    owner: str | None
+    updated: str
+
+
+def build_bare() -> FastMCP:
+    mcp = FastMCP("bare")
+
+    @mcp.tool
+    def get_status(ticket_id: str) -> Status:
+        """Status of one ticket."""
+        return Status(id=ticket_id, status="open", owner="r.mehta", updated="2026-11-30T09:00:00Z")
+
+    return mcp
+
+
+def main(argv: list[str]) -> None:
+    mcp = build_bare()
+    if len(argv) >= 2 and argv[0] == "--http":
+        mcp.run(transport="http", host="127.0.0.1", port=int(argv[1]), show_banner=False,
+                uvicorn_config={"log_level": "warning"})
+    else:
+        mcp.run(transport="stdio", show_banner=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

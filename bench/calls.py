@@ -1,0 +1,150 @@
+"""Benchmark 1: calls/s of get_ticket_status_v2 with all middleware on (audit, authorization,
+rate limit, deprecation) against the bare FastMCP tool, in memory and over HTTP with 16
+concurrent callers. Each figure is the median of ROUNDS rounds; ours and bare alternate."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import PYTHON, ROOT, free_port, log, median, server_process, sqlite_copy, sqlite_url
+
+ROUNDS = 3
+TICKET = "SUP-4412"
+UNLIMITED = "100000000/minute"  # a generous limit: the limiter runs, the limit is never hit
+
+
+def bench_env(db: Path) -> dict[str, str]:
+    return {
+        "TICKET_SERVER_DATABASE_URL": sqlite_url(db),
+        "TICKET_SERVER_TOOL_RATE_LIMIT": UNLIMITED,
+        "TICKET_SERVER_HTTP_RATE_LIMIT": UNLIMITED,
+        "FASTMCP_CHECK_FOR_UPDATES": "off",
+    }
+
+
+# --- in memory (run in a child process: its stderr, where the audit lines go, is discarded)
+
+async def _inmem(n: int) -> dict[str, list[float]]:
+    from fastmcp import Client
+
+    from bench.bare_server import build_bare
+    from ticket_server.logging import configure_logging
+    from ticket_server.server import build_server
+    from ticket_server.settings import Settings
+
+    settings = Settings()  # from bench_env()
+    configure_logging(settings.log_level, settings.log_format)  # audit lines: JSON on stderr, as served
+    ours, bare = build_server(settings), build_bare()
+    out: dict[str, list[float]] = {"ours": [], "bare": []}
+    async with Client(ours) as co, Client(bare) as cb:
+        cases = [("ours", co, "get_ticket_status_v2"), ("bare", cb, "get_status")]
+        for _, c, tool in cases:  # warm-up
+            for _ in range(200):
+                r = await c.call_tool(tool, {"ticket_id": TICKET})
+                assert not r.is_error, r
+        for _ in range(ROUNDS):
+            for key, c, tool in cases:
+                t = time.perf_counter()
+                for _ in range(n):
+                    await c.call_tool(tool, {"ticket_id": TICKET})
+                out[key].append(n / (time.perf_counter() - t))
+    return out
+
+
+def in_memory(n: int = 2000) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite_copy(10_000, Path(tmp) / "t.db")
+        proc = subprocess.run(
+            [PYTHON, "-m", "bench.calls", "_inmem", str(n)], cwd=ROOT, env={**os.environ, **bench_env(db)},
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True,
+        )
+    runs = json.loads(proc.stdout)
+    ours, bare = median(runs["ours"]), median(runs["bare"])
+    return {"ours": ours, "bare": bare, "ratio": ours / bare, "runs": runs, "calls_per_round": n}
+
+
+# --- HTTP: 16 concurrent callers, one stateless 2026-07-28 POST per call ---------------
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+}
+
+
+async def _http_load(url: str, tool: str, token: str | None, callers: int, seconds: float) -> float:
+    import httpx2
+
+    headers = {
+        "content-type": "application/json", "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": tool,
+    }
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": {"ticket_id": TICKET}, "_meta": META}})
+    done = 0
+    limits = httpx2.Limits(max_connections=callers, max_keepalive_connections=callers)
+    async with httpx2.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
+        r = await client.post(url, content=body)
+        assert r.status_code == 200 and '"isError":false' in r.text, (r.status_code, r.text[:300])
+        stop = time.perf_counter() + seconds
+
+        async def caller() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                r = await client.post(url, content=body)
+                if r.status_code != 200:
+                    raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
+                done += 1
+
+        t = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        return done / (time.perf_counter() - t)
+
+
+def http(callers: int = 16, seconds: float = 6.0) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite_copy(10_000, Path(tmp) / "t.db")
+        env = bench_env(db)
+        exe = str(Path(PYTHON).parent / "ticket-server")
+        token = subprocess.run(
+            [exe, "callers", "add", "bench", "--scope", "tickets:read", "--tool-limit", UNLIMITED,
+             "--http-limit", UNLIMITED], env={**os.environ, **env}, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        po, pb = free_port(), free_port()
+        uo, ub = f"http://127.0.0.1:{po}/mcp", f"http://127.0.0.1:{pb}/mcp"
+        runs: dict[str, list[float]] = {"ours": [], "bare": []}
+        with server_process([exe, "serve", "--transport", "http", "--port", str(po)], env, uo), \
+             server_process([PYTHON, "bench/bare_server.py", "--http", str(pb)], None, ub):
+            asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, 1.5))  # warm-up
+            asyncio.run(_http_load(ub, "get_status", None, callers, 1.5))
+            for _ in range(ROUNDS):
+                runs["ours"].append(asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, seconds)))
+                runs["bare"].append(asyncio.run(_http_load(ub, "get_status", None, callers, seconds)))
+    ours, bare = median(runs["ours"]), median(runs["bare"])
+    return {"ours": ours, "bare": bare, "ratio": ours / bare, "runs": runs, "callers": callers}
+
+
+def run() -> dict[str, object]:
+    log("calls: in memory ...")
+    mem = in_memory()
+    log(f"  ours {mem['ours']:.0f}/s  bare {mem['bare']:.0f}/s  ratio {mem['ratio']:.2f}")
+    log("calls: HTTP, 16 concurrent callers ...")
+    web = http()
+    log(f"  ours {web['ours']:.0f}/s  bare {web['bare']:.0f}/s  ratio {web['ratio']:.2f}")
+    return {"in_memory": mem, "http": web}
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "_inmem":
+        print(json.dumps(asyncio.run(_inmem(int(sys.argv[2])))))
+    else:
+        print(json.dumps(run(), indent=2))

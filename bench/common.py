@@ -1,0 +1,216 @@
+"""Shared pieces of the benchmarks: the machine, statistics, cached data sets, and the
+private PostgreSQL cluster (all under .cache/bench/, gitignored, reused between runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "bench"
+PYTHON = sys.executable
+PG_BIN = Path(os.environ.get("BENCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
+PG_PORT = int(os.environ.get("BENCH_PG_PORT", "55731"))
+
+
+def log(*parts: object) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def machine() -> dict[str, str]:
+    import fastmcp
+    import mcp  # noqa: F401
+    from importlib.metadata import version
+
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "memory": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "fastmcp": fastmcp.__version__,
+        "mcp": version("mcp"),
+        "sqlalchemy": version("sqlalchemy"),
+        "sqlite": __import__("sqlite3").sqlite_version,
+    }
+
+
+# --- data sets ---------------------------------------------------------------------
+
+def _seed(url: str, count: int) -> None:
+    from ticket_server import db
+    from ticket_server.settings import Settings
+    from ticket_server.tickets.seeding import seed
+
+    db.upgrade(url)
+    t = time.perf_counter()
+    asyncio.run(seed(Settings(database_url=url), count=count, progress=True))
+    log(f"seeded {count:,} tickets in {time.perf_counter() - t:.1f} s ({url.split('/')[-1]})")
+
+
+def sqlite_dataset(count: int) -> Path:
+    """A migrated SQLite file with ``count`` generated tickets, made once and reused."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"sqlite-{count}.db"
+    if path.exists():
+        return path
+    tmp = path.with_suffix(".partial")
+    for p in CACHE.glob(tmp.name + "*"):
+        p.unlink()
+    _seed(sqlite_url(tmp), count)
+    import sqlite3
+
+    con = sqlite3.connect(tmp)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("ANALYZE")
+    con.close()
+    for suffix in ("-wal", "-shm"):
+        Path(str(tmp) + suffix).unlink(missing_ok=True)
+    tmp.rename(path)
+    return path
+
+
+def sqlite_copy(count: int, dest: Path) -> Path:
+    """A private copy of the cached data set (benchmarks that write, e.g. audit rows)."""
+    shutil.copy(sqlite_dataset(count), dest)
+    return dest
+
+
+class Postgres:
+    """A private PostgreSQL 15 cluster in .cache/bench/pg (trust auth, loopback only)."""
+
+    def __init__(self) -> None:
+        self.dir = CACHE / "pg"
+        self.url_base = f"postgresql+asyncpg://postgres@127.0.0.1:{PG_PORT}"
+        self.started = False
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = list(args)
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+    def available(self) -> bool:
+        return (PG_BIN / "postgres").exists()
+
+    def start(self) -> None:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            for p in (ROOT / ".cache", CACHE):
+                os.chmod(p, 0o755)
+        if not (self.dir / "PG_VERSION").exists():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                shutil.chown(self.dir, "postgres", "postgres")
+            self._run(str(PG_BIN / "initdb"), "-D", str(self.dir), "-A", "trust", "-U", "postgres")
+        if self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "status", check=False).returncode == 0:
+            return
+        opts = (f"-p {PG_PORT} -k {self.dir} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_wal_size=4GB "
+                "-c maintenance_work_mem=512MB -c work_mem=32MB")
+        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "-o", opts, "-l", str(self.dir / "log"), "-w", "start")
+        self.started = True
+
+    def stop(self) -> None:
+        if self.started:
+            self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "-m", "fast", "stop", check=False)
+            self.started = False
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        return self._run(str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres",
+                         "-d", db, "-Atc", sql).stdout
+
+    def dataset(self, count: int) -> str:
+        """The URL of a database with ``count`` generated tickets, made once and reused."""
+        name = f"tickets_{count}"
+        url = f"{self.url_base}/{name}"
+        if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":
+            return url
+        self.psql(f"DROP DATABASE IF EXISTS {name}")
+        self.psql(f"CREATE DATABASE {name}")
+        _seed(url, count)
+        self.psql("VACUUM ANALYZE", db=name)
+        self.psql(f"CREATE DATABASE {name}_ok")  # marker: the data set is complete
+        return url
+
+
+@contextmanager
+def server_process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | None = None,
+                   timeout: float = 30.0):
+    """Run a server subprocess (stderr discarded) until the block ends."""
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        if ready_url:
+            _wait_port(ready_url, proc, timeout)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_port(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}")
+        try:
+            with socket.create_connection((u.hostname, u.port), 0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"server did not listen on {url}")

@@ -1,0 +1,204 @@
+"""bench/RESULTS.md from the raw results: every figure beside the bare figure and the
+ratio, the target, whether it is met, and (when not) by how much and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Why a target is missed, as profiled (see bench/README.md, "Profiling").
+WHY = {
+    "calls_in_memory": (
+        "Profiled with pyinstrument (bench/README.md). Per call, ours does two database round "
+        "trips the bare tool does not: the authorization middleware looks the stdio/in-memory "
+        "caller up in the callers table on every call (`identity.stdio_caller` -> "
+        "`CallerStore.find`, about a third of our time), and the tool reads the ticket "
+        "(SQLAlchemy ORM session over aiosqlite: every statement is several hops to "
+        "aiosqlite's thread). With both replaced by constants ours ran at 0.56x; the rest is "
+        "the five middleware layers (each FastMCP layer adds wrapper frames), `get_tool()` "
+        "run again by authorization and the audit record. Reaching 0.7x needs the caller "
+        "lookup cached (e.g. a TTL of a second or two; revocation then takes that long to "
+        "bite) - a decision for the access room, not made here."
+    ),
+    "calls_http": (
+        "Over HTTP each request also verifies the bearer token against the callers table "
+        "(`CallerTokenVerifier.verify_token` -> `CallerStore.by_token`, one more database "
+        "round trip), then runs slowapi's per-caller limit, then the same middleware chain "
+        "and ticket read as in memory. The known FastMCP cost (an internal tools/list "
+        "through the whole middleware chain on every 2026-07-28 tools/call with "
+        "arguments) applies to ours and not to a server without middleware. Caching "
+        "verified tokens for a short TTL and the caller lookup as above are the levers."
+    ),
+    "search": (
+        "Relevance ranking scores every match before LIMIT applies (FTS5 bm25 on SQLite, "
+        "ts_rank on PostgreSQL), so a frequent word (`please`, `customer`, `account` are in "
+        "a quarter of all tickets) costs time proportional to its matches: at 1M tickets, "
+        "hundreds of thousands of rows are scored per query. Exact top-k over every match "
+        "cannot be made 25 ms on these engines. Meeting the target needs a ranking change "
+        "(e.g. rank a bounded candidate set: the newest N matches), which changes which "
+        "tickets a frequent-word search returns; it is proposed, not made (needs a "
+        "product decision). The naive baseline is fast for frequent words too: LIKE with "
+        "`ORDER BY updated_at DESC LIMIT` walks the updated_at index and stops after 11 "
+        "hits; it is slow only for rare words, so its p95 is set by the rare queries."
+    ),
+    "coldstart": (
+        "`ticket-server serve` checks the migration state (imports alembic and opens the "
+        "database) and verifies the stdio caller in the callers table before it answers; "
+        "SQLAlchemy, limits and the access room are imported at start. The bare server "
+        "imports fastmcp only."
+    ),
+    "schema": (
+        "The four tools carry an outputSchema each (the typed v2 records with enums and "
+        "field descriptions: about a third of the block), long descriptions written for "
+        "the model, annotations and deprecation `_meta`. Shrinking them changes the "
+        "published contract (tool-contract.json); not done here."
+    ),
+    "memory": (
+        "The bare server already takes about 89 MB (fastmcp, mcp, pydantic, starlette). "
+        "Ours adds SQLAlchemy + aiosqlite, alembic (imported by the migration check at "
+        "start), limits and the access room. Growth over 10,000 calls is small (see the "
+        "checkpoints) and levels off."
+    ),
+}
+
+
+def _ok(met: bool) -> str:
+    return "**met**" if met else "**not met**"
+
+
+def render(r: dict[str, Any]) -> str:
+    m = r.get("machine", {})
+    when = r.get("when", {})
+    dates = sorted(set(v[:10] for v in when.values())) or ["?"]
+    out = [
+        "# Benchmark results",
+        "",
+        "Made by `make bench` (= `.venv/bin/python -m bench`); see bench/README.md. Do not edit by",
+        "hand: re-run the benchmarks. Each figure stands beside the bare FastMCP server's",
+        "(bench/bare_server.py: one trivial tool returning a small Pydantic model), measured in",
+        "the same run on the same machine, or beside the naive search baseline.",
+        "",
+        f"- date: {', '.join(dates)} (per benchmark: "
+        + ", ".join(f"{k} {v}" for k, v in when.items()) + " UTC)",
+        f"- machine: nproc {m.get('nproc')}, {m.get('cpu')}, {m.get('memory')} RAM, {m.get('os')}",
+        f"- Python {m.get('python')}, fastmcp {m.get('fastmcp')}, mcp {m.get('mcp')}, "
+        f"SQLAlchemy {m.get('sqlalchemy')}, SQLite {m.get('sqlite')}, PostgreSQL 15",
+        "- client and server share the 2 cores; figures are medians (see each section).",
+        *([f"- 1-minute load average when each benchmark started: "
+           + ", ".join(f"{k} {v}" for k, v in r["load"].items())] if r.get("load") else []),
+        *([f"- note: {r['note']}"] if r.get("note") else []),
+        "",
+        "## Summary",
+        "",
+        "| # | benchmark | ours | bare / baseline | ratio | target | met? |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    why: list[tuple[str, str]] = []
+    c = r.get("calls")
+    if c:
+        for key, label in (("in_memory", "in memory"), ("http", "HTTP, 16 callers")):
+            x = c[key]
+            met = x["ratio"] >= 0.7
+            out.append(f"| 1 | get_ticket_status_v2 calls/s, {label} | {x['ours']:.0f}/s | {x['bare']:.0f}/s | "
+                       f"{x['ratio']:.2f}x | >= 0.7x | {_ok(met)} |")
+            if not met:
+                why.append((f"1. calls/s {label}: {x['ratio']:.2f}x, short of 0.7x by "
+                            f"{0.7 - x['ratio']:.2f} ({0.7 * x['bare'] - x['ours']:.0f} calls/s)",
+                            WHY["calls_" + key]))
+    s = r.get("search")
+    if s:
+        for key, x in s.items():
+            engine, n = key.split("/")
+            n = int(n)
+            target = ""
+            met = None
+            if n >= 1_000_000:
+                met = x["p95"] <= 25 and x["ratio_p95"] >= 100
+                target = "p95 <= 25 ms, >= 100x"
+            out.append(f"| 2 | search_tickets_v2 {engine} {n:,}: p50 / p95 | {x['p50']:.1f} / {x['p95']:.1f} ms | "
+                       f"{x['base_p50']:.1f} / {x['base_p95']:.1f} ms | {x['ratio_p50']:.1f}x / {x['ratio_p95']:.1f}x faster | "
+                       f"{target} | {_ok(met) if met is not None else ''} |")
+            if met is False:
+                why.append((f"2. search {engine} 1M: p95 {x['p95']:.0f} ms (target 25 ms: "
+                            f"{x['p95'] / 25:.1f}x over), {x['ratio_p95']:.1f}x the baseline's p95 "
+                            "(target 100x)", WHY["search"]))
+    cs = r.get("coldstart")
+    if cs:
+        met = cs["ratio"] <= 1.2
+        out.append(f"| 3 | cold start over stdio, spawn to tools/list | {cs['ours']:.2f} s | {cs['bare']:.2f} s | "
+                   f"{cs['ratio']:.2f}x | <= 1.2x | {_ok(met)} |")
+        if not met:
+            why.append((f"3. cold start: {cs['ratio']:.2f}x, over 1.2x by {cs['ratio'] - 1.2:.2f} "
+                        f"({cs['ours'] - 1.2 * cs['bare']:.2f} s)", WHY["coldstart"]))
+    sc = r.get("schema")
+    if sc:
+        met = sc["tokens"] <= 1200
+        out.append(f"| 4 | tools/list block, read-only caller ({len(sc['tools'])} tools) | {sc['bytes']:,} B, "
+                   f"~{sc['tokens']:,} tokens | {sc['bare_bytes']} B, ~{sc['bare_tokens']} tokens | "
+                   f"{sc['ratio']:.1f}x | <= 1,200 tokens | {_ok(met)} |")
+        if not met:
+            why.append((f"4. schema: ~{sc['tokens']} tokens, {sc['tokens'] - 1200} over 1,200 "
+                        f"(per tool: " + ", ".join(f"{k} {v}" for k, v in sc["tokens_per_tool"].items()) + ")",
+                        WHY["schema"]))
+    mem = r.get("memory")
+    if mem:
+        o, b = mem["ours"], mem["bare"]
+        last = max(o, key=lambda k: -1 if k == "idle" else int(k))
+        met = max(o.values()) <= 120
+        out.append(f"| 5 | resident memory idle / after {int(last):,} calls | {o['idle']:.0f} / {o[last]:.0f} MB | "
+                   f"{b['idle']:.0f} / {b[last]:.0f} MB | {o[last] / b[last]:.2f}x | <= 120 MB, flat | {_ok(met)} |")
+        if not met:
+            why.append((f"5. memory: {max(o.values()):.0f} MB, {max(o.values()) - 120:.0f} MB over 120 MB; "
+                        f"growth idle -> {int(last):,} calls {o[last] - o['idle']:+.1f} MB", WHY["memory"]))
+    out += ["", "## Targets not met: by how much and why", ""]
+    if why:
+        for head, text in why:
+            out += [f"- {head}.", f"  {text}", ""]
+    else:
+        out += ["All targets met.", ""]
+    out += ["## Details", ""]
+    if c:
+        out += ["### 1. Per-call cost of get_ticket_status_v2",
+                "",
+                "Ours: `build_server(settings)` on a 10k-ticket SQLite copy, all middleware on (audit to",
+                "stderr and the audit table, authorization, rate limit with a limit of 100,000,000/minute",
+                "so it is counted but never hit, deprecation), audit lines written to stderr as served.",
+                "Bare: the bare server. In memory: `fastmcp.Client(server)` (auto: 2026-07-28), "
+                f"{c['in_memory']['calls_per_round']:,} sequential calls per round, 3 rounds alternating.",
+                "HTTP: each server in its own process (`ticket-server serve --transport http` with a",
+                "bearer token from `callers add`; the bare one with FastMCP's defaults), 16 concurrent",
+                "callers in one client process, one stateless 2026-07-28 POST per call, 3 rounds of 6 s.",
+                "",
+                "| setup | ours runs (calls/s) | bare runs (calls/s) |", "|---|---|---|"]
+        for key in ("in_memory", "http"):
+            x = c[key]
+            out.append(f"| {key} | {', '.join(f'{v:.0f}' for v in x['runs']['ours'])} | "
+                       f"{', '.join(f'{v:.0f}' for v in x['runs']['bare'])} |")
+        out.append("")
+    if s:
+        from bench.search import QUERIES, REPEAT
+
+        out += ["### 2. search_tickets_v2 against the naive baseline", "",
+                f"Queries ({len(QUERIES)}, 1-2 words, frequent to rare): " + ", ".join(f"`{q}`" for q in QUERIES) + ".",
+                f"Ours: `TicketRepository.search` (the tool's query: first page of 10 + 1), each query "
+                f"{REPEAT} times after one warm-up. Baseline: `LIKE '%q%'` (ILIKE on PostgreSQL) over "
+                "subject or body, newest first, same limit, each query 3 times (once at 1M) after a warm-up.",
+                "Data sets: `generate_tickets(N)` via `ticket_server.tickets.seeding.seed`, cached in .cache/bench/.",
+                "", "| engine / tickets | ours p50 | ours p95 | ours max | baseline p50 | baseline p95 | p95 ratio |",
+                "|---|---|---|---|---|---|---|"]
+        for key, x in s.items():
+            out.append(f"| {key} | {x['p50']:.2f} ms | {x['p95']:.2f} ms | {x['max']:.1f} ms | {x['base_p50']:.1f} ms | "
+                       f"{x['base_p95']:.1f} ms | {x['ratio_p95']:.1f}x |")
+        out.append("")
+    if cs:
+        out += ["### 3. Cold start", "",
+                "Spawn to the tools/list answer (initialize, initialized, tools/list over stdin/stdout); "
+                "ours: `ticket-server serve` on a 10k-ticket SQLite file.", "",
+                f"- ours runs (s): {', '.join(f'{v:.2f}' for v in cs['runs']['ours'])}",
+                f"- bare runs (s): {', '.join(f'{v:.2f}' for v in cs['runs']['bare'])}", ""]
+    if mem:
+        out += ["### 5. Resident memory (VmRSS, MB) of the stdio server", "",
+                "| point | ours | bare |", "|---|---|---|"]
+        for k in o:
+            out.append(f"| {k if k == 'idle' else 'after ' + format(int(k), ',') + ' calls'} | {o[k]:.1f} | {b.get(k, float('nan')):.1f} |")
+        out.append("")
+    return "\n".join(out) + "\n"

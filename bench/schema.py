@@ -1,0 +1,53 @@
+"""Benchmark 4: the tools/list block a read-only caller sees (the built-in local caller,
+scope tickets:read), as compact JSON (the way SDKs send it), in bytes and estimated
+tokens (ceil(bytes / 4), as `ticket-server tools export` estimates), against the bare
+server's one tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import tempfile
+from pathlib import Path
+
+from bench.common import log, sqlite_copy, sqlite_url
+
+
+def _block(tools) -> bytes:  # list[mcp.types.Tool]
+    payload = {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def _list(server) -> list:
+    from fastmcp import Client
+
+    async with Client(server) as c:
+        return list(await c.list_tools())
+
+
+def run() -> dict[str, object]:
+    from bench.bare_server import build_bare
+    from ticket_server.server import build_server
+    from ticket_server.settings import Settings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite_copy(10_000, Path(tmp) / "t.db")
+        ours_tools = asyncio.run(_list(build_server(Settings(database_url=sqlite_url(db)))))
+    bare_tools = asyncio.run(_list(build_bare()))
+    ours, bare = _block(ours_tools), _block(bare_tools)
+    per_tool = {t.name: math.ceil(len(_block([t])) / 4) for t in ours_tools}
+    out = {
+        "tools": [t.name for t in ours_tools],
+        "bytes": len(ours), "tokens": math.ceil(len(ours) / 4),
+        "bare_bytes": len(bare), "bare_tokens": math.ceil(len(bare) / 4),
+        "tokens_per_tool": per_tool,
+    }
+    out["ratio"] = out["tokens"] / out["bare_tokens"]
+    log(f"schema: {len(ours_tools)} tools, {out['bytes']} bytes, ~{out['tokens']} tokens "
+        f"(bare: {out['bare_bytes']} bytes, ~{out['bare_tokens']} tokens)")
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,103 @@
+"""Benchmark 2: search_tickets_v2's query (TicketRepository.search, first page of 10, no
+filters, the default caller's scope) p50/p95 over 10k, 100k and 1M generated tickets on
+SQLite and PostgreSQL, against the naive baseline: LIKE '%q%' over subject and body
+(ILIKE on PostgreSQL: both case-insensitive), newest first, same LIMIT.
+
+Latency is measured around the repository call (SQLAlchemy async engine, as the tool
+runs it), not through MCP: the MCP overhead is benchmark 1's subject."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bench.common import Postgres, log, percentile, sqlite_dataset, sqlite_url
+
+SIZES = (10_000, 100_000, 1_000_000)
+# 1-2 word queries a model writes, from frequent words (in a quarter of all tickets or
+# more: the slow tail of relevance ranking) to rare ones.
+QUERIES = (
+    "customer", "account", "please", "support team", "refund", "invoice", "csv export",
+    "settings", "pdf", "urgent", "password reset", "fix", "sso login", "webhook",
+    "keystone", "trigger", "erasure", "gullwing", "printworks", "timeout",
+)
+REPEAT = 5
+LIMIT = 10
+
+
+async def _measure(url: str, count: int) -> dict[str, object]:
+    from sqlalchemy import text
+
+    from ticket_server.db import open_repository
+    from ticket_server.settings import Settings
+    from ticket_server.tickets.search import SearchFilters
+
+    settings = Settings(database_url=url, database_timeout=120)
+    repo = open_repository(settings)
+    engine = repo._engine  # the same pool for the baseline
+    filters = SearchFilters(queues=None)
+    ours: list[float] = []
+    hits: dict[str, int] = {}
+    try:
+        for q in QUERIES:
+            rows = await repo.search(q, filters, None, LIMIT + 1)  # warm-up
+            hits[q] = len(rows)
+            for _ in range(REPEAT):
+                t = time.perf_counter()
+                await repo.search(q, filters, None, LIMIT + 1)
+                ours.append((time.perf_counter() - t) * 1000)
+        like = "LIKE" if repo.dialect == "sqlite" else "ILIKE"
+        sql = text(f"SELECT * FROM tickets WHERE subject {like} :p OR body {like} :p "
+                   "ORDER BY updated_at DESC, pk DESC LIMIT :n")
+        base: list[float] = []
+        base_repeat = 1 if count >= 1_000_000 else 3
+        async with engine.connect() as conn:
+            for q in QUERIES:
+                await conn.execute(sql, {"p": f"%{q}%", "n": LIMIT + 1})
+                for _ in range(base_repeat):
+                    t = time.perf_counter()
+                    (await conn.execute(sql, {"p": f"%{q}%", "n": LIMIT + 1})).all()
+                    base.append((time.perf_counter() - t) * 1000)
+    finally:
+        await repo.aclose()
+    result = {
+        "p50": percentile(ours, 0.5), "p95": percentile(ours, 0.95), "max": max(ours),
+        "base_p50": percentile(base, 0.5), "base_p95": percentile(base, 0.95),
+        "samples": len(ours), "base_samples": len(base),
+    }
+    result["ratio_p95"] = result["base_p95"] / result["p95"]
+    result["ratio_p50"] = result["base_p50"] / result["p50"]
+    return result
+
+
+def run(sizes: tuple[int, ...] = SIZES, engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object]:
+    out: dict[str, object] = {}
+    pg = None
+    try:
+        for engine in engines:
+            if engine == "postgresql":
+                pg = Postgres()
+                if not pg.available():
+                    log("search: PostgreSQL binaries not found; skipped")
+                    continue
+                pg.start()
+            for n in sizes:
+                url = sqlite_url(sqlite_dataset(n)) if engine == "sqlite" else pg.dataset(n)  # type: ignore[union-attr]
+                log(f"search: {engine} {n:,} tickets ...")
+                r = asyncio.run(_measure(url, n))
+                log(f"  ours p50 {r['p50']:.2f} p95 {r['p95']:.2f} ms | baseline p50 {r['base_p50']:.1f} "
+                    f"p95 {r['base_p95']:.1f} ms | {r['ratio_p95']:.0f}x")
+                out[f"{engine}/{n}"] = r
+    finally:
+        if pg is not None:
+            pg.stop()
+    return out
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    sizes = tuple(int(s) for s in sys.argv[1].split(",")) if len(sys.argv) > 1 else SIZES
+    engines = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("sqlite", "postgresql")
+    print(json.dumps(run(sizes, engines), indent=2))
