@@ -1,12 +1,14 @@
 # Two commands on a fresh machine (python3 >= 3.11 and make):
 #   make run    create .venv, install, migrate + seed the embedded database, serve HTTP
-#   make test   create .venv, install, run the whole test suite
+#   make test   create .venv, install, run the whole test suite: the MCP conformance
+#               suite against the HTTP server first (.ci/conformance), then pytest
+#               (which also drives the pinned MCP Inspector CLI from .ci/inspector)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test install bench
+.PHONY: run test install
 
 install: $(STAMP)
 
@@ -21,10 +23,6 @@ run: $(STAMP)
 	$(BIN)/ticket-server serve --transport http
 
 test: $(STAMP)
+	bash .ci/conformance/ticket-server.sh
+	bash .ci/inspector/install.sh
 	$(BIN)/python -m pytest
-
-# Benchmarks (bench/README.md): by hand, never in CI; about 15 minutes, more the first
-# time (the 1M-ticket data sets are generated once into .cache/bench/).
-bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
-	$(BIN)/python -m bench

@@ -169,13 +169,15 @@ for (const s of [...expectedWhole.keys(), ...expectedChecks.keys()]) {
 // ---- report --------------------------------------------------------------------
 const scored = order.length - info.length;
 console.log(
-  `conformance [${args.label}]: ${passed.length} passed, ${expected.length} expected failures, ` +
-    `${unexpected.length} unexpected failures (${scored} scored scenarios` +
+  // Worded unlike pytest's "N passed, M failed" so that no log scraper mistakes it for
+  // the test summary (pytest's stays the last line of `make test`).
+  `conformance [${args.label}]: green ${passed.length} / expected-fail ${expected.length} / ` +
+    `unexpected ${unexpected.length} (${scored} scored scenarios` +
     (info.length ? `, ${info.length} not scored: ${info.filter((x) => !x.failing).length} passing` : '') +
     `${args.seconds ? `, ${args.seconds} s` : ''})`,
 );
-console.log(`  passed: ${passed.join(' ') || '-'}`);
-if (partial.length) console.log(`  passed but for listed checks: ${partial.join('; ')}`);
+console.log(`  green: ${passed.join(' ') || '-'}`);
+if (partial.length) console.log(`  green but for listed checks: ${partial.join('; ')}`);
 if (args.verbose) {
   console.log(`  expected failures: ${expected.join(' ') || '-'}`);
   for (const x of info) console.log(`  not scored (${x.reason}): ${x.scenario} ${x.failing ? 'FAILS' : 'passes'}`);
@@ -184,7 +186,7 @@ for (const u of unexpected) {
   console.log(`  UNEXPECTED FAILURE ${u.scenario}:`);
   for (const c of u.checks) console.log(`    - ${c.id} [${c.status}] ${short(c.errorMessage || c.details?.message || c.description)}`);
 }
-for (const s of stale) console.log(`  warning: ${s}`);
+for (const s of stale) console.log(`  stale entry: ${s}`);
 if (unexpected.length) console.log(`  full output: ${args.log}`);
 
 fs.writeFileSync(args.tally, `${passed.length} ${expected.length} ${unexpected.length} ${stale.length}\n`);

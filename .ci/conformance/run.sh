@@ -236,6 +236,7 @@ for rev in $REVISIONS; do
   total_unexpected=$((total_unexpected + u)) total_warnings=$((total_warnings + w))
 done
 
-echo "conformance total: $total_passed passed, $total_expected expected failures," \
-  "$total_unexpected unexpected failures, $total_warnings warnings$([ "$status" = 0 ] || echo ' -- FAILED')"
+# Worded unlike pytest's summary ("N passed, M failed in S s"), on purpose.
+echo "conformance total: green $total_passed / expected-fail $total_expected /" \
+  "unexpected $total_unexpected / stale expected-failure entries $total_warnings$([ "$status" = 0 ] || echo ' -- FAILED')"
 exit "$status"
