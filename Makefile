@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test install
+.PHONY: run test install bench
 
 install: $(STAMP)
 
@@ -26,3 +26,9 @@ test: $(STAMP)
 	bash .ci/conformance/ticket-server.sh
 	bash .ci/inspector/install.sh
 	$(BIN)/python -m pytest
+
+# Benchmarks (bench/README.md): by hand, never in CI; about 15 minutes, more the first
+# time (the 1M-ticket data sets are generated once into .cache/bench/).
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
+	$(BIN)/python -m bench
