@@ -91,6 +91,15 @@ def _audit(settings: Settings, args: argparse.Namespace) -> None:
         raise CommandError(str(exc)) from exc
 
 
+def _report(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.access import commands
+
+    try:
+        commands.report_deprecated(settings, args.since, args.json)
+    except commands.AccessCommandError as exc:
+        raise CommandError(str(exc)) from exc
+
+
 def _db(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server import db
 
@@ -187,6 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
     auditp.add_argument("--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)")
     auditp.add_argument("--json", action="store_true", help="one JSON object per row")
     auditp.set_defaults(handler=_audit)
+
+    reportp = commands.add_parser("report", help="usage reports from the audit trail")
+    report_commands = reportp.add_subparsers(dest="report_command", required=True)
+    deprecated = report_commands.add_parser(
+        "deprecated", help="who still calls which deprecated tool, how often, and when last"
+    )
+    deprecated.add_argument("--since", help="only calls since then: 24h, 30m, 7d, or an ISO time")
+    deprecated.add_argument("--json", action="store_true", help="one JSON object per caller and tool")
+    reportp.set_defaults(handler=_report)
 
     toolsp = commands.add_parser("tools", help="the published tool contract")
     tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)

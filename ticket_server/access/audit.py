@@ -234,3 +234,33 @@ async def query(
         rows = list((await session.scalars(stmt)).all())
     rows.reverse()
     return rows
+
+
+async def deprecated_usage(
+    store: CallerStore, tools: list[str], since: datetime | None = None
+) -> list[tuple[str | None, str, int, datetime]]:
+    """Who still calls which of ``tools``: (caller, tool, calls, last call), latest first.
+
+    Counted from the audit trail, so refusals after retirement count too: they are the
+    callers that most need telling.
+    """
+    from sqlalchemy import func
+
+    last = func.max(AuditEvent.time)
+    stmt = (
+        select(AuditEvent.caller, AuditEvent.tool, func.count(), last)
+        .where(AuditEvent.tool.in_(tools))
+        .group_by(AuditEvent.caller, AuditEvent.tool)
+        .order_by(last.desc())
+    )
+    if since:
+        stmt = stmt.where(AuditEvent.time >= since)
+    async with store.session() as session:
+        rows = (await session.execute(stmt)).all()
+    # SQLite returns max(time) as text: read it through the column's type again.
+    out = []
+    for caller, tool, count, when in rows:
+        if isinstance(when, str):
+            when = datetime.fromisoformat(when).replace(tzinfo=UTC)
+        out.append((caller, tool, int(count), when))
+    return out

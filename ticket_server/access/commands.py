@@ -129,6 +129,32 @@ def audit(settings: Settings, caller: str | None, tool: str | None, since: str |
     print(f"{len(rows)} audit row(s)", file=sys.stderr)
 
 
+def report_deprecated(settings: Settings, since: str | None, as_json: bool = False) -> None:
+    """Who still calls each deprecated tool, how often and when last (from the audit trail)."""
+    from ticket_server.access.audit import deprecated_usage
+    from ticket_server.server import deprecations
+
+    retiring = deprecations(settings)
+    try:
+        moment = parse_since(since) if since else None
+    except ValueError as exc:
+        raise AccessCommandError(str(exc)) from exc
+    rows = _run(settings, lambda s: deprecated_usage(s, sorted(retiring), moment))
+    if as_json:
+        for caller, tool, calls, last in rows:
+            d = retiring[tool]
+            print(json.dumps({"caller": caller, "tool": tool, "calls": calls, "last_call": last.isoformat(),
+                              "replacement": d.replacement, "sunset": d.sunset.isoformat()}))
+        return
+    table = [["CALLER", "TOOL", "CALLS", "LAST CALL", "REPLACEMENT", "RETIRES"]]
+    for caller, tool, calls, last in rows:
+        d = retiring[tool]
+        table.append([caller or "-", tool, str(calls), last.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      d.replacement, d.sunset.isoformat()])
+    _print_table(table)
+    print(f"{len(rows)} caller/tool pair(s) still use deprecated tools", file=sys.stderr)
+
+
 def _row(r: Any) -> dict[str, Any]:
     return {
         "time": r.time.isoformat(), "trace_id": r.trace_id, "caller": r.caller,
