@@ -148,6 +148,54 @@ def _tools(settings: Settings, args: argparse.Namespace) -> None:
         )
 
 
+def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
+    import json
+
+    from ticket_server.tools import export
+
+    try:
+        tools = asyncio.run(export.list_tools(settings, caller=args.caller))
+        block = export.envelope(tools, args.format)
+    except export.ExportError as exc:
+        raise CommandError(str(exc)) from exc
+    print(json.dumps(block, indent=2, ensure_ascii=False))
+    print(export.size_line(args.format, len(tools), block), file=sys.stderr)
+
+
+def _probe(settings: Settings, args: argparse.Namespace) -> None:
+    import json
+
+    from ticket_server.probe import ProbeError, run_probe
+
+    # The probe is a client: its stdout is the report; the SDK's own logs stay quiet.
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    target: str | list[str] = args.target
+    if len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
+        target = args.target[0]
+    if args.args is not None and args.call is None:
+        raise CommandError("--args needs --call TOOL")
+    arguments = None
+    if args.call is not None:
+        try:
+            arguments = json.loads(args.args) if args.args is not None else {}
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--args is not JSON: {exc}") from exc
+        if not isinstance(arguments, dict):
+            raise CommandError('--args must be a JSON object, e.g. \'{"ticket_id": "SUP-4412"}\'')
+    try:
+        status, out = run_probe(
+            target, json_output=args.json, token=args.token, mode=args.mode,
+            timeout=args.timeout, call=args.call, arguments=arguments,
+        )
+    except ProbeError as exc:
+        print(f"ticket-server probe: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None
+    print(out)
+    if status:
+        print(f"ticket-server probe: {args.call} returned isError: true", file=sys.stderr)
+        raise SystemExit(status)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticket-server", description="An MCP server in front of a support-ticket database."
@@ -215,6 +263,45 @@ def build_parser() -> argparse.ArgumentParser:
         sub = tools_commands.add_parser(name, help=text)
         sub.add_argument("--contract", default="tool-contract.json", help="contract file (default: %(default)s)")
     toolsp.set_defaults(handler=_tools)
+    from ticket_server.tools.export import FORMATS, ESTIMATE_METHOD
+
+    export = tools_commands.add_parser(
+        "export",
+        help="print the tool definitions in a model provider's function-calling format",
+        description="Print the tools a caller sees as the provider's `tools` request field "
+        "(for mcp: the tools/list result) on stdout, and the size of that block on stderr "
+        f"(bytes as compact JSON; tokens estimated as {ESTIMATE_METHOD}).",
+    )
+    export.add_argument("--format", choices=FORMATS, default="openai", help="envelope (default: %(default)s)")
+    export.add_argument("--caller", help="export only the tools this caller may call")
+    export.set_defaults(handler=_tools_export)
+
+    probe = commands.add_parser(
+        "probe",
+        help="connect to an MCP server as a client and print what it offers",
+        description="Connect the way a robust client does (server/discover, then initialize "
+        "if the server does not know it) and print the handshake used, protocol version, "
+        "server name/version/instructions, capabilities and each tool with its deprecation "
+        "status. Exit 0 on success, 1 when --call returned isError, 3 when the server "
+        "cannot be reached, refuses, goes away or misses the deadline.",
+        usage="ticket-server probe [options] http://HOST:PORT/mcp\n"
+        "       ticket-server probe [options] -- COMMAND [ARGS...]",
+    )
+    probe.add_argument("target", nargs="+", help="an http(s):// URL, or after `--` a command that serves MCP over stdio")
+    probe.add_argument("--token", help="bearer token for an HTTP server")
+    probe.add_argument("--call", metavar="TOOL", help="then call this tool and print the result")
+    probe.add_argument("--args", metavar="JSON", help="arguments for --call, a JSON object (default: {})")
+    probe.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    probe.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS",
+        help="deadline for connecting + listing, and again for the call (default: %(default)s)",
+    )
+    probe.add_argument(
+        "--mode", choices=["auto", "legacy", "2026-07-28"], default="auto",
+        help="auto (default): server/discover, falling back to initialize; or force one revision",
+    )
+    probe.add_argument("--verbose", action="store_true", help="show the MCP SDK's logs on stderr")
+    probe.set_defaults(handler=_probe)
     return parser
 
 

@@ -1,0 +1,352 @@
+"""`ticket-server probe`: connect to any MCP server the way a robust client does and
+say what it found.
+
+The probe is a client, not a server: it uses the official ``mcp`` SDK ``Client`` in
+``mode="auto"`` (``server/discover`` first, the legacy ``initialize`` handshake when the
+server does not know it) and reports which of the two the connection used, read from
+the session (``discover_result`` / ``initialize_result``), never inferred from the
+version string. Every step runs under a deadline: a probe ends, it never hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2 as httpx
+
+# Where this server (and any server following its convention) puts machine-readable
+# deprecation facts in a tool's `_meta` (MCP has no standard field for it).
+DEPRECATION_META_KEY = "dev.ticket-server/deprecation"
+
+Mode = Literal["auto", "legacy", "2026-07-28"]
+
+
+class ProbeError(Exception):
+    """The probe could not do its job; ``str()`` is one line saying why."""
+
+
+@dataclass
+class ToolInfo:
+    name: str
+    title: str | None
+    summary: str
+    deprecated: bool
+    replacement: str | None = None
+    sunset: str | None = None
+
+    def status(self) -> str:
+        if not self.deprecated:
+            return "current"
+        parts = ["DEPRECATED"]
+        if self.replacement:
+            parts.append(f"use {self.replacement}")
+        if self.sunset:
+            parts.append(f"retires {self.sunset}")
+        return ", ".join(parts)
+
+
+@dataclass
+class CallInfo:
+    tool: str
+    arguments: dict[str, Any]
+    is_error: bool
+    structured_content: Any
+    text: str
+
+
+@dataclass
+class ProbeReport:
+    target: str
+    transport: Literal["streamable-http", "stdio"]
+    mode: str
+    handshake: Literal["server/discover", "initialize", "none"]
+    protocol_version: str
+    server_name: str | None
+    server_version: str | None
+    instructions: str | None
+    capabilities: dict[str, Any]
+    tools: list[ToolInfo] = field(default_factory=list)
+    call: CallInfo | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["server"] = {"name": data.pop("server_name"), "version": data.pop("server_version")}
+        for tool in data["tools"]:
+            tool["status"] = "deprecated" if tool["deprecated"] else "current"
+        if data["call"] is None:
+            del data["call"]
+        return data
+
+    def to_text(self) -> str:
+        lines = [
+            f"target            {self.target}",
+            f"transport         {self.transport}",
+            f"handshake         {self.handshake}" + ("" if self.mode == "auto" else f" (mode {self.mode})"),
+            f"protocol version  {self.protocol_version}",
+            f"server            {self.server_name or '(anonymous)'} {self.server_version or ''}".rstrip(),
+            f"capabilities      {', '.join(describe_capabilities(self.capabilities)) or '(none)'}",
+        ]
+        if self.instructions:
+            lines.append("instructions")
+            lines.extend(f"  {line}" for line in self.instructions.splitlines())
+        else:
+            lines.append("instructions      (none)")
+        lines.append(f"tools ({len(self.tools)})")
+        width = max((len(t.name) for t in self.tools), default=0)
+        lines.extend(f"  {t.name.ljust(width)}  {t.status()}" for t in self.tools)
+        if self.call is not None:
+            c = self.call
+            lines.append(f"call {c.tool} {json.dumps(c.arguments, ensure_ascii=False)}")
+            lines.append(f"  isError  {str(c.is_error).lower()}")
+            if c.structured_content is not None:
+                lines.append("  structuredContent")
+                body = json.dumps(c.structured_content, indent=2, ensure_ascii=False)
+                lines.extend(f"    {line}" for line in body.splitlines())
+            else:
+                lines.append("  text")
+                lines.extend(f"    {line}" for line in c.text.splitlines())
+        return "\n".join(lines)
+
+
+def describe_capabilities(caps: Mapping[str, Any]) -> list[str]:
+    """``{"tools": {"listChanged": true}, "logging": {}}`` -> ``["tools (listChanged)", "logging"]``."""
+    out = []
+    for name, value in caps.items():
+        if value is None:
+            continue
+        flags = [k for k, v in value.items() if v is True] if isinstance(value, dict) else []
+        out.append(f"{name} ({', '.join(flags)})" if flags else name)
+    return out
+
+
+def tool_info(tool: Any) -> ToolInfo:
+    """A listed tool's name and deprecation status: the `_meta` facts when the server
+    publishes them, else a description whose first line announces it."""
+    meta = tool.meta or {}
+    facts = meta.get(DEPRECATION_META_KEY)
+    if not isinstance(facts, dict):
+        facts = next(
+            (v for k, v in meta.items() if k.endswith("/deprecation") and isinstance(v, dict)), None
+        )
+    description = (tool.description or "").strip()
+    first_line = description.splitlines()[0] if description else ""
+    deprecated = bool(facts and facts.get("deprecated")) or first_line.upper().startswith("DEPRECATED")
+    return ToolInfo(
+        name=tool.name,
+        title=tool.title,
+        summary=first_line,
+        deprecated=deprecated,
+        replacement=(facts or {}).get("replacement"),
+        sunset=(facts or {}).get("sunset"),
+    )
+
+
+class _HttpWatch:
+    """Remembers the last HTTP status so that a refusal can be named (401, 403, 404)."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+
+    async def on_response(self, response: httpx.Response) -> None:
+        self.status = response.status_code
+
+
+def _last_line(path_or_file: Any) -> str:
+    try:
+        path_or_file.seek(0)
+        lines = [line.strip() for line in path_or_file.read().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _flatten(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _flatten(sub)]
+    return [exc]
+
+
+def explain(exc: BaseException, *, what: str, timeout: float, http: _HttpWatch | None, stderr: Any) -> str:
+    """One line for the user: server gone, refused, timed out, unauthorised, or the error."""
+    from mcp.shared.exceptions import MCPError
+
+    leaves = _flatten(exc)
+    if http is not None and http.status in (401, 403):
+        word = "unauthorised" if http.status == 401 else "forbidden"
+        return f"{what}: {word} (HTTP {http.status}); pass a valid bearer token with --token"
+    for leaf in leaves:
+        if isinstance(leaf, TimeoutError):
+            return f"{what}: timed out after {timeout:g} s (raise --timeout if the server is just slow)"
+    for leaf in leaves:
+        if isinstance(leaf, httpx.ConnectError):
+            return f"{what}: connection refused ({leaf}); is the server running at that address?"
+        if isinstance(leaf, httpx.TimeoutException):
+            return f"{what}: timed out ({type(leaf).__name__})"
+        if isinstance(leaf, FileNotFoundError):
+            return f"{what}: cannot start the server: {leaf.strerror}: {leaf.filename}"
+        if isinstance(leaf, PermissionError):
+            return f"{what}: cannot start the server: {leaf.strerror}: {leaf.filename}"
+    server_said = _last_line(stderr) if stderr is not None else ""
+    for leaf in leaves:
+        if isinstance(leaf, (anyio.ClosedResourceError, anyio.EndOfStream, anyio.BrokenResourceError, EOFError)):
+            return f"{what}: the server went away" + (f"; its last words: {server_said}" if server_said else "")
+        if isinstance(leaf, MCPError):
+            if "Connection closed" in str(leaf):
+                return f"{what}: the server went away" + (f"; its last words: {server_said}" if server_said else "")
+            if http is not None and http.status == 404:
+                return f"{what}: HTTP 404: no MCP endpoint at that URL (it usually ends in /mcp)"
+            suffix = f" (HTTP {http.status})" if http is not None and http.status and http.status >= 400 else ""
+            return f"{what}: the server answered with an error: {leaf}{suffix}"
+    leaf = leaves[0]
+    text = str(leaf).replace("\n", " ").strip() or type(leaf).__name__
+    return f"{what}: {text}"
+
+
+async def probe(
+    target: str | Sequence[str],
+    *,
+    token: str | None = None,
+    mode: Mode = "auto",
+    timeout: float = 10.0,
+    call: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ProbeReport:
+    """Connect to ``target`` (an ``http(s)://`` URL, or a command to spawn over stdio),
+    list its tools, optionally call one, and report. Each of the two steps (connect +
+    list; the call) must finish within ``timeout`` seconds, else ProbeError."""
+    from mcp import Client, StdioServerParameters
+
+    http: _HttpWatch | None = None
+    stderr: Any = None
+    if isinstance(target, str):
+        if not target.startswith(("http://", "https://")):
+            raise ProbeError(f"not an http(s) URL: {target!r} (for a stdio server: probe -- COMMAND ARGS...)")
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = _HttpWatch()
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        http_client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, read=timeout),
+            event_hooks={"response": [http.on_response]},
+        )
+        server: Any = streamable_http_client(target, http_client=http_client)
+        shown, transport = target, "streamable-http"
+    else:
+        command = list(target)
+        if not command:
+            raise ProbeError("no command to spawn (usage: probe -- COMMAND ARGS...)")
+        if token:
+            raise ProbeError("--token is for HTTP; a stdio server gets its identity from its own settings")
+        http_client = None
+        stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(
+            command=command[0], args=command[1:], env=dict(env if env is not None else os.environ)
+        )
+        server = stdio_client(params, errlog=stderr)
+        shown, transport = " ".join(command), "stdio"
+
+    client = Client(server, mode=mode, read_timeout_seconds=timeout)
+    step = f"connecting to {shown}"
+    report: ProbeReport | None = None
+    try:
+        # One cancel scope around the whole connection (a task group opened inside a
+        # scope must close inside it); its deadline is re-armed for the call.
+        with anyio.CancelScope() as deadline:
+            deadline.deadline = anyio.current_time() + timeout
+            async with _maybe(http_client), client:
+                report = _report(client, shown, transport, mode)
+                step = f"listing the tools of {shown}"
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    report.tools.extend(tool_info(t) for t in page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                if call is not None:
+                    step = f"calling {call}"
+                    deadline.deadline = anyio.current_time() + timeout
+                    args = dict(arguments or {})
+                    result = await client.call_tool(call, args)
+                    report.call = CallInfo(
+                        tool=call,
+                        arguments=args,
+                        is_error=bool(result.is_error),
+                        structured_content=result.structured_content,
+                        text="".join(getattr(b, "text", "") for b in result.content),
+                    )
+                step = f"closing the connection to {shown}"
+                # Closing (a stdio child's exit, an HTTP session's DELETE) gets its own bound.
+                deadline.deadline = anyio.current_time() + timeout
+        if deadline.cancelled_caught:
+            raise TimeoutError(step)
+    except ProbeError:
+        raise
+    except Exception as exc:  # every failure becomes one line
+        raise ProbeError(explain(exc, what=step, timeout=timeout, http=http, stderr=stderr)) from exc
+    finally:
+        if stderr is not None:
+            stderr.close()
+    assert report is not None
+    return report
+
+
+def _report(client: Any, shown: str, transport: str, mode: str) -> ProbeReport:
+    """What the handshake told: which one ran, the version, the server's self-description."""
+    session = client.session
+    # In mode="auto" the SDK adopts a DiscoverResult only after a real server/discover
+    # answered; a pinned modern mode adopts a synthesized one without any handshake.
+    if session.discover_result is not None:
+        handshake = "server/discover" if mode == "auto" else "none"
+    elif session.initialize_result is not None:
+        handshake = "initialize"
+    else:  # pragma: no cover - the SDK sets one of the two on entry
+        handshake = "none"
+    info = client.server_info
+    return ProbeReport(
+        target=shown,
+        transport=transport,  # type: ignore[arg-type]
+        mode=mode,
+        handshake=handshake,  # type: ignore[arg-type]
+        protocol_version=client.protocol_version,
+        server_name=info.name if info else None,
+        server_version=info.version if info else None,
+        instructions=client.instructions,
+        capabilities=client.server_capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
+    )
+
+
+class _maybe:
+    """``async with`` an optional async context manager."""
+
+    def __init__(self, cm: Any) -> None:
+        self.cm = cm
+
+    async def __aenter__(self) -> Any:
+        return await self.cm.__aenter__() if self.cm is not None else None
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.cm.__aexit__(*exc) if self.cm is not None else None
+
+
+def run_probe(
+    target: str | Sequence[str], *, json_output: bool = False, **kwargs: Any
+) -> tuple[int, str]:
+    """Run a probe to completion: (exit status, text for stdout). ProbeError propagates.
+
+    Exit status 0: connected (and the call, if any, returned a result without isError);
+    1: the call returned ``isError: true`` (the result is still printed)."""
+    report = anyio.run(lambda: probe(target, **kwargs))
+    out = json.dumps(report.to_json(), indent=2, ensure_ascii=False) if json_output else report.to_text()
+    status = 1 if report.call is not None and report.call.is_error else 0
+    return status, out
