@@ -36,6 +36,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class DropQueryStrings(logging.Filter):
+    """uvicorn's access log writes the request target with its query string; a client
+    may put a secret there (``?access_token=...``, never accepted, but still sent).
+    The path is logged, the query string is not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (*args[:2], args[2].split("?", 1)[0] + "?[query omitted]", *args[3:])
+        return True
+
+
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     """Send every log record of the process to stderr at ``level``."""
     handler = logging.StreamHandler(sys.stderr)
@@ -50,6 +62,9 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
         lg = logging.getLogger(name)
         lg.handlers[:] = []
         lg.propagate = True
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, DropQueryStrings) for f in access.filters):
+        access.addFilter(DropQueryStrings())
     # SQLAlchemy echoes SQL at INFO; keep statements out of the logs unless asked for.
     logging.getLogger("sqlalchemy").setLevel(max(logging.WARNING, root.level))
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

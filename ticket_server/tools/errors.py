@@ -88,13 +88,64 @@ def describe_invalid_arguments(
             problems.append(f"'{name}' is required ({_expectation(schema, defs)})")
         elif err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             known = ", ".join(properties) or "none"
-            problems.append(f"'{name}' is not an argument of this tool (arguments: {known})")
+            problems.append(f"{_shown(name)} is not an argument of this tool (arguments: {known})")
         elif name in properties:
             problems.append(f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})")
         else:
             problems.append(f"the arguments must be an object with: {', '.join(properties)}")
     unique = list(dict.fromkeys(problems))
+    if len(unique) > MAX_PROBLEMS:
+        unique = [*unique[:MAX_PROBLEMS], f"and {len(unique) - MAX_PROBLEMS} more"]
     return f"Invalid arguments for {tool}: " + "; ".join(unique) + ". Nothing was done."
+
+
+MAX_PROBLEMS = 8
+"""At most this many problems are named in one message (an object of a thousand
+unknown keys is answered with a sentence, not a dump)."""
+MAX_DEPTH = 32
+"""Deepest nesting of lists and objects accepted in any argument."""
+
+
+def _lone_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _unusable(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be taken as an argument at all, or None.
+
+    JSON may carry lone UTF-16 surrogates (``"\\ud800"``) and any nesting; no tool
+    can use either (the database drivers refuse such text, validation recurses)."""
+    if depth > MAX_DEPTH:
+        return f"is nested more than {MAX_DEPTH} levels deep"
+    if isinstance(value, str):
+        return "contains a lone UTF-16 surrogate (not valid Unicode text)" if _lone_surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and _lone_surrogate(key):
+                return "has a key that contains a lone UTF-16 surrogate (not valid Unicode text)"
+            reason = _unusable(item, depth + 1)
+            if reason:
+                return reason
+    elif isinstance(value, list):
+        for item in value:
+            reason = _unusable(item, depth + 1)
+            if reason:
+                return reason
+    return None
+
+
+def describe_unusable_arguments(tool: str, arguments: dict[str, Any]) -> str | None:
+    """A sentence naming each argument no tool could use, or None when all are usable."""
+    problems = []
+    for name, value in arguments.items():
+        reason = _unusable(value)
+        if reason is not None or _lone_surrogate(str(name)):
+            problems.append(f"{_shown(name)} {reason or 'is not valid Unicode text'}")
+    if not problems:
+        return None
+    if len(problems) > MAX_PROBLEMS:
+        problems = [*problems[:MAX_PROBLEMS], f"and {len(problems) - MAX_PROBLEMS} more"]
+    return f"Invalid arguments for {tool}: " + "; ".join(problems) + ". Nothing was done."
 
 
 class ArgumentErrorMiddleware(Middleware):
@@ -108,6 +159,9 @@ class ArgumentErrorMiddleware(Middleware):
         context: MiddlewareContext[mt.CallToolRequestParams],
         call_next: CallNext[mt.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
+        unusable = describe_unusable_arguments(context.message.name, context.message.arguments or {})
+        if unusable is not None:
+            raise ToolError(unusable)
         try:
             return await call_next(context)
         except ValidationError as exc:

@@ -1,0 +1,78 @@
+"""Faults and HTTP security: a locked database answered in bounded time and recovered
+without a restart (C05 b, the lock variant); a token in the query string is refused
+and never logged; the Authorization header never reaches the logs."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+from fastmcp import Client
+
+from tests.hardening.support import add_caller, assert_no_leak_beyond_echo, result_text
+from tests.transports.conftest import start_http_server, stop
+from tests.transports.test_stdio import INIT
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+
+pytestmark = pytest.mark.sqlite_only
+
+
+async def test_c05b_locked_database_answers_unavailable_then_recovers(db_path: Path, settings: Settings) -> None:
+    """C05 (b), lock variant: while another process holds an exclusive lock on the
+    SQLite file, a call answers isError "ticket database unavailable" within a bounded
+    time, with no internals; once the lock is gone the next call succeeds, no restart."""
+    server = build_server(settings.model_copy(update={"database_timeout": 1.0}))
+    async with Client(server, mode="2026-07-28") as client:
+        assert (await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})).is_error is False
+        holder = sqlite3.connect(db_path, timeout=0)
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            for tool, arguments in [("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),
+                                    ("search_tickets_v2", {"query": "invoice"}),
+                                    ("search_tickets", {"query": "invoice"})]:
+                started = time.monotonic()
+                result = await client.call_tool_mcp(tool, arguments)
+                elapsed = time.monotonic() - started
+                assert result.is_error is True, result
+                text = result_text(result)
+                assert "ticket database is unavailable" in text
+                assert_no_leak_beyond_echo(text, arguments)
+                assert elapsed < 15, f"{tool} took {elapsed:.1f}s while the database was locked"
+        finally:
+            holder.rollback()
+            holder.close()
+        result = await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        assert result.is_error is False, result_text(result)
+
+
+def test_query_string_token_is_refused_and_never_logged(db_path: Path, tmp_path: Path) -> None:
+    """No token is accepted from the query string (401), and neither that token nor the
+    Authorization header of accepted requests appears anywhere in the server's logs."""
+    token = add_caller(db_path, "secretive")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_LOG_LEVEL="DEBUG")
+    try:
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        with httpx.Client(timeout=10) as client:
+            for query in (f"access_token={token}", f"token={token}", f"authorization=Bearer%20{token}"):
+                refused = client.post(f"{server.url}?{query}", json=INIT, headers=headers)
+                assert refused.status_code == 401
+                assert token not in refused.text
+            accepted = client.post(server.url, json=INIT, headers={**headers, "Authorization": f"Bearer {token}"})
+            assert accepted.status_code == 200
+    finally:
+        stop(server.process)
+    logs = server.logs()
+    assert "POST /mcp" in logs, "the access log is on"
+    assert token not in logs
+    assert token.removeprefix("tks_")[:16] not in logs
+    assert "Bearer " not in logs
+
+
+def test_loopback_bind_by_default() -> None:
+    """The HTTP server binds to loopback unless told otherwise."""
+    assert Settings().host == "127.0.0.1"

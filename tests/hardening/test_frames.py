@@ -1,0 +1,129 @@
+"""Raw frames over stdio and HTTP: invalid JSON, non-UTF-8 bytes, a 10 MiB line,
+batches, wrong ``jsonrpc`` values, ids of every type, unknown methods, requests
+before the handshake. Each gets the JSON-RPC 2.0 error the spec names (section 5.1:
+-32700 Parse error, -32600 Invalid Request, -32601 Method not found, all with
+``"id": null`` when no id could be read), and the next valid request is answered."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from tests.hardening.support import add_caller
+from tests.helpers import assert_no_leak
+from tests.transports.conftest import start_http_server, stop
+from tests.transports.test_stdio import INIT, INITIALIZED, RawStdio, assert_all_jsonrpc
+
+pytestmark = pytest.mark.sqlite_only
+
+TEN_MIB = 10 * 1024 * 1024
+UNREADABLE = [  # (frame, the code JSON-RPC names)
+    (b"{not json", -32700),
+    (b"\xff\xfe\xfd", -32700),
+    (b'{"jsonrpc":"2.0","id":2,"method":"tools/list"', -32700),
+    (b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_ticket_status","arguments":{"ticket_id":"\\ud800"}}}', -32700),
+    (b"[" * 5000 + b"]" * 5000, -32700),
+    (b'[{"jsonrpc":"2.0","id":4,"method":"ping"}]', -32600),
+    (b"[]", -32600),
+    (b'{"jsonrpc":"1.0","id":5,"method":"ping"}', -32600),
+    (b'{"id":6,"method":"ping"}', -32600),
+    (b'"just a string"', -32600),
+    (b"42", -32600),
+    (b"null", -32600),
+    (b'{"jsonrpc":"2.0","id":7}', -32600),
+]
+# Ids MCP forbids (null, float, bool, object, array): the SDK reads such a frame as a
+# notification (no reply) or refuses it; either way nothing breaks and nothing hangs.
+ODD_IDS = [b"null", b"1.5", b"true", b'{"a":1}', b"[1]"]
+
+
+def _tools_call(request_id: int | str, arguments: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "get_ticket_status", "arguments": arguments}}
+
+
+def test_stdio_frames_get_the_error_the_spec_names(db_path: Path) -> None:
+    """C04 widened: every unreadable frame over stdio is answered with -32700 or
+    -32600 (id null); the next valid request is answered; the process stays up."""
+    raw = RawStdio(db_path)
+    try:
+        raw.send({"jsonrpc": "2.0", "id": "early", "method": "tools/list"})  # before the handshake
+        early = raw.read_until_id("early")
+        assert "result" in early or early["error"]["code"] in (-32600, -32601, -32602)
+        raw.send(INIT)
+        assert raw.read_until_id(1)["result"]["serverInfo"]["name"] == "ticket-server"
+        raw.send(INITIALIZED)
+        for n, (frame, code) in enumerate(UNREADABLE):
+            raw.send(frame)
+            answer = raw.read()
+            assert answer == {"jsonrpc": "2.0", "id": None, "error": answer["error"]}, answer
+            assert answer["error"]["code"] == code, (frame[:60], answer)
+            raw.send({"jsonrpc": "2.0", "id": 1000 + n, "method": "tools/list"})
+            assert "result" in raw.read_until_id(1000 + n), "the next valid request is answered"
+        for n, odd in enumerate(ODD_IDS):
+            raw.send(b'{"jsonrpc":"2.0","id":' + odd + b',"method":"ping"}')
+            raw.send({"jsonrpc": "2.0", "id": 2000 + n, "method": "tools/list"})
+            assert "result" in raw.read_until_id(2000 + n)
+        raw.send({"jsonrpc": "2.0", "id": 9, "method": "no/such/method"})
+        assert raw.read_until_id(9)["error"]["code"] == -32601
+        for request_id in ("a string id", 0, -1, 2**53):
+            raw.send(_tools_call(request_id, {"ticket_id": "SUP-4412"}))
+            assert raw.read_until_id(request_id)["result"]["isError"] is False
+        raw.send(_tools_call(10, {"ticket_id": "x" * TEN_MIB}))  # a 10 MiB line
+        big = raw.read_until_id(10)
+        assert big["result"]["isError"] is True and len(json.dumps(big)) < 2000
+        raw.send(_tools_call(11, {"ticket_id": "SUP-4412"}))
+        assert raw.read_until_id(11)["result"]["isError"] is False
+        assert raw.process.poll() is None, "still running"
+    finally:
+        raw.close()
+        stop(raw.process)
+    assert raw.process.returncode == 0
+    assert_all_jsonrpc(raw.lines)
+    for line in raw.lines:
+        assert_no_leak(line.decode("utf-8", "replace")[:5000])
+
+
+@pytest.fixture
+def http(db_path: Path, tmp_path: Path):
+    token = add_caller(db_path, "frames")
+    server = start_http_server(db_path, tmp_path)
+    try:
+        yield server, token
+    finally:
+        stop(server.process)
+
+
+def test_http_frames_get_a_json_rpc_error_and_the_server_keeps_serving(http) -> None:
+    """Over HTTP each unreadable body gets a 4xx with a JSON-RPC error (id null),
+    no internals; a 10 MiB body is refused with 413; the next request is answered."""
+    server, token = http
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    with httpx.Client(timeout=30) as client:
+        init = client.post(server.url, json=INIT, headers=headers)
+        assert init.status_code == 200
+        if init.headers.get("mcp-session-id"):
+            headers["Mcp-Session-Id"] = init.headers["mcp-session-id"]
+        client.post(server.url, json=INITIALIZED, headers=headers)
+        for n, (frame, code) in enumerate(UNREADABLE):
+            response = client.post(server.url, content=frame, headers=headers)
+            assert 400 <= response.status_code < 500, (frame[:60], response.status_code)
+            body = response.json()
+            assert body["jsonrpc"] == "2.0" and body.get("id") is None
+            # The SDK's HTTP transport answers a well-formed non-request with -32602
+            # rather than -32600; both are JSON-RPC errors the client can read.
+            assert body["error"]["code"] in ({code, -32602} if code == -32600 else {code}), (frame[:60], body)
+            follow = client.post(server.url, json={"jsonrpc": "2.0", "id": n + 100, "method": "tools/list"}, headers=headers)
+            assert follow.status_code == 200 and "result" in follow.json()
+        unknown = client.post(server.url, json={"jsonrpc": "2.0", "id": 5, "method": "no/such"}, headers=headers)
+        assert unknown.json()["error"]["code"] == -32601
+        huge = client.post(server.url, content=json.dumps(_tools_call(6, {"ticket_id": "x" * TEN_MIB})), headers=headers)
+        assert huge.status_code == 413
+        ok = client.post(server.url, json=_tools_call(7, {"ticket_id": "SUP-4412"}), headers=headers)
+        assert ok.status_code == 200 and ok.json()["result"]["isError"] is False
+    assert server.process.poll() is None
