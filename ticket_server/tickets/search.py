@@ -77,12 +77,14 @@ class Position:
     pk: int
 
 
-def _after(sort_expr: ColumnElement[Any], position: Position | None, *, descending: bool) -> list[ColumnElement[bool]]:
+def _after(
+    sort_expr: ColumnElement[Any], position: Position | None, *, descending: bool, key: ColumnElement[Any] = Ticket.pk
+) -> list[ColumnElement[bool]]:
     if position is None:
         return []
     if descending:
-        return [or_(sort_expr < position.sort, and_(sort_expr == position.sort, Ticket.pk < position.pk))]
-    return [or_(sort_expr > position.sort, and_(sort_expr == position.sort, Ticket.pk > position.pk))]
+        return [or_(sort_expr < position.sort, and_(sort_expr == position.sort, key < position.pk))]
+    return [or_(sort_expr > position.sort, and_(sort_expr == position.sort, key > position.pk))]
 
 
 def build_search(
@@ -102,9 +104,16 @@ def build_search(
             .order_by(sort.desc(), Ticket.pk.desc())
             .limit(limit)
         )
+    # Two phases: rank (key, score) pairs only, then fetch the page's rows. Ranking scores
+    # every match before LIMIT applies, so the sort must not carry whole tickets (bodies).
+    key: ColumnElement[Any] = Ticket.pk
     if dialect == "sqlite":
         score: ColumnElement[Any] = func.bm25(_FTS_TABLE, 2.0, 1.0)
-        stmt = select(Ticket, score.label("sort")).join(_fts, _fts.c.rowid == Ticket.pk)
+        if where:  # filters need the tickets row
+            ranked = select(Ticket.pk.label("pk"), score.label("sort")).join(_fts, _fts.c.rowid == Ticket.pk)
+        else:  # relevance alone never touches the tickets table
+            key = _fts.c.rowid
+            ranked = select(key.label("pk"), score.label("sort")).select_from(_fts)
         where.append(_FTS_TABLE.op("MATCH")(fts5_match(terms)))
     elif dialect == "postgresql":
         vector = literal_column("tickets.search_vector")
@@ -112,12 +121,18 @@ def build_search(
             literal_column("'simple'::regconfig"), func.ticket_search_text(" ".join(terms))
         )
         score = -func.ts_rank(vector, tsquery)
-        stmt = select(Ticket, score.label("sort"))
+        ranked = select(Ticket.pk.label("pk"), score.label("sort"))
         where.append(vector.op("@@")(tsquery))
     else:
         raise NotImplementedError(f"full-text search is not implemented for {dialect}")
-    return (
-        stmt.where(*where, *_after(score, after, descending=False))
-        .order_by(score, Ticket.pk)
+    page = (
+        ranked.where(*where, *_after(score, after, descending=False, key=key))
+        .order_by(score, key)
         .limit(limit)
+        .subquery("page")
+    )
+    return (
+        select(Ticket, page.c.sort)
+        .join(page, page.c.pk == Ticket.pk)
+        .order_by(page.c.sort, page.c.pk)
     )

