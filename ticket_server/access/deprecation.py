@@ -38,10 +38,7 @@ class Deprecation:
 
     def announcement(self) -> str:
         """The first line of the deprecated tool's description."""
-        return (
-            f"DEPRECATED: use {self.replacement} instead; {self.tool} retires on "
-            f"{self.sunset.isoformat()}."
-        )
+        return f"DEPRECATED, retires {self.sunset.isoformat()}: use {self.replacement}."
 
     def meta(self) -> dict[str, object]:
         return {

@@ -183,6 +183,8 @@ def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]
             diffs.append(Difference("additive", name, "", "description changed"))
         old_a, new_a = tool.get("annotations", {}), current.get("annotations", {})
         for hint, safe in _SAFE_HINTS.items():
+            if hint != "readOnlyHint" and new_a.get("readOnlyHint") is True:
+                continue  # the other hints mean nothing for a read-only tool (MCP spec)
             if old_a.get(hint) == safe and new_a.get(hint) != safe:
                 diffs.append(Difference("breaking", name, "", f"annotation {hint} no longer {safe}"))
         if old_a != new_a and not any(d.what.startswith("annotation") for d in diffs if d.tool == name):

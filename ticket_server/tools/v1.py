@@ -65,15 +65,9 @@ def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, De
 
     @tool
     async def get_ticket_status(
-        ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412 (case-insensitive).")],
+        ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     ) -> TicketStatusV1:
-        """Look up one support ticket's current status by its id.
-
-        Returns {id, status, owner, updated}: status is one of new, open, in_progress,
-        waiting_on_customer, resolved, closed; owner is the assignee's login or null
-        when unassigned; updated is the date of the last change, YYYY-MM-DD (UTC).
-        An unknown id is an error naming the id.
-        """
+        """A ticket's status by id; updated is YYYY-MM-DD (UTC). Unknown id: an error."""
         key = normalise_ticket_id(ticket_id)
         if len(key) > MAX_ID_LENGTH:
             raise not_found(ticket_id)
@@ -87,21 +81,10 @@ def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, De
 
     @tool
     async def search_tickets(
-        query: Annotated[
-            str,
-            Field(description="Text to find in ticket subjects; matched literally, case-insensitively."),
-        ],
-        limit: Annotated[
-            int, Field(ge=1, le=50, description="Most tickets to return, 1 to 50.")
-        ] = 5,
+        query: Annotated[str, Field(description="Text the subject contains (literal, any case).")],
+        limit: Annotated[int, Field(ge=1, le=50, description="Most tickets, 1-50.")] = 5,
     ) -> list[TicketSummaryV1]:
-        """Find support tickets whose subject contains the query text.
-
-        The match is a case-insensitive substring of the subject; every character is
-        literal (% and _ included). Returns at most `limit` tickets (1 to 50, default 5),
-        most recently updated first, each {id, subject, status}; an empty list when
-        nothing matches. A limit outside 1..50 is an error naming the bound.
-        """
+        """Tickets whose subject contains `query`, newest first; limit outside 1-50 is an error."""
         with domain_errors():
             hits = await repo.search_subject(query, limit, queues=current_queues())
         return [TicketSummaryV1(id=t.id, subject=t.subject, status=t.status) for t in hits]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.tools import Tool
 from pydantic import AwareDatetime, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.models import TicketStatus
@@ -22,6 +24,16 @@ from ticket_server.tools.v1 import MAX_ID_LENGTH, normalise_ticket_id, not_found
 MAX_PAGE_BYTES = 16_384
 """A search page's JSON never exceeds this many bytes (UTF-8); a page is shortened to fit."""
 MAX_QUERY_LENGTH = 500
+Name = Annotated[str, Field(max_length=64)]
+# Bounds sit on the non-null type: on the union they would be applied to null too.
+
+
+def _drop_null_defaults(tool: Tool) -> None:
+    # An omitted filter means "any"; a `"default": null` would contradict the type the
+    # schema states, and costs bytes in every tools/list.
+    for schema in tool.parameters.get("properties", {}).values():
+        if "default" in schema and schema["default"] is None:
+            del schema["default"]
 
 
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
@@ -29,15 +41,10 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
 
     @mcp.tool(name="get_ticket_status_v2", annotations=READ_ONLY, tags={"tickets:read"})
     async def get_ticket_status_v2(
-        ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412 (case-insensitive).")],
+        ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     ) -> TicketStatusV2:
-        """Look up one support ticket's status record by its id.
-
-        Returns id, subject, status (new | open | in_progress | waiting_on_customer |
-        resolved | closed), priority (low | normal | high | urgent), owner (assignee
-        login, null when unassigned), queue, created_at and updated_at (RFC 3339, UTC).
-        An unknown id is an error naming the id.
-        """
+        """A ticket's status record by id; owner null if unassigned, times RFC 3339 UTC.
+        Unknown id: an error naming it."""
         key = normalise_ticket_id(ticket_id)
         if len(key) > MAX_ID_LENGTH:
             raise not_found(ticket_id)
@@ -47,44 +54,32 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             raise not_found(ticket_id)
         return TicketStatusV2.model_validate(ticket, from_attributes=True)
 
-    @mcp.tool(name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"})
     async def search_tickets_v2(
         query: Annotated[
-            str,
-            Field(
-                max_length=MAX_QUERY_LENGTH,
-                description="Words to find in ticket subjects and bodies (all must match; "
-                "case and accents ignored). Empty: list tickets newest first.",
-            ),
+            str, Field(max_length=MAX_QUERY_LENGTH, description="Words to find.")
         ] = "",
+        # Optional filters are null-able in Python but not in the schema: omitting one is
+        # the way to say "any", and the schema block every model reads stays small.
         status: Annotated[
-            list[TicketStatus] | None,
-            Field(min_length=1, max_length=6, description="Only tickets in one of these statuses."),
+            Annotated[list[TicketStatus], Field(min_length=1, max_length=6)] | SkipJsonSchema[None],
+            Field(description="Any of these."),
         ] = None,
-        queue: Annotated[str | None, Field(max_length=64, description="Only this queue, e.g. billing.")] = None,
-        owner: Annotated[str | None, Field(max_length=64, description="Only this assignee login, e.g. r.mehta.")] = None,
+        queue: Annotated[Name | SkipJsonSchema[None], Field(description="e.g. billing")] = None,
+        owner: Annotated[Name | SkipJsonSchema[None], Field(description="Assignee login.")] = None,
         updated_after: Annotated[
-            AwareDatetime | None,
-            Field(description="Only tickets updated after this RFC 3339 time, e.g. 2026-07-01T00:00:00Z."),
+            AwareDatetime | SkipJsonSchema[None],
+            Field(description="RFC 3339 time."),
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=50, description="Most tickets per page, 1 to 50.")] = 10,
+        limit: Annotated[int, Field(ge=1, le=50, description="Tickets per page, 1-50.")] = 10,
         cursor: Annotated[
-            str | None,
-            Field(max_length=MAX_CURSOR_LENGTH, description="next_cursor from the previous page; omit for the first page."),
+            Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)] | SkipJsonSchema[None],
+            Field(description="next_cursor of the last page."),
         ] = None,
     ) -> SearchPage:
-        """Search support tickets by words in their subject and body, with filters; paged.
-
-        Results are ranked by relevance (subject matches weigh more); with an empty
-        query, matching tickets are listed by last update, newest first. Query text is
-        plain words: quotes, *, -, AND, NEAR( and brackets have no special meaning.
-        Filters combine with AND: status (list), queue, owner, updated_after (RFC 3339).
-        Returns {tickets: [{id, subject, status, priority, owner, queue, updated_at}],
-        next_cursor}: pass next_cursor back unchanged (same query and filters) for the
-        next page; it is null on the last page. A page holds at most `limit` tickets
-        (1 to 50, default 10) and at most 16 KiB of JSON, so it may hold fewer.
-        Errors: an invalid filter or limit names the bound; a cursor that is damaged
-        or from another search says to start again without it.
+        """Search tickets by words in subject and body (all must match; case, accents and
+        query syntax ignored), best first; empty query: newest first. Filters combine with
+        AND. Next page: pass next_cursor back as cursor, same query and filters (null on
+        the last). A page holds at most `limit` tickets and 16 KiB of JSON.
         """
         terms = search_terms(query)
         filters = SearchFilters(
@@ -119,3 +114,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         more = len(rows) > len(tickets)
         next_cursor = cursors.encode(rows[len(tickets) - 1][1], search) if more and tickets else None
         return SearchPage(tickets=tickets, next_cursor=next_cursor)
+
+    tool = Tool.from_function(
+        search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"}
+    )
+    _drop_null_defaults(tool)
+    mcp.add_tool(tool)
