@@ -9,6 +9,8 @@ from collections.abc import Mapping
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.tools import ToolResult
+from mcp.types import TextContent
 from pydantic import Field
 
 from ticket_server.access.deprecation import Deprecation
@@ -87,4 +89,12 @@ def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, De
         """Tickets whose subject contains `query`, newest first; limit outside 1-50 is an error."""
         with domain_errors():
             hits = await repo.search_subject(query, limit, queues=current_queues())
+        if not hits:
+            # FastMCP turns an empty list into no content block at all; older clients
+            # read the text block, so it must say `[]` like any other result.
+            return ToolResult(  # type: ignore[return-value]
+                content=[TextContent(type="text", text="[]")],
+                structured_content={"result": []},
+                meta={"fastmcp": {"wrap_result": True}},
+            )
         return [TicketSummaryV1(id=t.id, subject=t.subject, status=t.status) for t in hits]
