@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,11 +57,23 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
 
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
+    url = f"http://{host}:{port}{MCP_PATH}"
+    if args.workers > 1:
+        # Each worker is a process of its own that builds the app from the environment
+        # (create_app): legacy sessions cannot live in one worker's memory, so serve them
+        # stateless, like 2026-07-28 clients always are.
+        os.environ.update({"TICKET_SERVER_HOST": host, "TICKET_SERVER_PORT": str(port),
+                           "TICKET_SERVER_STATELESS_HTTP": "true"})
+        if settings.rate_limit_storage_url.startswith("memory://"):
+            log.warning("rate-limit counters are per worker with memory:// storage; "
+                        "set TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis://... to share them")
+        log.info(f"serving MCP over Streamable HTTP on {url} with {args.workers} workers",
+                 extra={"url": url, "version": __version__, "workers": args.workers})
+        uvicorn.run("ticket_server.http:create_app", factory=True, workers=args.workers, host=host,
+                    port=port, log_config=None, timeout_graceful_shutdown=10)
+        return
     app = build_http_app(settings.model_copy(update={"host": host, "port": port}))
-    log.info(
-        f"serving MCP over Streamable HTTP on http://{host}:{port}{MCP_PATH}",
-        extra={"url": f"http://{host}:{port}{MCP_PATH}", "version": __version__},
-    )
+    log.info(f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__})
     uvicorn.run(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
 
 
@@ -207,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     serve.add_argument("--host", help="HTTP bind address (default: TICKET_SERVER_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="HTTP port (default: TICKET_SERVER_PORT or 8000)")
+    serve.add_argument(
+        "--workers", type=int, default=1,
+        help="HTTP worker processes (default 1); more than one serves legacy clients stateless",
+    )
     serve.set_defaults(handler=_serve)
 
     dbp = commands.add_parser("db", help="database schema and sample data")

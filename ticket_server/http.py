@@ -15,6 +15,16 @@ from ticket_server.tickets.repository import DatabaseUnavailable
 MCP_PATH = "/mcp"
 
 
+def create_app():  # -> fastmcp StarletteWithLifespan
+    """The app from the environment's settings: the factory each uvicorn worker calls
+    (`ticket-server serve --transport http --workers N`)."""
+    from ticket_server.logging import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
+    return build_http_app(settings)
+
+
 def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
     """The whole HTTP surface. Host/Origin validation (DNS-rebinding protection, MCP
     spec "Transports: Security Warning") is always on; loopback names are accepted,

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 # Attributes every LogRecord has; anything else was passed via ``extra=`` and is logged.
-_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+# uvicorn adds `color_message` (the message with ANSI colours) to its records: not for JSON.
+_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):
