@@ -53,7 +53,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
 
     import uvicorn
 
-    from ticket_server.http import MCP_PATH, build_http_app
+    from ticket_server.http import MCP_PATH, build_http_app, serve
 
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
@@ -74,7 +74,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
         return
     app = build_http_app(settings.model_copy(update={"host": host, "port": port}))
     log.info(f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__})
-    uvicorn.run(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
+    serve(app, host, port)
 
 
 def _callers(settings: Settings, args: argparse.Namespace) -> None:

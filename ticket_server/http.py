@@ -54,3 +54,24 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
     )
     access.install_http(app, MCP_PATH)
     return app
+
+
+def serve(app, host: str, port: int) -> None:
+    """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop exits 0.
+
+    uvicorn re-raises a captured SIGTERM once its graceful shutdown (lifespan included:
+    the audit trail is flushed there) is done, so the process would die by the signal;
+    a supervisor that asked the server to stop expects status 0.
+    """
+    import signal
+
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame) -> None:  # type: ignore[no-untyped-def]
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                self._captured_signals.remove(sig)
+
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
+    GracefulServer(config).run()
