@@ -20,9 +20,11 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/ticket-server db upgrade
 	$(BIN)/ticket-server db seed --if-empty
+	$(BIN)/ticket-server callers bootstrap
 	$(BIN)/ticket-server serve --transport http
 
 test: $(STAMP)
+	@if [ "$${CI:-}" = true ]; then bash .ci/install-services.sh; fi
 	bash .ci/conformance/ticket-server.sh
 	bash .ci/inspector/install.sh
 	$(BIN)/python -m pytest

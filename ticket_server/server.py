@@ -79,7 +79,9 @@ def serve_stdio(settings: Settings) -> None:
     lifespan ends normally, so the audit trail is flushed. The caller named by the
     settings is checked first (``IdentityError`` names the setting to fix)."""
     import asyncio
+    import os
     import signal
+    import sys
 
     from ticket_server.access.control import open_store
     from ticket_server.access.identity import check_stdio_identity
@@ -92,16 +94,23 @@ def serve_stdio(settings: Settings) -> None:
             await store.aclose()
 
     caller = asyncio.run(check())
-    mcp = build_server(settings)
+    access = AccessControl(settings)
+    mcp = build_server(settings, access=access)
+
+    async def terminate() -> None:
+        # FastMCP's stdin reader is a thread that cannot be cancelled: waiting for it
+        # would wait for the next input line. Flush the audit trail, then leave.
+        await access.stop()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        try:
-            await mcp.run_async(transport="stdio", show_banner=False)
-        except asyncio.CancelledError:
-            pass  # SIGTERM: the lifespan has ended and flushed by now
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(terminate()))
+        from ticket_server.stdio import run_stdio
+
+        await run_stdio(mcp)  # answers malformed frames (parse error, invalid request)
 
     import logging
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fastmcp import FastMCP
 
+from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
 from ticket_server.access.audit import query
 from ticket_server.access.control import open_store
 from ticket_server.server import build_server

@@ -49,7 +49,14 @@ def add_caller(db_path: Path, name: str, scopes: tuple[str, ...] = ("tickets:rea
         finally:
             await store.aclose()
 
-    return asyncio.run(add())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(add())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # called from an async test
+        return pool.submit(asyncio.run, add()).result()
 
 
 class HttpServer:

@@ -22,6 +22,17 @@ def open_store(settings: Settings) -> CallerStore:
     return CallerStore(create_engine(settings), timeout=settings.database_timeout)
 
 
+class QueryStringRedactor(logging.Filter):
+    """uvicorn's access log prints each request's path with its query string; a client
+    that puts a token there (never accepted) must not get it written to the logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (*args[:2], args[2].split("?", 1)[0] + "?[redacted]", *args[3:])
+        return True
+
+
 class AccessControl:
     """Everything that decides who may do what, how fast, and what is recorded."""
 
@@ -70,6 +81,9 @@ class AccessControl:
 
     def install_http(self, app, mcp_path: str) -> None:  # app: Starlette
         """Give slowapi its limiter; limit the MCP endpoint, exempt the other routes."""
+        access_log = logging.getLogger("uvicorn.access")
+        if not any(isinstance(f, QueryStringRedactor) for f in access_log.filters):
+            access_log.addFilter(QueryStringRedactor())
         limiter = http_limiter(self.settings)
         app.state.limiter = limiter
         for route in app.routes:
