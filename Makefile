@@ -1,7 +1,8 @@
 # Two commands on a fresh machine (python3 >= 3.11 and make):
 #   make run    create .venv, install, migrate + seed the embedded database, serve HTTP
-#   make test   create .venv, install, run the whole test suite: the MCP conformance
-#               suite against the HTTP server first (.ci/conformance), then pytest
+#   make test   create .venv, install, run the whole test suite: the published tool
+#               contract check, the MCP conformance suite against the HTTP server
+#               (.ci/conformance), then pytest
 #               (which also drives the pinned MCP Inspector CLI from .ci/inspector)
 PYTHON ?= python3
 VENV   := .venv
@@ -25,6 +26,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@if [ "$${CI:-}" = true ]; then bash .ci/install-services.sh; fi
+	$(BIN)/ticket-server tools check
 	bash .ci/conformance/ticket-server.sh
 	bash .ci/inspector/install.sh
 	$(BIN)/python -m pytest
