@@ -3,16 +3,31 @@ the protected-resource metadata (RFC 9728); bearer-token auth and slowapi limits
 
 from __future__ import annotations
 
+import hmac
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ticket_server.access.control import AccessControl
 from ticket_server.db import open_repository
-from ticket_server.server import build_server
+from ticket_server.metrics import CONTENT_TYPE_LATEST, Metrics
+from ticket_server.server import build_server, deprecations
 from ticket_server.settings import Settings
 from ticket_server.tickets.repository import DatabaseUnavailable
 
 MCP_PATH = "/mcp"
+LOOPBACK = ("127.", "::1")
+
+
+def metrics_allowed(settings: Settings, request: Request) -> bool:
+    """GET /metrics: with ``metrics_token`` set, only `Authorization: Bearer <it>`;
+    without one, only clients on the loopback interface (a scraper beside the server)."""
+    if settings.metrics_token is not None:
+        expected = f"Bearer {settings.metrics_token.get_secret_value()}".encode()
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, expected)
+    host = request.client.host if request.client else ""
+    return host.startswith(LOOPBACK)
 
 
 def create_app():  # -> fastmcp StarletteWithLifespan
@@ -30,7 +45,8 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
     spec "Transports: Security Warning") is always on; loopback names are accepted,
     others only when listed in ``allowed_hosts``/``allowed_origins``."""
     repo = open_repository(settings)
-    access = AccessControl(settings)
+    metrics = Metrics(deprecations(settings))
+    access = AccessControl(settings, observers=[metrics.observe_call])
     mcp = build_server(settings, repo, access=access)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
     mcp.auth = access.token_verifier()
@@ -42,6 +58,12 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
         except DatabaseUnavailable:
             return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok", "database": "ok"})
+
+    @mcp.custom_route("/metrics", methods=["GET"], include_in_schema=False)
+    async def prometheus(request: Request) -> Response:
+        if not metrics_allowed(settings, request):
+            return JSONResponse({"error": "forbidden"}, status_code=403)
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     app = mcp.http_app(
         path=MCP_PATH,

@@ -133,6 +133,12 @@ class Settings(BaseSettings):
         default=1.0, gt=0, description="Longest an audit row waits before it is written."
     )
 
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="GET /metrics requires `Authorization: Bearer <this>`; unset: /metrics "
+        "answers loopback clients only.",
+    )
+
     @cached_property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")

@@ -16,6 +16,7 @@ import logging
 import uuid
 from datetime import UTC, datetime
 from time import monotonic
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -74,8 +75,12 @@ def result_size(result: ToolResult) -> int:
 class AuditWriter:
     """Queues audit rows and writes them in batches from one background task."""
 
-    def __init__(self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0) -> None:
+    def __init__(
+        self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0,
+        observers: Sequence[Callable[[dict[str, Any]], None]] = (),
+    ) -> None:
         self.store = store
+        self.observers = tuple(observers)  # e.g. metrics: each row, as it is submitted
         self.batch_size = batch_size
         self.flush_seconds = flush_seconds
         self._pending: list[dict[str, Any]] = []
@@ -84,6 +89,8 @@ class AuditWriter:
         self._stopping = False
 
     def submit(self, row: dict[str, Any]) -> None:
+        for observe in self.observers:
+            observe(row)
         if len(self._pending) >= QUEUE_LIMIT:
             log.error("audit queue full; dropping a row", extra={"trace_id": row["trace_id"]})
             return

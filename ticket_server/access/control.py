@@ -4,6 +4,8 @@ identity, authorization, rate limits and audit, built from the settings."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 from fastmcp.server.middleware import Middleware
@@ -36,10 +38,14 @@ class QueryStringRedactor(logging.Filter):
 class AccessControl:
     """Everything that decides who may do what, how fast, and what is recorded."""
 
-    def __init__(self, settings: Settings, store: CallerStore | None = None) -> None:
+    def __init__(
+        self, settings: Settings, store: CallerStore | None = None,
+        observers: Sequence[Callable[[dict[str, Any]], None]] = (),
+    ) -> None:
+        """``observers`` see every audit row as it is recorded (metrics)."""
         self.settings = settings
         self.store = store or open_store(settings)
-        self.audit = AuditWriter(self.store, settings.audit_batch_size, settings.audit_flush_seconds)
+        self.audit = AuditWriter(self.store, settings.audit_batch_size, settings.audit_flush_seconds, observers)
         self.rate_limits = ToolRateLimitMiddleware(settings)
         # Audit rows reach stderr whatever the log level.
         logging.getLogger("ticket_server.audit").setLevel(logging.INFO)

@@ -17,8 +17,10 @@ from fastmcp.tools import ToolResult
 from mcp import types as mt
 from pydantic import ValidationError as PydanticValidationError
 
+from ticket_server.access.context import current_call
 from ticket_server.tickets.repository import DatabaseUnavailable
 
+DATABASE_DETAIL = "ticket database unavailable"
 DATABASE_UNAVAILABLE = (
     "The ticket database is unavailable right now; nothing was changed. Try again in a few seconds."
 )
@@ -30,6 +32,8 @@ def domain_errors() -> Iterator[None]:
     try:
         yield
     except DatabaseUnavailable as exc:
+        if (record := current_call.get()) is not None:
+            record.detail = DATABASE_DETAIL  # for the audit row and the metrics
         raise ToolError(DATABASE_UNAVAILABLE) from exc
 
 
