@@ -2,50 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
 from tests.helpers import text_of
-from tests.transports.conftest import add_caller, free_port, start_http_server, stop
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing in CI (.ci/install-services.sh installs it)")
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+from tests.services import redis_server, redis_url  # noqa: F401  (fixtures)
+from tests.transports.conftest import add_caller, start_http_server, stop
 
 
 async def test_two_processes_share_the_limits_through_redis(db_path: Path, tmp_path: Path, redis_url: str) -> None:
