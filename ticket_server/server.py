@@ -18,12 +18,13 @@ from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import ArgumentErrorMiddleware
 
 INSTRUCTIONS = """\
-This server reads a support organisation's ticket database (read-only). Use it to look
-up a ticket's status, owner and last update by its id (ids look like SUP-4412), or to
-find tickets by words in their subject when you do not know the id. Tickets have a
-status (new, open, in_progress, waiting_on_customer, resolved, closed), a priority
-(low, normal, high, urgent), an owner (assignee login) and a queue (support, billing,
-engineering, ...). Errors are returned as tool results that say what to change."""
+This server reads a support organisation's ticket database (read-only). Use
+get_ticket_status_v2 to look up a ticket by its id (ids look like SUP-4412) and
+search_tickets_v2 to find tickets by words in their subject and body, with filters and
+pages, when you do not know the id; get_ticket_status and search_tickets are deprecated.
+Tickets have a status (new, open, in_progress, waiting_on_customer, resolved, closed), a
+priority (low, normal, high, urgent), an owner (assignee login) and a queue (support,
+billing, engineering, ...). Errors come back as tool results that say what to change."""
 
 
 def deprecations(settings: Settings) -> dict[str, Deprecation]:
