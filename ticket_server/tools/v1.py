@@ -8,7 +8,6 @@ import inspect
 from collections.abc import Mapping
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
 from fastmcp.tools import ToolResult
 from mcp.types import TextContent
 from pydantic import Field
@@ -19,8 +18,7 @@ from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors
-
-MAX_ID_LENGTH = 64
+from ticket_server.tools.lookup import find_ticket
 
 REPLACEMENTS: dict[str, tuple[str, str]] = {
     "get_ticket_status": (
@@ -35,19 +33,6 @@ REPLACEMENTS: dict[str, tuple[str, str]] = {
     ),
 }
 """Each original tool's replacement and how its arguments map (for the retirement error)."""
-
-
-def normalise_ticket_id(ticket_id: str) -> str:
-    """Ids are upper-case keys such as SUP-4412; models often send ' sup-4412'."""
-    return ticket_id.strip().upper()
-
-
-def not_found(ticket_id: str) -> ToolError:
-    shown = ticket_id if len(ticket_id) <= MAX_ID_LENGTH else ticket_id[:MAX_ID_LENGTH] + "..."
-    return ToolError(
-        f"No ticket with id {shown!r}. Ticket ids look like SUP-4412; "
-        "use a search tool to find the id if you only know the subject."
-    )
 
 
 def _described(fn, deprecation: Deprecation) -> str:  # type: ignore[no-untyped-def]
@@ -70,13 +55,7 @@ def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, De
         ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     ) -> TicketStatusV1:
         """A ticket's status by id; updated is YYYY-MM-DD (UTC). Unknown id: an error."""
-        key = normalise_ticket_id(ticket_id)
-        if len(key) > MAX_ID_LENGTH:
-            raise not_found(ticket_id)
-        with domain_errors():
-            ticket = await repo.get(key, queues=current_queues())
-        if ticket is None:
-            raise not_found(ticket_id)
+        ticket = await find_ticket(repo, ticket_id)
         return TicketStatusV1(
             id=ticket.id, status=ticket.status, owner=ticket.owner, updated=ticket.updated_at.date()
         )

@@ -19,7 +19,7 @@ from ticket_server.tickets.search import SearchFilters, search_terms
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors
-from ticket_server.tools.v1 import MAX_ID_LENGTH, normalise_ticket_id, not_found
+from ticket_server.tools.lookup import find_ticket
 
 MAX_PAGE_BYTES = 16_384
 """A search page's JSON never exceeds this many bytes (UTF-8); a page is shortened to fit."""
@@ -45,13 +45,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
     ) -> TicketStatusV2:
         """A ticket's status record by id; owner null if unassigned, times RFC 3339 UTC.
         Unknown id: an error naming it."""
-        key = normalise_ticket_id(ticket_id)
-        if len(key) > MAX_ID_LENGTH:
-            raise not_found(ticket_id)
-        with domain_errors():
-            ticket = await repo.get(key, queues=current_queues())
-        if ticket is None:
-            raise not_found(ticket_id)
+        ticket = await find_ticket(repo, ticket_id)
         return TicketStatusV2.model_validate(ticket, from_attributes=True)
 
     async def search_tickets_v2(
