@@ -117,6 +117,12 @@ class Settings(BaseSettings):
         description="Rate-limit counters: `memory://` (one process) or `redis://HOST:PORT/DB` "
         "(shared by several server processes).",
     )
+    rate_limit_failure: Literal["open", "closed"] = Field(
+        default="open",
+        description="When the rate-limit storage (Redis) does not answer: `open` (calls "
+        "proceed without tool limits; an ERROR log line says so) or `closed` (tools/call "
+        "is refused with an isError asking to retry shortly).",
+    )
     tool_rate_limit: str = Field(
         default="60/minute",
         description="Default limit per caller per tool on tools/call (moving window), "

@@ -6,10 +6,16 @@
 - Per caller on the HTTP endpoint, with slowapi: 429 + ``Retry-After`` and
   ``X-RateLimit-*`` headers (see ``http_limiter``).
 One setting, ``rate_limit_storage_url``, chooses the storage for both.
+
+When that storage (Redis) does not answer, ``rate_limit_failure`` decides: ``open``
+(calls proceed without tool limits; one ERROR line per outage) or ``closed`` (every
+tools/call is refused with an ``isError`` result asking to retry shortly). The HTTP
+limit falls back to this process's memory until Redis answers again, in both cases.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from contextvars import ContextVar
@@ -26,6 +32,9 @@ from ticket_server.access.context import current_call
 from ticket_server.settings import Settings
 
 META_KEY = "dev.ticket-server/rate-limit"
+UNAVAILABLE_RETRY_SECONDS = 5
+STORAGE_TIMEOUT_SECONDS = 2.0
+log = logging.getLogger(__name__)
 
 
 def _is_redis(url: str) -> bool:
@@ -36,7 +45,11 @@ def async_storage(url: str):  # -> limits.aio.storage.Storage
     """The async storage for ``url`` (``memory://`` or ``redis://...``)."""
     if _is_redis(url):
         # redis-py's asyncio client; `limits` would otherwise ask for coredis.
-        return storage_from_string(f"async+{url}", implementation="redispy")
+        # Bounded waits: a Redis that does not answer must not hold a call for long.
+        return storage_from_string(
+            f"async+{url}", implementation="redispy",
+            socket_connect_timeout=STORAGE_TIMEOUT_SECONDS, socket_timeout=STORAGE_TIMEOUT_SECONDS,
+        )
     return storage_from_string(f"async+{url}")
 
 
@@ -51,7 +64,10 @@ class ToolRateLimitMiddleware(Middleware):
 
     def __init__(self, settings: Settings) -> None:
         self.default = parse(settings.tool_rate_limit)
-        self.limiter = MovingWindowRateLimiter(async_storage(settings.rate_limit_storage_url))
+        self.storage = async_storage(settings.rate_limit_storage_url)
+        self.limiter = MovingWindowRateLimiter(self.storage)
+        self.failure = settings.rate_limit_failure
+        self.storage_down = False
 
     async def on_call_tool(
         self,
@@ -64,9 +80,20 @@ class ToolRateLimitMiddleware(Middleware):
             return await call_next(context)
         tool = context.message.name
         item = parse(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
-        if await self.limiter.hit(item, "tool", caller.name, tool):
+        try:
+            allowed = await self.limiter.hit(item, "tool", caller.name, tool)
+            if not allowed:
+                stats = await self.limiter.get_window_stats(item, "tool", caller.name, tool)
+        except self.storage.base_exceptions as exc:
+            self._went_down(exc)
+            if self.failure == "open":
+                return await call_next(context)
+            return self._unavailable(tool, item, record)
+        if self.storage_down:
+            self.storage_down = False
+            log.warning("rate-limit storage answers again: tool limits apply")
+        if allowed:
             return await call_next(context)
-        stats = await self.limiter.get_window_stats(item, "tool", caller.name, tool)
         retry = max(1, math.ceil(stats.reset_time - time.time()))
         limit = describe(item)
         if record is not None:
@@ -78,6 +105,32 @@ class ToolRateLimitMiddleware(Middleware):
         return ToolResult(
             content=[mt.TextContent(type="text", text=text)],
             meta={META_KEY: {"limit": str(item), "retry_after_seconds": retry}},
+            is_error=True,
+        )
+
+    def _went_down(self, exc: BaseException) -> None:
+        if self.storage_down:
+            return
+        self.storage_down = True
+        # The exception's type only: its text may carry the storage URL (a password).
+        policy = (
+            "calls proceed without tool rate limits" if self.failure == "open"
+            else "tools/call is refused until it answers"
+        )
+        log.error(
+            f"rate-limit storage unavailable ({type(exc).__name__}): {policy} "
+            f"(TICKET_SERVER_RATE_LIMIT_FAILURE={self.failure})"
+        )
+
+    @staticmethod
+    def _unavailable(tool: str, item: RateLimitItem, record) -> ToolResult:  # type: ignore[no-untyped-def]
+        retry = UNAVAILABLE_RETRY_SECONDS
+        if record is not None:
+            record.outcome, record.detail = "rate_limited", "rate-limit storage unavailable"
+        text = f"Nothing was done: rate limiting is unavailable; try again shortly (in {retry} seconds)."
+        return ToolResult(
+            content=[mt.TextContent(type="text", text=text)],
+            meta={META_KEY: {"limit": str(item), "retry_after_seconds": retry, "unavailable": True}},
             is_error=True,
         )
 
@@ -110,6 +163,14 @@ def http_limiter(settings: Settings):  # -> slowapi.Limiter
         strategy="moving-window",
         headers_enabled=True,
         key_prefix="http",
+        # Redis down: count in this process's memory, check Redis again now and then
+        # (slowapi backs off up to 32 s); never answer 500 for it.
+        in_memory_fallback_enabled=True,
+        swallow_errors=True,
+        storage_options=(
+            {"socket_connect_timeout": STORAGE_TIMEOUT_SECONDS, "socket_timeout": STORAGE_TIMEOUT_SECONDS}
+            if _is_redis(settings.rate_limit_storage_url) else {}
+        ),
     )
 
 
