@@ -4,9 +4,11 @@ the protected-resource metadata (RFC 9728); bearer-token auth and slowapi limits
 from __future__ import annotations
 
 import hmac
+import json
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ticket_server.access.control import AccessControl
 from ticket_server.db import open_repository
@@ -28,6 +30,49 @@ def metrics_allowed(settings: Settings, request: Request) -> bool:
         return hmac.compare_digest(given, expected)
     host = request.client.host if request.client else ""
     return host.startswith(LOOPBACK)
+
+
+class RequestBodyLimit:
+    """ASGI: a request body over ``max_bytes`` is answered 413 with a JSON-RPC error
+    (id null), from its Content-Length or as soon as the bytes received pass the limit,
+    never reading the rest. (The MCP SDK's own limit, 4 MiB, stays behind this one.)"""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": f"Request body too large: the limit is {self.max_bytes} bytes"}}
+        response = Response(json.dumps(body), status_code=413, media_type="application/json",
+                            headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        received: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return received.pop(0) if received else await receive()
+
+        await self.app(scope, replay, send)
 
 
 def create_app():  # -> fastmcp StarletteWithLifespan
@@ -65,9 +110,12 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
             return JSONResponse({"error": "forbidden"}, status_code=403)
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    from starlette.middleware import Middleware as AsgiMiddleware
+
     app = mcp.http_app(
         path=MCP_PATH,
-        middleware=access.http_middleware(),
+        middleware=[AsgiMiddleware(RequestBodyLimit, max_bytes=settings.max_request_bytes),
+                    *access.http_middleware()],
         json_response=True,
         stateless_http=settings.stateless_http,
         host_origin_protection=True,

@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(
         default_factory=list, description="Extra browser Origins accepted over HTTP."
     )
+    max_request_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, le=4 * 1024 * 1024,
+        description="Largest HTTP request body accepted (bytes); a larger one is answered "
+        "413 with a JSON-RPC error. At most 4 MiB, the MCP SDK's own limit.",
+    )
     stateless_http: bool = Field(
         default=False,
         description="Serve legacy (initialize) clients without server-side sessions, "
