@@ -118,6 +118,57 @@ async def test_revocation_applies_to_the_next_call(server_as, add_caller, settin
         assert await names(client) == set()
 
 
+async def test_revocation_by_another_process_applies_within_the_cache_window(
+    server_as, add_caller, settings, db_path: Path
+) -> None:
+    """The CLI revokes from another process (no in-process invalidation): the caller
+    cache lets it take effect within TICKET_SERVER_CALLER_CACHE_SECONDS."""
+    import subprocess
+
+    from tests.transports.conftest import TICKET_SERVER, server_env
+
+    await add_caller("elsewhere")
+    async with Client(server_as(stdio_caller="elsewhere", caller_cache_seconds=1.0)) as client:
+        args = {"ticket_id": "SUP-4412"}
+        assert (await client.call_tool("get_ticket_status_v2", args)).is_error is False
+        done = await asyncio.to_thread(
+            subprocess.run, [*TICKET_SERVER, "callers", "revoke", "elsewhere"],
+            env=server_env(db_path), capture_output=True, timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30  # a generous bound, never a timing assertion
+        while True:
+            after = await client.call_tool("get_ticket_status_v2", args, raise_on_error=False)
+            if after.is_error or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        assert after.is_error and "Unknown tool" in text_of(after)
+
+
+async def test_caller_cache_spares_the_registry_and_0_disables_it(add_caller, settings) -> None:
+    from ticket_server.access.control import open_store
+
+    await add_caller("cached")
+    for seconds, lookups in ((60.0, 1), (0.0, 3)):
+        store = open_store(settings.model_copy(update={"caller_cache_seconds": seconds}))
+        queries = 0
+        real = store.session
+
+        def counting():  # type: ignore[no-untyped-def]
+            nonlocal queries
+            queries += 1
+            return real()
+
+        store.session = counting  # type: ignore[method-assign]
+        try:
+            for _ in range(3):
+                assert (await store.by_name("cached")).name == "cached"
+        finally:
+            await store.aclose()
+        assert queries == lookups, seconds
+
+
 async def test_rate_limit_refuses_then_recovers(server_as, add_caller, mode: str) -> None:
     await add_caller("slow", tool_rate_limit="2/2 second")
     async with Client(server_as(stdio_caller="slow"), mode=mode) as client:

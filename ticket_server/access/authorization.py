@@ -44,6 +44,18 @@ class AuthorizationMiddleware(Middleware):
     def __init__(self, resolve: Resolver, list_fallback: Caller | None = None) -> None:
         self.resolve = resolve
         self.fallback = list_fallback
+        # A tool found once is kept by name (FastMCP's get_tool runs the providers and
+        # transforms again on every call); the scopes are still checked on every call.
+        # The server's tools are fixed once it is built; a name not found is looked up again.
+        self._tools: dict[str, Tool] = {}
+
+    async def _tool(self, context: MiddlewareContext[mt.CallToolRequestParams], name: str) -> Tool | None:
+        tool = self._tools.get(name)
+        if tool is None and context.fastmcp_context is not None:
+            tool = await context.fastmcp_context.fastmcp.get_tool(name)
+            if tool is not None:
+                self._tools[name] = tool
+        return tool
 
     async def on_list_tools(
         self,
@@ -76,9 +88,7 @@ class AuthorizationMiddleware(Middleware):
         except RegistryUnavailable as exc:
             record.detail = "callers table unavailable"
             raise ToolError(UNAVAILABLE) from exc
-        tool = None
-        if context.fastmcp_context is not None:
-            tool = await context.fastmcp_context.fastmcp.get_tool(name)
+        tool = await self._tool(context, name)
         if tool is None:
             raise NotFoundError(f"Unknown tool: {shown(name)}")
         if not may_call(record.caller, tool):

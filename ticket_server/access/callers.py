@@ -11,10 +11,12 @@ import hmac
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from time import monotonic
+from typing import Any
 
 from limits import parse_many
 from sqlalchemy import func, select, update
@@ -124,13 +126,59 @@ def validate(
                 raise CallerError(f"rate limit {limit!r}: write it like 60/minute") from exc
 
 
-class CallerStore:
-    """Queries on the callers table, over its own engine."""
+_generation = 0
+"""Bumped by every write to the callers table made in this process (add, revoke,
+rotate): an identity cached before it is not used after it, in any store."""
 
-    def __init__(self, engine: AsyncEngine, timeout: float = 5.0) -> None:
+_MISS = object()
+
+
+def _invalidate() -> None:
+    global _generation
+    _generation += 1
+
+
+class CallerCache:
+    """Identity lookups (token hash -> caller, caller name -> caller), kept for
+    ``seconds`` (``TICKET_SERVER_CALLER_CACHE_SECONDS``; 0 keeps nothing). A revocation
+    or rotation made by another process (the CLI, another replica) takes effect within
+    ``seconds``; one made in this process at once. Failures are never kept."""
+
+    MAX_ENTRIES = 10_000  # unknown tokens are kept too: bound what a flood of them costs
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._entries: dict[Hashable, tuple[float, int, Any]] = {}
+
+    def get(self, key: Hashable) -> Any:
+        """The kept value, or ``_MISS``."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return _MISS
+        expires, generation, value = entry
+        if generation != _generation or monotonic() >= expires:
+            self._entries.pop(key, None)
+            return _MISS
+        return value
+
+    def put(self, key: Hashable, value: Any, generation: int) -> None:
+        """Keep ``value``, read when the process-wide generation was ``generation``."""
+        if self.seconds <= 0 or generation != _generation:
+            return
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = (monotonic() + self.seconds, generation, value)
+
+
+class CallerStore:
+    """Queries on the callers table, over its own engine. Identity lookups
+    (``by_token``, ``by_name``, ``find``) are cached for ``cache_seconds``."""
+
+    def __init__(self, engine: AsyncEngine, timeout: float = 5.0, cache_seconds: float = 0.0) -> None:
         self._engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
+        self._cache = CallerCache(cache_seconds)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -151,29 +199,38 @@ class CallerStore:
     async def by_token(self, token: str) -> Caller | None:
         """The live (not revoked) caller holding ``token``; None for any other token."""
         digest = token_hash(token)
+        key = ("token", digest)
+        cached = self._cache.get(key)
+        if cached is not _MISS:
+            return cached
+        generation = _generation
         async with self.session() as session:
             row = await session.scalar(select(CallerRow).where(CallerRow.token_sha256 == digest))
-        if row is None or row.revoked_at is not None:
-            return None
-        if not hmac.compare_digest(row.token_sha256, digest):
-            return None
-        return _caller(row)
+        caller = None
+        if row is not None and row.revoked_at is None and hmac.compare_digest(row.token_sha256, digest):
+            caller = _caller(row)
+        self._cache.put(key, caller, generation)
+        return caller
 
     async def by_name(self, name: str) -> Caller | None:
         """The live caller called ``name``; None if there is none or it is revoked."""
-        async with self.session() as session:
-            row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
-        if row is None or row.revoked_at is not None:
-            return None
-        return _caller(row)
+        return (await self.find(name))[0]
 
     async def find(self, name: str) -> tuple[Caller | None, bool]:
         """(the live caller called ``name`` or None, whether a row of that name exists)."""
+        key = ("name", name)
+        cached = self._cache.get(key)
+        if cached is not _MISS:
+            return cached
+        generation = _generation
         async with self.session() as session:
             row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
         if row is None:
-            return None, False
-        return (None if row.revoked_at is not None else _caller(row)), True
+            found: tuple[Caller | None, bool] = (None, False)
+        else:
+            found = (None if row.revoked_at is not None else _caller(row)), True
+        self._cache.put(key, found, generation)
+        return found
 
     async def exists(self, name: str) -> bool:
         async with self.session() as session:
@@ -214,6 +271,7 @@ class CallerStore:
             if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is not None:
                 raise CallerError(f"a caller named {name!r} exists; use `callers rotate {name}`")
             session.add(row)
+        _invalidate()
         return token
 
     async def list(self) -> list[CallerInfo]:
@@ -242,6 +300,7 @@ class CallerStore:
             if done.rowcount == 0:  # type: ignore[attr-defined]
                 if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is None:
                     raise CallerError(f"no caller named {name!r}")
+        _invalidate()
 
     async def rotate(self, name: str) -> str:
         """A new token for ``name`` (the old one stops working); un-revokes nothing."""
@@ -253,4 +312,5 @@ class CallerStore:
             if row.revoked_at is not None:
                 raise CallerError(f"caller {name!r} is revoked; add a new caller instead")
             row.token_sha256 = token_hash(token)
+        _invalidate()
         return token

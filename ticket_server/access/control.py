@@ -21,7 +21,10 @@ from ticket_server.settings import Settings
 def open_store(settings: Settings) -> CallerStore:
     from ticket_server.db import create_engine
 
-    return CallerStore(create_engine(settings), timeout=settings.database_timeout)
+    return CallerStore(
+        create_engine(settings), timeout=settings.database_timeout,
+        cache_seconds=settings.caller_cache_seconds,
+    )
 
 
 class QueryStringRedactor(logging.Filter):

@@ -8,6 +8,9 @@
   ``WWW-Authenticate`` points at. Only the header is read: never the query string.
 - stdio and in memory: the caller named by the settings, looked up again on every call
   (``token``, else ``stdio_caller``, else the built-in ``local`` caller).
+Both lookups go through ``CallerStore``, which keeps an answer for
+``caller_cache_seconds`` (default 2): a revocation or rotation by another process takes
+effect within that time, one by this process at once.
 """
 
 from __future__ import annotations
