@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
 from ticket_server.tickets.search import Position, SearchFilters, build_search, search_terms
 
 log = logging.getLogger(__name__)
+_TICKETS = Ticket.__table__
+_RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
+_SQLITE_GET = f"SELECT {', '.join(TicketRecord.model_fields)} FROM tickets WHERE id = ?"
 
 
 class DatabaseUnavailable(Exception):
@@ -35,6 +39,8 @@ class TicketRepository:
         self._engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
+        self._sqlite = engine.dialect.name == "sqlite" and engine.dialect.driver == "aiosqlite"
+        self._processors: list[Any] | None = None
 
     @property
     def dialect(self) -> str:
@@ -53,14 +59,53 @@ class TicketRepository:
             log.error("ticket database unavailable", exc_info=exc)
             raise DatabaseUnavailable() from exc
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        """A plain connection (Core, no ORM session): the per-call hot path."""
+        try:
+            async with asyncio.timeout(self._timeout), self._engine.connect() as conn:
+                yield conn
+        except (SQLAlchemyError, sqlite3.Error, OSError, TimeoutError) as exc:
+            log.error("ticket database unavailable", exc_info=exc)
+            raise DatabaseUnavailable() from exc
+
+    def _sqlite_processors(self) -> list[Any]:
+        """SQLAlchemy's own result processing of each column (enums, UTC datetimes)."""
+        if self._processors is None:
+            dialect = self._engine.dialect
+            self._processors = [
+                column.type.dialect_impl(dialect).result_processor(dialect, None) for column in _RECORD_COLUMNS
+            ]
+        return self._processors
+
+    async def _sqlite_get(self, conn: AsyncConnection, ticket_id: str, queues: frozenset[str] | None) -> dict[str, Any] | None:
+        """The row in one round trip to aiosqlite's thread (a Core execute makes several),
+        on a connection from the same pool (file checks, timeouts), with the same typing."""
+        sql, params = _SQLITE_GET, [ticket_id]
+        if queues is not None:
+            ordered = sorted(queues)
+            sql += f" AND queue IN ({', '.join('?' * len(ordered))})" if ordered else " AND 0"
+            params += ordered
+        raw = await conn.get_raw_connection()
+        rows = await raw.driver_connection.execute_fetchall(sql, params)  # type: ignore[union-attr]
+        if not rows:
+            return None
+        return {
+            column.name: process(value) if process is not None else value
+            for column, process, value in zip(_RECORD_COLUMNS, self._sqlite_processors(), rows[0])
+        }
+
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
-        stmt = select(Ticket).where(Ticket.id == ticket_id)
-        if queues is not None:
-            stmt = stmt.where(Ticket.queue.in_(sorted(queues)))
-        async with self._session() as session:
-            row = await session.scalar(stmt)
-            return TicketRecord.model_validate(row) if row is not None else None
+        async with self._connection() as conn:
+            if self._sqlite:
+                found = await self._sqlite_get(conn, ticket_id, queues)
+                return TicketRecord.model_validate(found) if found is not None else None
+            stmt = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == ticket_id)
+            if queues is not None:
+                stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
+            row = (await conn.execute(stmt)).mappings().first()
+            return TicketRecord.model_validate(dict(row)) if row is not None else None
 
     async def search_subject(
         self, query: str, limit: int, queues: frozenset[str] | None = None
