@@ -50,6 +50,18 @@ def test_migrations_upgrade_downgrade_upgrade(empty_database_url: str) -> None:
     assert "tickets" in asyncio.run(schema(url))
 
 
+def test_start_up_migration_check_agrees_with_alembic(empty_database_url: str) -> None:
+    """`serve` reads the head from the revision files and SQLite's revision with one
+    stdlib query (no Alembic import at start): the same answers as Alembic's."""
+    url = empty_database_url
+    assert db.code_head() == db.head_revision(url)
+    db.upgrade(url, "0002_search")
+    state = asyncio.run(db.migration_state(Settings(database_url=url)))
+    assert state.current == "0002_search" and not state.is_current
+    db.upgrade(url)
+    assert asyncio.run(db.migration_state(Settings(database_url=url))).is_current
+
+
 def test_sample_file_is_the_generators_output() -> None:
     """seed/tickets.jsonl is exactly generate_tickets(SAMPLE_COUNT): the note in seed/ holds."""
     from_file = list(read_jsonl(SAMPLE_FILE))

@@ -78,23 +78,16 @@ def build_server(
 def serve_stdio(settings: Settings) -> None:
     """Serve over stdio until stdin ends or SIGTERM arrives; either way the server's
     lifespan ends normally, so the audit trail is flushed. The caller named by the
-    settings is checked first (``IdentityError`` names the setting to fix)."""
+    settings is checked first (``IdentityError`` names the setting to fix), through the
+    server's own callers store: its answer is cached, so the handshake and the first
+    tools/list need no further database query."""
     import asyncio
     import os
     import signal
     import sys
 
-    from ticket_server.access.control import open_store
     from ticket_server.access.identity import check_stdio_identity
 
-    async def check() -> str:
-        store = open_store(settings)
-        try:
-            return await check_stdio_identity(settings, store)
-        finally:
-            await store.aclose()
-
-    caller = asyncio.run(check())
     access = AccessControl(settings)
     mcp = build_server(settings, access=access)
 
@@ -107,6 +100,12 @@ def serve_stdio(settings: Settings) -> None:
         os._exit(0)
 
     async def main() -> None:
+        try:
+            caller = await check_stdio_identity(settings, access.store)
+        except BaseException:
+            await access.store.aclose()
+            raise
+        logging.getLogger("ticket_server").info("stdio caller", extra={"caller": caller})
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(terminate()))
         from ticket_server.stdio import run_stdio
@@ -115,5 +114,4 @@ def serve_stdio(settings: Settings) -> None:
 
     import logging
 
-    logging.getLogger("ticket_server").info("stdio caller", extra={"caller": caller})
     asyncio.run(main())
