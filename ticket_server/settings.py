@@ -113,18 +113,6 @@ class Settings(BaseSettings):
         "a revocation or rotation made by another process takes effect within this many "
         "seconds (one made by this process at once); 0 looks the caller up on every call.",
     )
-    caller_cache_seconds: float = Field(
-        default=2.0, ge=0,
-        description="Seconds a resolved caller (by token or stdio name) is kept in memory: "
-        "a revocation or rotation made by another process takes effect within this many "
-        "seconds (one made by this process at once); 0 looks the caller up on every call.",
-    )
-    caller_cache_seconds: float = Field(
-        default=2.0, ge=0,
-        description="Seconds a resolved caller (by token or stdio name) is kept in memory: "
-        "a revocation or rotation made by another process takes effect within this many "
-        "seconds (one made by this process at once); 0 looks the caller up on every call.",
-    )
     jwt_issuer: str | None = Field(default=None, description="jwt mode: the required `iss`.")
     jwt_audience: str | None = Field(default=None, description="jwt mode: the required `aud`.")
     jwt_jwks_url: str | None = Field(default=None, description="jwt mode: the issuer's JWKS URL.")
