@@ -52,7 +52,8 @@ def build_server(
     access = access or AccessControl(settings)
 
     @asynccontextmanager
-    async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
+    async def lifespan(server: FastMCP) -> AsyncIterator[dict[str, object]]:
+        await inline_schema_refs(server)
         await access.start()
         try:
             yield {}
@@ -73,6 +74,22 @@ def build_server(
     v2.register(mcp, repository, CursorCodec(settings.cursor_key))
     manifest.register(mcp, retiring, clock)
     return mcp
+
+
+async def inline_schema_refs(mcp: FastMCP) -> None:
+    """Inline each tool's ``$ref``s once, with FastMCP's own function: its
+    DereferenceRefsMiddleware would do it again on every tools/list, and over 2026-07-28
+    HTTP every tools/call lists the tools internally. Listed schemas are unchanged; the
+    middleware then finds nothing to do (and still handles any tool added later)."""
+    import json
+
+    from fastmcp.utilities.json_schema import dereference_refs
+
+    for tool in await mcp.local_provider.list_tools():
+        for field in ("parameters", "output_schema"):
+            schema = getattr(tool, field)
+            if schema is not None and ("$defs" in schema or '"$ref"' in json.dumps(schema)):
+                setattr(tool, field, dereference_refs(schema))
 
 
 def serve_stdio(settings: Settings) -> None:
