@@ -6,11 +6,8 @@ engine. Both are chosen by ``Settings.database_url`` alone.
 
 from __future__ import annotations
 
-import ast
 import os
-import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy import event, text
@@ -108,31 +105,6 @@ def head_revision(database_url: str) -> str | None:
     return ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
 
 
-_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(.+?)\s*$", re.MULTILINE)
-
-
-@lru_cache(maxsize=1)
-def code_head() -> str | None:
-    """The head revision of the code's migrations, read from the revision files without
-    importing Alembic (start-up cost). Falls back to Alembic for anything but a plain
-    linear history of ``revision = "..."`` / ``down_revision = "..." | None`` lines."""
-    revisions: dict[str, str | None] = {}
-    for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
-        found = dict(m.groups() for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8")))
-        try:
-            revision = ast.literal_eval(found["revision"])
-            down = ast.literal_eval(found["down_revision"])
-        except (KeyError, ValueError, SyntaxError):
-            return head_revision("sqlite://")
-        if not isinstance(revision, str) or not (down is None or isinstance(down, str)):
-            return head_revision("sqlite://")  # a merge or branch: let Alembic decide
-        revisions[revision] = down
-    heads = set(revisions) - set(revisions.values())
-    if len(heads) != 1:
-        return head_revision("sqlite://")
-    return heads.pop()
-
-
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Run Alembic migrations up to ``revision`` (creates an SQLite file if missing)."""
     from alembic import command
@@ -179,10 +151,7 @@ async def migration_state(settings: Settings) -> MigrationState:
     _ensure_sqlite_folder(settings.database_url, create_default=False)
     path = settings.sqlite_path
     if path is not None and not path.exists():
-        return MigrationState(current=None, head=code_head())
-    if path is not None:
-        # The same question in one stdlib sqlite3 query: no engine, no Alembic at start.
-        return MigrationState(current=_sqlite_revision(path, settings.database_timeout), head=code_head())
+        return MigrationState(current=None, head=head_revision(settings.database_url))
     engine = create_engine(settings)
     try:
         async with engine.connect() as conn:
@@ -199,24 +168,4 @@ async def migration_state(settings: Settings) -> MigrationState:
         ) from exc
     finally:
         await engine.dispose()
-    return MigrationState(current=current, head=code_head())
-
-
-def _sqlite_revision(path: Path, timeout: float) -> str | None:
-    import sqlite3
-
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
-        try:
-            has_table = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
-            ).fetchone()
-            row = conn.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
-        finally:
-            conn.close()
-    except Exception as exc:  # the driver's own message says what is wrong
-        raise DatabaseSetupError(
-            f"TICKET_SERVER_DATABASE_URL: cannot open the database ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
-        ) from exc
-    return row[0] if row else None
+    return MigrationState(current=current, head=head_revision(settings.database_url))

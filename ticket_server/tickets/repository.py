@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,7 +24,6 @@ from ticket_server.tickets.search import Position, SearchFilters, build_search, 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
-_SQLITE_GET = f"SELECT {', '.join(TicketRecord.model_fields)} FROM tickets WHERE id = ?"
 
 
 class DatabaseUnavailable(Exception):
@@ -39,8 +37,6 @@ class TicketRepository:
         self._engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
-        self._sqlite = engine.dialect.name == "sqlite" and engine.dialect.driver == "aiosqlite"
-        self._processors: list[Any] | None = None
 
     @property
     def dialect(self) -> str:
@@ -65,42 +61,13 @@ class TicketRepository:
         try:
             async with asyncio.timeout(self._timeout), self._engine.connect() as conn:
                 yield conn
-        except (SQLAlchemyError, sqlite3.Error, OSError, TimeoutError) as exc:
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
             log.error("ticket database unavailable", exc_info=exc)
             raise DatabaseUnavailable() from exc
-
-    def _sqlite_processors(self) -> list[Any]:
-        """SQLAlchemy's own result processing of each column (enums, UTC datetimes)."""
-        if self._processors is None:
-            dialect = self._engine.dialect
-            self._processors = [
-                column.type.dialect_impl(dialect).result_processor(dialect, None) for column in _RECORD_COLUMNS
-            ]
-        return self._processors
-
-    async def _sqlite_get(self, conn: AsyncConnection, ticket_id: str, queues: frozenset[str] | None) -> dict[str, Any] | None:
-        """The row in one round trip to aiosqlite's thread (a Core execute makes several),
-        on a connection from the same pool (file checks, timeouts), with the same typing."""
-        sql, params = _SQLITE_GET, [ticket_id]
-        if queues is not None:
-            ordered = sorted(queues)
-            sql += f" AND queue IN ({', '.join('?' * len(ordered))})" if ordered else " AND 0"
-            params += ordered
-        raw = await conn.get_raw_connection()
-        rows = await raw.driver_connection.execute_fetchall(sql, params)  # type: ignore[union-attr]
-        if not rows:
-            return None
-        return {
-            column.name: process(value) if process is not None else value
-            for column, process, value in zip(_RECORD_COLUMNS, self._sqlite_processors(), rows[0])
-        }
 
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
         async with self._connection() as conn:
-            if self._sqlite:
-                found = await self._sqlite_get(conn, ticket_id, queues)
-                return TicketRecord.model_validate(found) if found is not None else None
             stmt = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == ticket_id)
             if queues is not None:
                 stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
