@@ -128,6 +128,10 @@ def serve_stdio(settings: Settings) -> None:
         from ticket_server.stdio import run_stdio
 
         await run_stdio(mcp)  # answers malformed frames (parse error, invalid request)
+        # End of input: the lifespan has ended and flushed the audit trail. Leave now
+        # rather than let asyncio.run wait for worker threads: a query cancelled inside
+        # aiosqlite's thread can leave one that never ends (SQLAlchemy 2.1, aiosqlite 0.22).
+        await terminate()
 
     import logging
 

@@ -65,7 +65,7 @@ def _cancel_a_waiting_call(raw: RawStdio, db_path: Path) -> None:
 def test_stdio_cancelled_call_gets_no_reply_and_the_next_is_answered(db_path: Path) -> None:
     """A call waiting on a locked database is cancelled: no reply is ever sent for its id,
     the next requests are answered, the process stays up; a cancel for an id that has
-    already been answered is ignored. (Stopped by SIGTERM: see the xfail test below.)"""
+    already been answered is ignored. (Stopped by SIGTERM; the end-of-input exit is the next test.)"""
     raw = RawStdio(db_path, TICKET_SERVER_DATABASE_TIMEOUT="60")
     try:
         _cancel_a_waiting_call(raw, db_path)
@@ -80,11 +80,6 @@ def test_stdio_cancelled_call_gets_no_reply_and_the_next_is_answered(db_path: Pa
     assert ids.count(13) == 1 and ids.count(14) == 1
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "SQLAlchemy 2.1.9 + aiosqlite 0.22.1: a query cancelled inside aiosqlite's thread makes "
-    "the pool terminate the connection: a shielded graceful close is queued, the "
-    "cancellation then force-stops the worker thread, and aiosqlite's close() waits forever "
-    "on a stop future no thread will resolve; asyncio.run() waits for that task at exit"))
 def test_stdio_exits_at_end_of_input_after_a_cancelled_call(db_path: Path) -> None:
     """After a cancelled call, the end of stdin still stops the server (exit 0)."""
     raw = RawStdio(db_path, TICKET_SERVER_DATABASE_TIMEOUT="60")
