@@ -32,19 +32,42 @@ def metrics_allowed(settings: Settings, request: Request) -> bool:
     return host.startswith(LOOPBACK)
 
 
+def frame_problem(body: bytes) -> str | None:
+    """Why a POST body is not one JSON-RPC 2.0 message, or None to let the transport read
+    it (JSON-RPC 2.0 sections 4-5: an Invalid Request; MCP has had no batches since
+    2025-06-18). Bodies that are not JSON at all are left to the transport's Parse error."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(message, list):
+        return "JSON-RPC batches are not supported; send one message per request"
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return 'expected one JSON-RPC object with "jsonrpc": "2.0"'
+    if not {"method", "result", "error"} & message.keys():
+        return "expected a request, a notification or a response"
+    request_id = message.get("id")
+    if "method" in message and "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
+        return "a request id must be a string or an integer"
+    return None
+
+
 class RequestBodyLimit:
     """ASGI: a request body over ``max_bytes`` is answered 413 with a JSON-RPC error
     (id null), from its Content-Length or as soon as the bytes received pass the limit,
-    never reading the rest. (The MCP SDK's own limit, 4 MiB, stays behind this one.)"""
+    never reading the rest (the MCP SDK's own limit, 4 MiB, stays behind this one). A
+    POST body that is JSON but not one JSON-RPC message gets 400 with Invalid Request
+    (-32600) here: the SDK would answer -32602 with its validator's internals."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = {"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32600, "message": f"Request body too large: the limit is {self.max_bytes} bytes"}}
-        response = Response(json.dumps(body), status_code=413, media_type="application/json",
-                            headers={"Connection": "close"})
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, message: str | None = None) -> None:
+        too_large = message is None
+        text = f"Request body too large: the limit is {self.max_bytes} bytes" if too_large else f"Invalid Request: {message}"
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        response = Response(json.dumps(body), status_code=413 if too_large else 400, media_type="application/json",
+                            headers={"Connection": "close"} if too_large else None)
         await response(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -68,6 +91,11 @@ class RequestBodyLimit:
                 return
             if not message.get("more_body", False):
                 break
+        if scope.get("method") == "POST":
+            problem = frame_problem(b"".join(m.get("body", b"") for m in received if m["type"] == "http.request"))
+            if problem is not None:
+                await self._refuse(scope, receive, send, problem)
+                return
 
         async def replay() -> Message:
             return received.pop(0) if received else await receive()
