@@ -30,3 +30,17 @@ def assert_text_mirrors_structured(result) -> None:
     if set(structured) == {"result"} and not isinstance(parsed, dict):
         parsed = {"result": parsed}
     assert parsed == structured
+
+
+async def create_caller(database_url: str, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
+    """Create a caller in the database at ``database_url``; returns its token."""
+    from ticket_server.access.control import open_store
+    from ticket_server.settings import Settings
+
+    store = open_store(Settings(database_url=database_url))
+    try:
+        token = await store.add(name, list(scopes), **options)
+        assert token is not None
+        return token
+    finally:
+        await store.aclose()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fastmcp import FastMCP
 
+from tests.helpers import create_caller
 from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
 from ticket_server.access.audit import query
 from ticket_server.access.control import open_store
@@ -19,13 +20,7 @@ async def add_caller(settings: Settings):
     """add_caller(name, scopes=("tickets:read",), queues=None, tool_rate_limit=None) -> token"""
 
     async def add(name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
-        store = open_store(settings)
-        try:
-            token = await store.add(name, list(scopes), **options)
-            assert token is not None
-            return token
-        finally:
-            await store.aclose()
+        return await create_caller(settings.database_url, name, scopes, **options)
 
     return add
 

@@ -37,17 +37,10 @@ def add_caller(db_path: Path, name: str, scopes: tuple[str, ...] = ("tickets:rea
     """Create a caller in the database at ``db_path``; returns its token."""
     import asyncio
 
-    from ticket_server.access.control import open_store
-    from ticket_server.settings import Settings
+    from tests.helpers import create_caller
 
-    async def add() -> str:
-        store = open_store(Settings(database_url=sqlite_url(db_path)))
-        try:
-            token = await store.add(name, list(scopes), **options)
-            assert token is not None
-            return token
-        finally:
-            await store.aclose()
+    def add():  # a fresh coroutine for whichever loop runs it
+        return create_caller(sqlite_url(db_path), name, scopes, **options)
 
     try:
         asyncio.get_running_loop()

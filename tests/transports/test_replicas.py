@@ -9,25 +9,13 @@ from pathlib import Path
 import httpx2 as httpx
 from mcp import Client
 
-from ticket_server.access.control import open_store
-from ticket_server.settings import Settings
-from tests.helpers import text_of
+from tests.helpers import create_caller, text_of
 from tests.postgres import PostgresServer
 from tests.services import redis_server, redis_url  # noqa: F401  (fixtures)
 from tests.transports.conftest import start_http_server, stop
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb", "version": "1"}}}
-
-
-async def add_caller(url: str, name: str, **options: str) -> str:
-    store = open_store(Settings(database_url=url))
-    try:
-        token = await store.add(name, ["tickets:read"], **options)
-        assert token is not None
-        return token
-    finally:
-        await store.aclose()
 
 
 def post(base: str, token: str, body: dict, protocol: str = "2025-11-25") -> httpx.Response:
@@ -46,7 +34,7 @@ async def test_c08_two_replicas_on_postgres_and_redis(
     name = f"replicas_{os.getpid()}"
     postgres.psql(f"CREATE DATABASE {name} TEMPLATE {postgres_template}")
     url = postgres.url(name)
-    token = await add_caller(url, "billing-bot", tool_rate_limit="8/minute")
+    token = await create_caller(url, "billing-bot", tool_rate_limit="8/minute")
     env = {"TICKET_SERVER_DATABASE_URL": url, "TICKET_SERVER_RATE_LIMIT_STORAGE_URL": redis_url,
            "TICKET_SERVER_STATELESS_HTTP": "true"}
     replicas = [start_http_server(tmp_path / "unused.db", tmp_path, **env) for _ in range(2)]
