@@ -46,10 +46,15 @@ def async_storage(url: str):  # -> limits.aio.storage.Storage
     if _is_redis(url):
         # redis-py's asyncio client; `limits` would otherwise ask for coredis.
         # Bounded waits: a Redis that does not answer must not hold a call for long.
-        return storage_from_string(
-            f"async+{url}", implementation="redispy",
+        # A blocking pool: a burst of concurrent calls waits (boundedly) for a connection
+        # instead of failing with MaxConnectionsError, which would count as "Redis down".
+        from redis.asyncio import BlockingConnectionPool
+
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=256, timeout=STORAGE_TIMEOUT_SECONDS,
             socket_connect_timeout=STORAGE_TIMEOUT_SECONDS, socket_timeout=STORAGE_TIMEOUT_SECONDS,
         )
+        return storage_from_string(f"async+{url}", implementation="redispy", connection_pool=pool)
     return storage_from_string(f"async+{url}")
 
 
