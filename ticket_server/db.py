@@ -87,7 +87,9 @@ def _watch_sqlite_file(engine: AsyncEngine, path: Path) -> None:
 
 def open_repository(settings: Settings) -> TicketRepository:
     """A repository on ``settings.database_url``; no connection is opened until a query."""
-    return TicketRepository(create_engine(settings), timeout=settings.database_timeout)
+    return TicketRepository(
+        create_engine(settings), timeout=settings.database_timeout, rank_window=settings.search_rank_window
+    )
 
 
 def alembic_config(database_url: str):  # -> alembic.config.Config (imported lazily: start-up cost)

@@ -19,7 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
-from ticket_server.tickets.search import Position, SearchFilters, build_search, search_terms
+from ticket_server.tickets.search import (
+    RANK_WINDOW, Position, SearchFilters, build_listing, build_window, search_terms,
+)
 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
@@ -33,8 +35,9 @@ class DatabaseUnavailable(Exception):
 class TicketRepository:
     """Queries over one engine; ``aclose()`` releases its connections."""
 
-    def __init__(self, engine: AsyncEngine, timeout: float) -> None:
+    def __init__(self, engine: AsyncEngine, timeout: float, rank_window: int = RANK_WINDOW) -> None:
         self._engine = engine
+        self._rank_window = rank_window
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
 
@@ -97,12 +100,37 @@ class TicketRepository:
     async def search(
         self, query: str, filters: SearchFilters, after: Position | None, limit: int
     ) -> list[tuple[TicketRecord, Position]]:
-        """One page of full-text search (see ``tickets.search``): tickets with the
-        position each one ends a page at, best match (or newest) first."""
-        stmt = build_search(self.dialect, search_terms(query), filters, after, limit)
-        async with self._session() as session:
-            rows = (await session.execute(stmt)).all()
-            return [(TicketRecord.model_validate(t), Position(sort, t.pk)) for t, sort in rows]
+        """One page of at most ``limit`` tickets of full-text search (see ``tickets.search``),
+        each with the position a page ending on it continues from: best match first within
+        each ranking window, windows newest first; an empty query lists newest first."""
+        terms = search_terms(query)
+        if not terms:
+            async with self._session() as session:
+                rows = (await session.execute(build_listing(filters, after, limit))).all()
+                return [(TicketRecord.model_validate(t), Position(sort, t.pk)) for t, sort in rows]
+        page: list[Position] = []
+        async with self._connection() as conn:
+            upto = after.window if after is not None else None
+            while len(page) < limit:
+                stmt = build_window(self.dialect, terms, filters, upto, self._rank_window)
+                window = (await conn.execute(stmt)).all()
+                if not window:
+                    break
+                newest = window[0].pk
+                ranked = sorted(window, key=lambda row: (row.sort, row.pk))
+                start = after.sort + 1 if after is not None and after.window == upto else 0
+                page.extend(Position(place, ranked[place].pk, newest)
+                            for place in range(start, min(len(ranked), start + limit - len(page))))
+                if len(window) < self._rank_window:  # no older matches
+                    break
+                upto = window[-1].pk - 1
+            if not page:
+                return []
+            stmt = select(_TICKETS.c.pk, *_RECORD_COLUMNS).where(_TICKETS.c.pk.in_([p.pk for p in page]))
+            found = {row["pk"]: row for row in (await conn.execute(stmt)).mappings()}
+        return [
+            (TicketRecord.model_validate(dict(found[p.pk])), p) for p in page if p.pk in found
+        ]
 
     async def count(self) -> int:
         async with self._session() as session:

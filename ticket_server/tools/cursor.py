@@ -51,7 +51,7 @@ class CursorCodec:
         if isinstance(position.sort, datetime):
             sort: dict[str, Any] = {"t": position.sort.isoformat()}
         else:
-            sort = {"r": float(position.sort)}
+            sort = {"i": int(position.sort), "w": position.window}
         body = json.dumps({"f": search, "k": position.pk, **sort}, separators=(",", ":")).encode()
         return f"{_b64(body)}.{_b64(self._tag(body))}"
 
@@ -69,9 +69,15 @@ class CursorCodec:
             if payload["f"] != search:
                 raise CursorError("other search")
             pk = int(payload["k"])
-            sort: Any = datetime.fromisoformat(payload["t"]) if "t" in payload else float(payload["r"])
+            window = None
+            if "t" in payload:
+                sort: Any = datetime.fromisoformat(payload["t"])
+            else:  # ranked: the place in a ranking window (cursors without one predate windows)
+                sort, window = int(payload["i"]), int(payload["w"])
+                if sort < 0:
+                    raise CursorError("negative place")
         except CursorError:
             raise
         except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError) as exc:
             raise CursorError("malformed") from exc
-        return Position(sort=sort, pk=pk)
+        return Position(sort=sort, pk=pk, window=window)

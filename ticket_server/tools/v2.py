@@ -71,9 +71,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         ] = None,
     ) -> SearchPage:
         """Search tickets by words in subject and body (all must match; case, accents and
-        query syntax ignored), best first; empty query: newest first. Filters combine with
-        AND. Next page: pass next_cursor back as cursor, same query and filters (null on
-        the last). A page holds at most `limit` tickets and 16 KiB of JSON.
+        query syntax ignored), best first per block of newest matches; empty query: newest
+        first. Filters: AND. Next page: pass next_cursor back as cursor, same query and
+        filters (null on the last). A page holds at most `limit` tickets and 16 KiB of JSON.
         """
         terms = search_terms(query)
         filters = SearchFilters(

@@ -1,0 +1,110 @@
+"""search_tickets_v2 ranks relevance within windows of the newest matches: each window
+best first, windows newest first, every match reachable by paging exactly once.
+
+A window of 25 over the 2,400-ticket sample makes every frequent word span many
+windows; the default window (1,000) is larger than any match set of the sample, so it
+gives the exact ranking to compare with.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+from ticket_server.tickets.search import fts5_match, search_terms
+from ticket_server.tools.cursor import CursorCodec, CursorError
+from tests.helpers import text_of
+from tests.tools.test_v2 import page_through, search
+
+WINDOW = 25
+
+
+@pytest.fixture
+async def windowed(settings: Settings) -> AsyncIterator[Client]:
+    async with Client(build_server(settings.model_copy(update={"search_rank_window": WINDOW}))) as client:
+        yield client
+
+
+@pytest.fixture
+async def exact(settings: Settings) -> AsyncIterator[Client]:
+    async with Client(build_server(settings)) as client:
+        yield client
+
+
+def ids(hits: list[dict]) -> list[str]:
+    return [h["id"] for h in hits]
+
+
+@pytest.mark.parametrize(("query", "filters"), [
+    ("customer", {}),
+    ("support team", {}),
+    ("invoice", {"status": ["open", "waiting_on_customer", "new"]}),
+    ("account", {"queue": "billing"}),
+])
+@pytest.mark.parametrize("limit", [7, 25, 50])
+async def test_paging_across_windows_returns_every_match_once(
+    windowed: Client, exact: Client, query: str, filters: dict, limit: int
+) -> None:
+    truth = ids(await page_through(exact, query=query, **filters, limit=50))
+    assert len(truth) > 2 * WINDOW, "the query must span several windows"
+    got = ids(await page_through(windowed, query=query, **filters, limit=limit))
+    assert len(got) == len(set(got))
+    assert sorted(got) == sorted(truth)
+
+
+@pytest.mark.sqlite_only
+async def test_windows_are_newest_first_and_each_is_ranked(windowed: Client, exact: Client, db_path: Path) -> None:
+    exact_order = ids(await page_through(exact, query="customer", limit=50))
+    got = ids(await page_through(windowed, query="customer", limit=9))
+    with sqlite3.connect(db_path) as conn:
+        newest_first = [row[0] for row in conn.execute(
+            "SELECT t.id FROM tickets_fts JOIN tickets t ON t.pk = tickets_fts.rowid "
+            "WHERE tickets_fts MATCH ? ORDER BY tickets_fts.rowid DESC",
+            (fts5_match(search_terms("customer")),),
+        )]
+    assert sorted(newest_first) == sorted(exact_order)
+    for start in range(0, len(newest_first), WINDOW):
+        members = set(newest_first[start:start + WINDOW])
+        # the window's tickets, in the order of the exact ranking
+        assert got[start:start + WINDOW] == [i for i in exact_order if i in members]
+
+
+@pytest.mark.sqlite_only
+async def test_a_ticket_added_between_pages_is_not_mixed_into_later_windows(windowed: Client, db_path: Path) -> None:
+    first = await search(windowed, query="customer", limit=10)
+    cursor = first.structured_content["next_cursor"]
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, created_at, updated_at) "
+            "VALUES ('SUP-9900001', 'customer customer customer', 'customer', 'open', 'normal', NULL, 'billing', "
+            "'Acme', '2026-11-30 00:00:00.000000', '2026-11-30 00:00:00.000000')"
+        )
+    rest: list[dict] = []
+    while cursor:
+        page = await search(windowed, query="customer", limit=10, cursor=cursor)
+        assert page.is_error is False, text_of(page)
+        rest += page.structured_content["tickets"]
+        cursor = page.structured_content["next_cursor"]
+    seen = ids(first.structured_content["tickets"]) + ids(rest)
+    assert "SUP-9900001" not in seen and len(seen) == len(set(seen))
+    again = await search(windowed, query="customer", limit=10)
+    assert again.structured_content["tickets"][0]["id"] == "SUP-9900001"
+
+
+def test_a_cursor_from_before_windows_is_refused() -> None:
+    """Cursors made before ranking windows (no window in the position) cannot resume the
+    new order; the tool then says to repeat the search (tested in test_v2)."""
+    codec = CursorCodec(b"k" * 32)
+    body = json.dumps({"f": "abc", "k": 7, "r": -1.5}, separators=(",", ":")).encode()
+    old = base64.urlsafe_b64encode(body).rstrip(b"=").decode() + "." + base64.urlsafe_b64encode(
+        codec._tag(body)).rstrip(b"=").decode()
+    with pytest.raises(CursorError):
+        codec.decode(old, "abc")
