@@ -23,33 +23,28 @@ class CommandError(Exception):
     """A failure the user fixes; printed as one line, exit status 2."""
 
 
-def _serve(settings: Settings, args: argparse.Namespace) -> None:
-    from ticket_server.db import DatabaseSetupError, migration_state
+def _fail(message: str) -> None:
+    print(f"ticket-server: {message}", file=sys.stderr)
 
-    try:
-        state = asyncio.run(migration_state(settings))
-    except DatabaseSetupError as exc:
-        raise CommandError(str(exc)) from exc
-    if state.current is None:
-        raise CommandError(
-            "the ticket database has no schema yet; run `ticket-server db upgrade` "
-            "(and `ticket-server db seed` for the sample tickets)"
-        )
-    if not state.is_current:
-        raise CommandError(
-            f"the ticket database is at revision {state.current}, not the latest "
-            f"{state.head}; run `ticket-server db upgrade`"
-        )
+
+def _serve(settings: Settings, args: argparse.Namespace) -> None:
     if args.transport == "stdio":
-        from ticket_server.access.identity import IdentityError
+        from ticket_server.checks import StartupChecks
+
+        # Fork the start-up checks before the server's imports, to run beside them.
+        checks = StartupChecks(settings)
+        checks.start()
         from ticket_server.server import serve_stdio
 
-        log.info("serving MCP over stdio", extra={"version": __version__})
-        try:
-            serve_stdio(settings)
-        except IdentityError as exc:
-            raise CommandError(str(exc)) from exc
+        serve_stdio(settings, checks, _fail)  # a failed check: _fail(message), exit status 2
         return
+
+    from ticket_server.db import DatabaseSetupError, require_current_schema
+
+    try:
+        asyncio.run(require_current_schema(settings))
+    except DatabaseSetupError as exc:
+        raise CommandError(str(exc)) from exc
 
     import uvicorn
 
@@ -333,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.handler(settings, args)
     except CommandError as exc:
-        print(f"ticket-server: {exc}", file=sys.stderr)
+        _fail(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130

@@ -15,7 +15,7 @@ from ticket_server.db import open_repository
 from ticket_server.metrics import CONTENT_TYPE_LATEST, Metrics
 from ticket_server.server import build_server, deprecations
 from ticket_server.settings import Settings
-from ticket_server.tickets.repository import DatabaseUnavailable
+from ticket_server.tickets.domain import DatabaseUnavailable
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.", "::1")

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, cast
 
 from fastmcp import FastMCP
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools import Tool, ToolResult
+from mcp import types as mt
 
 from ticket_server import __version__
 from ticket_server.access.control import AccessControl
-from ticket_server.db import open_repository
+from ticket_server.checks import CheckFailed, StartupChecks
+from ticket_server.db import DeferredRepository
 from ticket_server.settings import Settings
-from ticket_server.tickets.repository import TicketRepository
 from ticket_server.access.deprecation import Clock, Deprecation, DeprecationMiddleware, utc_today
 from ticket_server.tools import manifest, v1, v2
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import ArgumentErrorMiddleware
+
+if TYPE_CHECKING:
+    from ticket_server.tickets.repository import TicketRepository
 
 INSTRUCTIONS = """\
 This server reads a support organisation's ticket database (read-only). Use
@@ -35,18 +43,40 @@ def deprecations(settings: Settings) -> dict[str, Deprecation]:
     }
 
 
+class StartupGate(Middleware):
+    """Outermost: tools/list and tools/call wait until ``ready`` (the start-up checks)."""
+
+    def __init__(self, ready: Callable[[], Awaitable[None]]) -> None:
+        self.ready = ready
+
+    async def on_list_tools(
+        self, context: MiddlewareContext[mt.ListToolsRequest], call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]],
+    ) -> Sequence[Tool]:
+        await self.ready()
+        return await call_next(context)
+
+    async def on_call_tool(
+        self, context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        await self.ready()
+        return await call_next(context)
+
+
 def build_server(
     settings: Settings, repo: TicketRepository | None = None, *, clock: Clock = utc_today,
-    access: AccessControl | None = None,
+    access: AccessControl | None = None, ready: Callable[[], Awaitable[None]] | None = None,
 ) -> FastMCP:
     """The ticket server for ``settings``, on ``repo`` or a repository of its own.
 
     The repository's pooled connections are released whenever the server stops
-    (disposal keeps it usable: the next query reconnects). ``clock`` gives today's
-    date (UTC) for retirement decisions; tests move it.
+    (disposal keeps it usable: the next query reconnects); its own repository is made
+    on the first query. ``clock`` gives today's date (UTC) for retirement decisions;
+    tests move it. ``ready``, when given, is awaited before any tools/list or tools/call.
     """
     retiring = deprecations(settings)
-    repository = repo or open_repository(settings)
+    # The deferred repository stands in for one (it forwards every attribute).
+    repository = repo or cast("TicketRepository", DeferredRepository(settings))
 
     # Callers, authorization, rate limits and audit (the same on every transport).
     access = access or AccessControl(settings)
@@ -68,7 +98,10 @@ def build_server(
         mask_error_details=True,
         strict_input_validation=True,
         lifespan=lifespan,
-        middleware=[*access.outer_middleware(), DeprecationMiddleware(retiring, clock), ArgumentErrorMiddleware()],
+        middleware=[
+            *([StartupGate(ready)] if ready is not None else []),
+            *access.outer_middleware(), DeprecationMiddleware(retiring, clock), ArgumentErrorMiddleware(),
+        ],
     )
     v1.register(mcp, repository, retiring)
     v2.register(mcp, repository, CursorCodec(settings.cursor_key))
@@ -92,47 +125,62 @@ async def inline_schema_refs(mcp: FastMCP) -> None:
                 setattr(tool, field, dereference_refs(schema))
 
 
-def serve_stdio(settings: Settings) -> None:
+def serve_stdio(settings: Settings, checks: StartupChecks, fail: Callable[[str], None]) -> None:
     """Serve over stdio until stdin ends or SIGTERM arrives; either way the server's
-    lifespan ends normally, so the audit trail is flushed. The caller named by the
-    settings is checked first (``IdentityError`` names the setting to fix), through the
-    server's own callers store: its answer is cached, so the handshake and the first
-    tools/list need no further database query."""
-    import asyncio
+    lifespan ends normally, so the audit trail is flushed.
+
+    ``checks`` (started already, see ``ticket_server.checks``) must pass before any
+    tools/list or tools/call is answered; their lookup of the stdio caller fills the
+    callers cache, so the first tools/list needs no query. A failed check is given to
+    ``fail`` (one line) and ends the process with exit status 2, even when stdin has
+    ended before the verdict."""
+    import logging
     import os
     import signal
     import sys
 
-    from ticket_server.access.identity import check_stdio_identity
+    from ticket_server.stdio import run_stdio
 
+    log = logging.getLogger("ticket_server")
     access = AccessControl(settings)
-    mcp = build_server(settings, access=access)
+    passed: asyncio.Future[None] | None = None
 
-    async def terminate() -> None:
+    async def terminate(status: int = 0) -> None:
         # FastMCP's stdin reader is a thread that cannot be cancelled: waiting for it
         # would wait for the next input line. Flush the audit trail, then leave.
         await access.stop()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(status)
+
+    async def accept() -> None:
+        try:
+            verdict = await checks.verdict()
+        except CheckFailed as exc:
+            fail(str(exc))
+            await terminate(2)
+            raise  # not reached
+        access.store.cache.keep(verdict.lookups, checks.generation)
+        log.info("serving MCP over stdio", extra={"version": __version__})
+        log.info("stdio caller", extra={"caller": verdict.caller})
+
+    async def ready() -> None:
+        assert passed is not None
+        await asyncio.shield(passed)
+
+    mcp = build_server(settings, access=access, ready=ready)
 
     async def main() -> None:
-        try:
-            caller = await check_stdio_identity(settings, access.store)
-        except BaseException:
-            await access.store.aclose()
-            raise
-        logging.getLogger("ticket_server").info("stdio caller", extra={"caller": caller})
+        nonlocal passed
+        passed = asyncio.ensure_future(accept())
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(terminate()))
-        from ticket_server.stdio import run_stdio
-
         await run_stdio(mcp)  # answers malformed frames (parse error, invalid request)
-        # End of input: the lifespan has ended and flushed the audit trail. Leave now
-        # rather than let asyncio.run wait for worker threads: a query cancelled inside
-        # aiosqlite's thread can leave one that never ends (SQLAlchemy 2.1, aiosqlite 0.22).
+        # End of input: the lifespan has ended and flushed the audit trail. The exit
+        # status still reports a failed check. Then leave rather than let asyncio.run
+        # wait for worker threads: a query cancelled inside aiosqlite's thread can leave
+        # one that never ends (SQLAlchemy 2.1, aiosqlite 0.22).
+        await passed
         await terminate()
-
-    import logging
 
     asyncio.run(main())

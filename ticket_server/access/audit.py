@@ -17,16 +17,17 @@ import uuid
 from datetime import UTC, datetime
 from time import monotonic
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools import Tool, ToolResult
 from mcp import types as mt
-from sqlalchemy import insert, select
 
 from ticket_server.access.callers import CallerStore, RegistryUnavailable
 from ticket_server.access.context import CallRecord, current_call
-from ticket_server.access.models import AuditEvent
+
+if TYPE_CHECKING:  # SQLAlchemy: imported by the first write or query, not at start
+    from ticket_server.access.models import AuditEvent
 
 audit_log = logging.getLogger("ticket_server.audit")
 log = logging.getLogger(__name__)
@@ -115,6 +116,12 @@ class AuditWriter:
 
     async def flush(self) -> int:
         """Write everything pending; returns how many rows were written."""
+        if not self._pending:
+            return 0
+        from sqlalchemy import insert
+
+        from ticket_server.access.models import AuditEvent
+
         written = 0
         while self._pending:
             batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
@@ -229,6 +236,10 @@ async def query(
     store: CallerStore, *, caller: str | None = None, tool: str | None = None,
     since: datetime | None = None, limit: int = 1000,
 ) -> list[AuditEvent]:
+    from sqlalchemy import select
+
+    from ticket_server.access.models import AuditEvent
+
     stmt = select(AuditEvent)
     if caller:
         stmt = stmt.where(AuditEvent.caller == caller)
@@ -251,7 +262,9 @@ async def deprecated_usage(
     Counted from the audit trail, so refusals after retirement count too: they are the
     callers that most need telling.
     """
-    from sqlalchemy import func
+    from sqlalchemy import func, select
+
+    from ticket_server.access.models import AuditEvent
 
     last = func.max(AuditEvent.time)
     stmt = (

@@ -1,7 +1,10 @@
 """The callers registry: who may call the tools, with which scopes, on which queues,
 how fast. Tokens are 32 random bytes (URL-safe base64), shown once; only their SHA-256
 is stored, and a token is found by its hash, so no token is ever compared in a
-data-dependent way (``hmac.compare_digest`` confirms the match)."""
+data-dependent way (``hmac.compare_digest`` confirms the match).
+
+SQLAlchemy, the table's model and `limits` are imported where a query or a check needs
+them: the stdio server starts without them (see ``ticket_server.checks``)."""
 
 from __future__ import annotations
 
@@ -11,19 +14,18 @@ import hmac
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from limits import parse_many
-from sqlalchemy import func, select, update
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from ticket_server.access.models import CallerRow
+    from ticket_server.access.models import CallerRow
+    from ticket_server.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,8 @@ def validate(
     for queue in queues or []:
         if not QUEUE.match(queue):
             raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
+    from limits import parse_many
+
     for limit in limits:
         if limit is not None:
             try:
@@ -169,26 +173,62 @@ class CallerCache:
             self._entries.clear()
         self._entries[key] = (monotonic() + self.seconds, generation, value)
 
+    def export(self) -> dict[Hashable, tuple[float, Any]]:
+        """What is kept, each with the moment it expires (``time.monotonic``)."""
+        return {key: (expires, value) for key, (expires, kept_at, value) in self._entries.items()
+                if kept_at == _generation}
+
+    def keep(self, entries: dict[Hashable, tuple[float, Any]], generation: int) -> None:
+        """Keep lookups another process made (``export``; the start-up checks' child) until
+        they expire, as if made here: the monotonic clock is system-wide (Linux, macOS).
+        Nothing is kept if this process changed the table since ``generation``."""
+        if self.seconds <= 0 or generation != _generation:
+            return
+        for key, (expires, value) in entries.items():
+            self._entries[key] = (expires, generation, value)
+
+
+def generation() -> int:
+    """The process-wide count of writes to the callers table (see ``CallerCache.keep``)."""
+    return _generation
+
 
 class CallerStore:
-    """Queries on the callers table, over its own engine. Identity lookups
-    (``by_token``, ``by_name``, ``find``) are cached for ``cache_seconds``."""
+    """Queries on the callers table, over its own engine, made by ``make_engine`` on the
+    first query. Identity lookups (``by_token``, ``by_name``, ``find``) are cached for
+    ``cache_seconds``."""
 
-    def __init__(self, engine: AsyncEngine, timeout: float = 5.0, cache_seconds: float = 0.0) -> None:
-        self._engine = engine
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+    def __init__(
+        self, make_engine: Callable[[], AsyncEngine], timeout: float = 5.0, cache_seconds: float = 0.0
+    ) -> None:
+        self._make_engine = make_engine
+        self._engine: AsyncEngine | None = None
+        self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._timeout = timeout
         self._cache = CallerCache(cache_seconds)
 
     @property
     def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            self._engine = self._make_engine()
         return self._engine
 
+    @property
+    def cache(self) -> CallerCache:
+        return self._cache
+
     async def aclose(self) -> None:
-        await self._engine.dispose()
+        if self._engine is not None:
+            await self._engine.dispose()
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if self._sessions is None:
+            from sqlalchemy.ext.asyncio import async_sessionmaker
+
+            self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         try:
             async with asyncio.timeout(self._timeout), self._sessions() as session:
                 yield session
@@ -203,6 +243,10 @@ class CallerStore:
         cached = self._cache.get(key)
         if cached is not _MISS:
             return cached
+        from sqlalchemy import select
+
+        from ticket_server.access.models import CallerRow
+
         generation = _generation
         async with self.session() as session:
             row = await session.scalar(select(CallerRow).where(CallerRow.token_sha256 == digest))
@@ -222,6 +266,10 @@ class CallerStore:
         cached = self._cache.get(key)
         if cached is not _MISS:
             return cached
+        from sqlalchemy import select
+
+        from ticket_server.access.models import CallerRow
+
         generation = _generation
         async with self.session() as session:
             row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
@@ -233,10 +281,18 @@ class CallerStore:
         return found
 
     async def exists(self, name: str) -> bool:
+        from sqlalchemy import select
+
+        from ticket_server.access.models import CallerRow
+
         async with self.session() as session:
             return (await session.scalar(select(CallerRow.pk).where(CallerRow.name == name))) is not None
 
     async def count(self) -> int:
+        from sqlalchemy import func, select
+
+        from ticket_server.access.models import CallerRow
+
         async with self.session() as session:
             return int(await session.scalar(select(func.count()).select_from(CallerRow)) or 0)
 
@@ -254,6 +310,10 @@ class CallerStore:
 
         With ``only_if_empty``, returns None and creates nothing when any caller exists.
         """
+        from sqlalchemy import select
+
+        from ticket_server.access.models import CallerRow
+
         validate(name, scopes, queues, [tool_rate_limit, http_rate_limit])
         token = new_token()
         row = CallerRow(
@@ -275,6 +335,10 @@ class CallerStore:
         return token
 
     async def list(self) -> list[CallerInfo]:
+        from sqlalchemy import select
+
+        from ticket_server.access.models import CallerRow
+
         async with self.session() as session:
             rows = (await session.scalars(select(CallerRow).order_by(CallerRow.name))).all()
         return [
@@ -291,6 +355,10 @@ class CallerStore:
         ]
 
     async def revoke(self, name: str) -> None:
+        from sqlalchemy import select, update
+
+        from ticket_server.access.models import CallerRow
+
         async with self.session() as session, session.begin():
             done = await session.execute(
                 update(CallerRow)
@@ -304,6 +372,10 @@ class CallerStore:
 
     async def rotate(self, name: str) -> str:
         """A new token for ``name`` (the old one stops working); un-revokes nothing."""
+        from sqlalchemy import select
+
+        from ticket_server.access.models import CallerRow
+
         token = new_token()
         async with self.session() as session, session.begin():
             row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
@@ -314,3 +386,13 @@ class CallerStore:
             row.token_sha256 = token_hash(token)
         _invalidate()
         return token
+
+
+def open_store(settings: Settings) -> CallerStore:
+    """The callers store on ``settings.database_url``; its engine is made on the first query."""
+    from ticket_server.db import create_engine
+
+    return CallerStore(
+        lambda: create_engine(settings), timeout=settings.database_timeout,
+        cache_seconds=settings.caller_cache_seconds,
+    )

@@ -12,19 +12,10 @@ from fastmcp.server.middleware import Middleware
 
 from ticket_server.access.audit import AuditMiddleware, AuditWriter
 from ticket_server.access.authorization import AuthorizationMiddleware
-from ticket_server.access.callers import BUILTIN_LOCAL, Caller, CallerStore
+from ticket_server.access.callers import BUILTIN_LOCAL, Caller, CallerStore, open_store
 from ticket_server.access.identity import build_token_verifier, resolve_caller
 from ticket_server.access.ratelimit import CallerHttpLimit, ToolRateLimitMiddleware, http_limiter
 from ticket_server.settings import Settings
-
-
-def open_store(settings: Settings) -> CallerStore:
-    from ticket_server.db import create_engine
-
-    return CallerStore(
-        create_engine(settings), timeout=settings.database_timeout,
-        cache_seconds=settings.caller_cache_seconds,
-    )
 
 
 class QueryStringRedactor(logging.Filter):

@@ -10,21 +10,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-
-class TicketStatus(StrEnum):
-    NEW = "new"
-    OPEN = "open"
-    IN_PROGRESS = "in_progress"
-    WAITING_ON_CUSTOMER = "waiting_on_customer"
-    RESOLVED = "resolved"
-    CLOSED = "closed"
-
-
-class TicketPriority(StrEnum):
-    LOW = "low"
-    NORMAL = "normal"
-    HIGH = "high"
-    URGENT = "urgent"
+from ticket_server.tickets.domain import TicketPriority, TicketStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):

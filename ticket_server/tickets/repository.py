@@ -17,6 +17,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
+from ticket_server.tickets.domain import DatabaseUnavailable
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
 from ticket_server.tickets.search import (
@@ -26,10 +27,6 @@ from ticket_server.tickets.search import (
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
-
-
-class DatabaseUnavailable(Exception):
-    """The ticket database did not answer (down, locked, replaced, or too slow)."""
 
 
 class TicketRepository:

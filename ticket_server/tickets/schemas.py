@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticket_server.tickets.models import TicketPriority, TicketStatus
+from ticket_server.tickets.domain import TicketPriority, TicketStatus
 
 
 class TicketRecord(BaseModel):

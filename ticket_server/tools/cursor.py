@@ -14,9 +14,10 @@ import hashlib
 import hmac
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ticket_server.tickets.search import Position
+if TYPE_CHECKING:  # search.py needs SQLAlchemy: imported on the first search
+    from ticket_server.tickets.search import Position
 
 MAX_CURSOR_LENGTH = 512
 _TAG_BYTES = 16
@@ -58,6 +59,8 @@ class CursorCodec:
     def decode(self, cursor: str, search: str) -> Position:
         """The position in ``cursor``; ``CursorError`` unless it is intact and was made
         by this server for the same ``search`` fingerprint."""
+        from ticket_server.tickets.search import Position
+
         try:
             if len(cursor) > MAX_CURSOR_LENGTH:
                 raise CursorError("too long")

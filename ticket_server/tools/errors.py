@@ -18,7 +18,7 @@ from mcp import types as mt
 from pydantic import ValidationError as PydanticValidationError
 
 from ticket_server.access.context import current_call
-from ticket_server.tickets.repository import DatabaseUnavailable
+from ticket_server.tickets.domain import DatabaseUnavailable
 
 DATABASE_DETAIL = "ticket database unavailable"
 DATABASE_UNAVAILABLE = (

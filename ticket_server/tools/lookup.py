@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastmcp.exceptions import ToolError
 
 from ticket_server.access.context import current_queues
-from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketRecord
 from ticket_server.tools.errors import domain_errors
+
+if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
+    from ticket_server.tickets.repository import TicketRepository
 
 MAX_ID_LENGTH = 64
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import inspect
 from collections.abc import Mapping
@@ -14,11 +14,13 @@ from pydantic import Field
 
 from ticket_server.access.deprecation import Deprecation
 from ticket_server.access.context import current_queues
-from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.lookup import find_ticket
+
+if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
+    from ticket_server.tickets.repository import TicketRepository
 
 REPLACEMENTS: dict[str, tuple[str, str]] = {
     "get_ticket_status": (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
@@ -12,14 +12,15 @@ from pydantic import AwareDatetime, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
-from ticket_server.tickets.models import TicketStatus
-from ticket_server.tickets.repository import TicketRepository
+from ticket_server.tickets.domain import TicketStatus
 from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSummaryV2
-from ticket_server.tickets.search import SearchFilters, search_terms
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.lookup import find_ticket
+
+if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
+    from ticket_server.tickets.repository import TicketRepository
 
 MAX_PAGE_BYTES = 16_384
 """A search page's JSON never exceeds this many bytes (UTF-8); a page is shortened to fit."""
@@ -75,6 +76,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         first. Filters: AND. Next page: pass next_cursor back as cursor, same query and
         filters (null on the last). A page holds at most `limit` tickets and 16 KiB of JSON.
         """
+        from ticket_server.tickets.search import SearchFilters, search_terms
+
         terms = search_terms(query)
         filters = SearchFilters(
             statuses=tuple(dict.fromkeys(status)) if status else None,
