@@ -19,12 +19,14 @@ import logging
 import math
 import time
 from contextvars import ContextVar
+from functools import lru_cache
 
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools import ToolResult
 from limits import RateLimitItem, parse
-from limits.aio.strategies import MovingWindowRateLimiter
+from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
 from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
 from mcp import types as mt
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -58,6 +60,12 @@ def async_storage(url: str):  # -> limits.aio.storage.Storage
     return storage_from_string(f"async+{url}")
 
 
+@lru_cache(maxsize=1024)
+def parse_limit(text: str) -> RateLimitItem:
+    """``parse`` once per distinct limit string (a caller's own limit is read on every call)."""
+    return parse(text)
+
+
 def describe(item: RateLimitItem) -> str:
     unit = item.GRANULARITY.name
     per = f"{item.multiples} {unit}s" if item.multiples != 1 else unit
@@ -69,8 +77,15 @@ class ToolRateLimitMiddleware(Middleware):
 
     def __init__(self, settings: Settings) -> None:
         self.default = parse(settings.tool_rate_limit)
-        self.storage = async_storage(settings.rate_limit_storage_url)
-        self.limiter = MovingWindowRateLimiter(self.storage)
+        url = settings.rate_limit_storage_url
+        # Redis: `limits`' async storage (network I/O must not block the event loop).
+        # memory://: its synchronous storage, which never waits on anything; the async
+        # memory storage starts a task and a thread hop on every hit to expire old
+        # entries, the synchronous one expires them from one timer thread. The same
+        # moving-window algorithm either way.
+        self.is_async = _is_redis(url)
+        self.storage = async_storage(url) if self.is_async else storage_from_string(url)
+        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(self.storage)
         self.failure = settings.rate_limit_failure
         self.storage_down = False
 
@@ -84,11 +99,9 @@ class ToolRateLimitMiddleware(Middleware):
         if caller is None:  # authorization refuses these before they get here
             return await call_next(context)
         tool = context.message.name
-        item = parse(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
+        item = parse_limit(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
         try:
-            allowed = await self.limiter.hit(item, "tool", caller.name, tool)
-            if not allowed:
-                stats = await self.limiter.get_window_stats(item, "tool", caller.name, tool)
+            allowed, stats = await self._hit(item, caller.name, tool)
         except self.storage.base_exceptions as exc:
             self._went_down(exc)
             if self.failure == "open":
@@ -112,6 +125,16 @@ class ToolRateLimitMiddleware(Middleware):
             meta={META_KEY: {"limit": str(item), "retry_after_seconds": retry}},
             is_error=True,
         )
+
+    async def _hit(self, item: RateLimitItem, caller: str, tool: str):  # type: ignore[no-untyped-def]
+        """(allowed, window stats when refused) for one call of ``tool`` by ``caller``."""
+        if self.is_async:
+            if await self.limiter.hit(item, "tool", caller, tool):
+                return True, None
+            return False, await self.limiter.get_window_stats(item, "tool", caller, tool)
+        if self.limiter.hit(item, "tool", caller, tool):
+            return True, None
+        return False, self.limiter.get_window_stats(item, "tool", caller, tool)
 
     def _went_down(self, exc: BaseException) -> None:
         if self.storage_down:
