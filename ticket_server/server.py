@@ -84,6 +84,7 @@ def build_server(
     @asynccontextmanager
     async def lifespan(server: FastMCP) -> AsyncIterator[dict[str, object]]:
         await inline_schema_refs(server)
+        await skip_listing_for_header_checks(server)
         await access.start()
         try:
             yield {}
@@ -123,6 +124,27 @@ async def inline_schema_refs(mcp: FastMCP) -> None:
             schema = getattr(tool, field)
             if schema is not None and ("$defs" in schema or '"$ref"' in json.dumps(schema)):
                 setattr(tool, field, dereference_refs(schema))
+
+
+async def skip_listing_for_header_checks(mcp: FastMCP) -> None:
+    """Spare every 2026-07-28 HTTP tools/call an internal tools/list.
+
+    Before a tools/call the MCP SDK checks its ``Mcp-Param-*`` headers against the
+    ``x-mcp-header`` declarations in the tool's input schema, which it finds by running
+    the server's tools/list handler, through every middleware (caller, scopes,
+    retirement), unless the server sets the SDK's ``get_tool_input_schema`` lookup.
+    None of our tools declares a header, so the check has nothing to compare whatever
+    the listing says: the lookup answers "nothing to validate" (None) for every name.
+    The tools are fixed once the server is built; should one ever declare a header,
+    the SDK's caller-scoped listing stays in place (an unscoped lookup could tell a
+    caller about a tool it may not see).
+    """
+    from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
+    for tool in await mcp.local_provider.list_tools():
+        if find_invalid_x_mcp_header(tool.parameters) is None and x_mcp_header_map(tool.parameters):
+            return
+    mcp._mcp_server.get_tool_input_schema = lambda name: None
 
 
 def serve_stdio(settings: Settings, checks: StartupChecks, fail: Callable[[str], None]) -> None:
