@@ -98,6 +98,9 @@ def build_server(
         version=__version__,
         mask_error_details=True,
         strict_input_validation=True,
+        # The tools' $refs are inlined once at start (inline_schema_refs): FastMCP's
+        # DereferenceRefsMiddleware would only be one more layer on every request.
+        dereference_schemas=False,
         lifespan=lifespan,
         middleware=[
             *([StartupGate(ready)] if ready is not None else []),
@@ -111,10 +114,10 @@ def build_server(
 
 
 async def inline_schema_refs(mcp: FastMCP) -> None:
-    """Inline each tool's ``$ref``s once, with FastMCP's own function: its
-    DereferenceRefsMiddleware would do it again on every tools/list, and over 2026-07-28
-    HTTP every tools/call lists the tools internally. Listed schemas are unchanged; the
-    middleware then finds nothing to do (and still handles any tool added later)."""
+    """Inline each tool's ``$ref``s once, before the first request, with FastMCP's own
+    function (what its DereferenceRefsMiddleware, switched off, would do again on every
+    tools/list and pass through on every other request). Listed schemas are unchanged.
+    The server's tools are fixed once it is built; it has no resource templates."""
     import json
 
     from fastmcp.utilities.json_schema import dereference_refs
