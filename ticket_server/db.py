@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ticket_server.settings import Settings
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from ticket_server.tickets.repository import TicketRepository
@@ -68,15 +69,35 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
         pool_timeout=settings.database_timeout,
     )
     if path is not None:
-        _watch_sqlite_file(engine, path)
+        _watch_sqlite_file(engine.sync_engine, path)
     return engine
 
 
-def _watch_sqlite_file(engine: AsyncEngine, path: Path) -> None:
+def create_sqlite_reader(settings: Settings) -> Engine | None:
+    """For an SQLite database, a synchronous (pysqlite) engine on the same file, opened
+    as ``create_engine`` opens it for serving; the repository runs each read on it in
+    one worker thread. None for any other database."""
+    from sqlalchemy import create_engine as create_sync_engine
+    from sqlalchemy.engine import make_url
+
+    path = settings.sqlite_path
+    if path is None:
+        return None
+    engine = create_sync_engine(
+        make_url("sqlite+pysqlite://").set(database=f"file:{path}?mode=rw", query={"uri": "true"}),
+        # Worker threads share the pool; each connection is used by one thread at a time.
+        connect_args={"timeout": settings.database_timeout, "check_same_thread": False},
+        pool_timeout=settings.database_timeout,
+    )
+    _watch_sqlite_file(engine, path)
+    return engine
+
+
+def _watch_sqlite_file(engine: Engine, path: Path) -> None:
     from sqlalchemy import event
     from sqlalchemy.exc import DisconnectionError
 
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
         record.info["inode"] = _inode(path)
         # SQLite's lower() folds ASCII only; search_tickets promises case-insensitive
@@ -86,7 +107,7 @@ def _watch_sqlite_file(engine: AsyncEngine, path: Path) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "checkout")
+    @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection, record, proxy) -> None:  # type: ignore[no-untyped-def]
         if _inode(path) != record.info.get("inode"):
             # SQLAlchemy's pessimistic-disconnect protocol: the pool discards this
@@ -99,7 +120,8 @@ def open_repository(settings: Settings) -> TicketRepository:
     from ticket_server.tickets.repository import TicketRepository
 
     return TicketRepository(
-        create_engine(settings), timeout=settings.database_timeout, rank_window=settings.search_rank_window
+        create_engine(settings), timeout=settings.database_timeout, rank_window=settings.search_rank_window,
+        reader=create_sqlite_reader(settings),
     )
 
 

@@ -1,21 +1,23 @@
-"""TicketRepository: every query the tools make, over one SQLAlchemy async session each.
+"""TicketRepository: every query the tools make, in SQLAlchemy Core.
 
-Driver and pool failures surface as ``DatabaseUnavailable`` so that callers can answer
-"ticket database unavailable" without knowing the engine, and every query is bounded
-in time by ``database_timeout``.
+A tool's read is one synchronous function over a SQLAlchemy ``Connection`` (see
+``_read``): on SQLite it runs in one worker thread on a pysqlite engine, on PostgreSQL
+through ``AsyncConnection.run_sync`` on asyncpg. Driver and pool failures surface as
+``DatabaseUnavailable`` so that callers can answer "ticket database unavailable"
+without knowing the engine, and every query is bounded in time by ``database_timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Connection, Engine, bindparam, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.domain import DatabaseUnavailable
 from ticket_server.tickets.models import Ticket
@@ -27,13 +29,24 @@ from ticket_server.tickets.search import (
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
+_GET = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == bindparam("ticket_id"))
+T = TypeVar("T")
 
 
 class TicketRepository:
-    """Queries over one engine; ``aclose()`` releases its connections."""
+    """Queries over one engine; ``aclose()`` releases its connections.
 
-    def __init__(self, engine: AsyncEngine, timeout: float, rank_window: int = RANK_WINDOW) -> None:
+    ``reader``, for SQLite, is a synchronous (pysqlite) engine on the same file: each
+    read then costs one worker-thread hop, where aiosqlite makes one per DBAPI call
+    (cursor, execute, fetch, close, rollback), which was most of a ticket lookup's
+    cost under concurrent callers.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, timeout: float, rank_window: int = RANK_WINDOW, reader: Engine | None = None
+    ) -> None:
         self._engine = engine
+        self._reader = reader
         self._rank_window = rank_window
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
@@ -44,6 +57,8 @@ class TicketRepository:
 
     async def aclose(self) -> None:
         await self._engine.dispose()
+        if self._reader is not None:
+            self._reader.dispose()
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:
@@ -55,24 +70,34 @@ class TicketRepository:
             log.error("ticket database unavailable", exc_info=exc)
             raise DatabaseUnavailable() from exc
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        """A plain connection (Core, no ORM session): the per-call hot path."""
+    async def _read(self, read: Callable[[Connection], T]) -> T:
+        """``read(connection)``, a function of synchronous SQLAlchemy Core calls, as one
+        read: in a worker thread on the SQLite reader, else on an async connection via
+        ``run_sync`` (asyncpg, no thread)."""
         try:
-            async with asyncio.timeout(self._timeout), self._engine.connect() as conn:
-                yield conn
+            async with asyncio.timeout(self._timeout):
+                if self._reader is not None:
+                    return await asyncio.to_thread(self._read_in_thread, read)
+                async with self._engine.connect() as conn:
+                    return await conn.run_sync(read)
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             log.error("ticket database unavailable", exc_info=exc)
             raise DatabaseUnavailable() from exc
 
+    def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
+        assert self._reader is not None
+        with self._reader.connect() as conn:
+            return read(conn)
+
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
-        async with self._connection() as conn:
-            stmt = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == ticket_id)
-            if queues is not None:
-                stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
-            row = (await conn.execute(stmt)).mappings().first()
+        stmt = _GET if queues is None else _GET.where(_TICKETS.c.queue.in_(sorted(queues)))
+
+        def read(conn: Connection) -> TicketRecord | None:
+            row = conn.execute(stmt, {"ticket_id": ticket_id}).mappings().first()
             return TicketRecord.model_validate(dict(row)) if row is not None else None
+
+        return await self._read(read)
 
     async def search_subject(
         self, query: str, limit: int, queues: frozenset[str] | None = None
@@ -82,17 +107,15 @@ class TicketRepository:
 
         ``%`` and ``_`` in ``query`` are literal (LIKE with an escape character).
         """
-        stmt = select(Ticket).where(Ticket.subject.icontains(query, autoescape=True))
+        stmt = select(*_RECORD_COLUMNS).where(_TICKETS.c.subject.icontains(query, autoescape=True))
         if queues is not None:
-            stmt = stmt.where(Ticket.queue.in_(sorted(queues)))
-        stmt = (
-            stmt
-            .order_by(Ticket.updated_at.desc(), Ticket.pk.desc())
-            .limit(limit)
-        )
-        async with self._session() as session:
-            rows = (await session.scalars(stmt)).all()
-            return [TicketRecord.model_validate(r) for r in rows]
+            stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
+        stmt = stmt.order_by(_TICKETS.c.updated_at.desc(), _TICKETS.c.pk.desc()).limit(limit)
+
+        def read(conn: Connection) -> list[TicketRecord]:
+            return [TicketRecord.model_validate(dict(row)) for row in conn.execute(stmt).mappings()]
+
+        return await self._read(read)
 
     async def search(
         self, query: str, filters: SearchFilters, after: Position | None, limit: int
@@ -101,33 +124,34 @@ class TicketRepository:
         each with the position a page ending on it continues from: best match first within
         each ranking window, windows newest first; an empty query lists newest first."""
         terms = search_terms(query)
-        if not terms:
-            async with self._session() as session:
-                rows = (await session.execute(build_listing(filters, after, limit))).all()
-                return [(TicketRecord.model_validate(t), Position(sort, t.pk)) for t, sort in rows]
-        page: list[Position] = []
-        async with self._connection() as conn:
+        dialect, size = self.dialect, self._rank_window
+
+        def listing(conn: Connection) -> list[tuple[TicketRecord, Position]]:
+            rows = conn.execute(build_listing(filters, after, limit)).mappings()
+            return [(TicketRecord.model_validate(dict(r)), Position(r["sort"], r["pk"])) for r in rows]
+
+        def ranked(conn: Connection) -> list[tuple[TicketRecord, Position]]:
+            page: list[Position] = []
             upto = after.window if after is not None else None
             while len(page) < limit:
-                stmt = build_window(self.dialect, terms, filters, upto, self._rank_window)
-                window = (await conn.execute(stmt)).all()
+                window = conn.execute(build_window(dialect, terms, filters, upto, size)).all()
                 if not window:
                     break
                 newest = window[0].pk
-                ranked = sorted(window, key=lambda row: (row.sort, row.pk))
+                order = sorted(window, key=lambda row: (row.sort, row.pk))
                 start = after.sort + 1 if after is not None and after.window == upto else 0
-                page.extend(Position(place, ranked[place].pk, newest)
-                            for place in range(start, min(len(ranked), start + limit - len(page))))
-                if len(window) < self._rank_window:  # no older matches
+                page.extend(Position(place, order[place].pk, newest)
+                            for place in range(start, min(len(order), start + limit - len(page))))
+                if len(window) < size:  # no older matches
                     break
                 upto = window[-1].pk - 1
             if not page:
                 return []
             stmt = select(_TICKETS.c.pk, *_RECORD_COLUMNS).where(_TICKETS.c.pk.in_([p.pk for p in page]))
-            found = {row["pk"]: row for row in (await conn.execute(stmt)).mappings()}
-        return [
-            (TicketRecord.model_validate(dict(found[p.pk])), p) for p in page if p.pk in found
-        ]
+            found = {row["pk"]: row for row in conn.execute(stmt).mappings()}
+            return [(TicketRecord.model_validate(dict(found[p.pk])), p) for p in page if p.pk in found]
+
+        return await self._read(ranked if terms else listing)
 
     async def count(self) -> int:
         async with self._session() as session:

@@ -98,13 +98,13 @@ class Position:
 
 
 def build_listing(filters: SearchFilters, after: Position | None, limit: int) -> Select[Any]:
-    """The newest-first listing (empty query): (Ticket, updated_at) rows, in page order."""
+    """The newest-first listing (empty query): ticket columns and ``sort`` (updated_at), in page order."""
     sort = Ticket.updated_at
     after_cond = []
     if after is not None:
         after_cond.append(or_(sort < after.sort, and_(sort == after.sort, Ticket.pk < after.pk)))
     return (
-        select(Ticket, sort.label("sort"))
+        select(*Ticket.__table__.c, sort.label("sort"))
         .where(*filters.conditions(), *after_cond)
         .order_by(sort.desc(), Ticket.pk.desc())
         .limit(limit)
