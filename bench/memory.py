@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from bench.coldstart import _read_response, _send
+from bench.calls import UNLIMITED
 from bench.common import PYTHON, ROOT, log, sqlite_copy, sqlite_url
 
 CALLS = 10_000
@@ -67,7 +68,7 @@ def run() -> dict[str, object]:
     log(f"memory: idle and after {CALLS:,} calls over stdio ...")
     with tempfile.TemporaryDirectory() as tmp:
         db = sqlite_copy(10_000, Path(tmp) / "t.db")
-        env = {"TICKET_SERVER_DATABASE_URL": sqlite_url(db), "TICKET_SERVER_TOOL_RATE_LIMIT": "100000000/minute",
+        env = {"TICKET_SERVER_DATABASE_URL": sqlite_url(db), "TICKET_SERVER_TOOL_RATE_LIMIT": UNLIMITED,
                "FASTMCP_CHECK_FOR_UPDATES": "off"}
         ours = _profile([str(Path(PYTHON).parent / "ticket-server"), "serve"], env, "get_ticket_status_v2")
         bare = _profile([PYTHON, "bench/bare_server.py"], env, "get_status")
