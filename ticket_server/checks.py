@@ -65,6 +65,9 @@ def _child(settings: Settings, out: int) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)  # stdin and stdout are the server's JSON-RPC channel
         os.dup2(devnull, 1)
+        # stderr too: the verdict reaches the server through the pipe, and a child that
+        # outlives a killed server must not keep the host waiting for stderr to close.
+        os.dup2(devnull, 2)
         try:
             outcome: Verdict | CheckFailed = asyncio.run(run_checks(settings))
         except CheckFailed as exc:

@@ -99,12 +99,36 @@ async def test_a_ticket_added_between_pages_is_not_mixed_into_later_windows(wind
     assert again.structured_content["tickets"][0]["id"] == "SUP-9900001"
 
 
-def test_a_cursor_from_before_windows_is_refused() -> None:
-    """Cursors made before ranking windows (no window in the position) cannot resume the
-    new order; the tool then says to repeat the search (tested in test_v2)."""
+def _forge(codec: CursorCodec, payload: dict) -> str:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    b64 = lambda data: base64.urlsafe_b64encode(data).rstrip(b"=").decode()  # noqa: E731
+    return b64(body) + "." + b64(codec._tag(body))
+
+
+@pytest.mark.parametrize(("payload", "ranked"), [
+    ({"f": "abc", "k": 7, "r": -1.5}, True),  # made before ranking windows
+    ({"f": "abc", "k": 7, "i": 0, "w": 2**63}, True),  # no database key is that large
+    ({"f": "abc", "k": 7, "i": -1, "w": 9}, True),
+    ({"f": "abc", "k": 7, "i": True, "w": 9}, True),
+    ({"f": "abc", "k": 7, "i": 0, "w": "9"}, True),
+    ({"f": "abc", "k": 7, "t": "2026-01-01T00:00:00+00:00"}, True),  # a listing cursor
+    ({"f": "abc", "k": 7, "i": 0, "w": 9}, False),  # a ranked cursor on the listing
+    ({"f": "abc", "k": 7, "t": "2026-01-01T00:00:00"}, False),  # no time zone
+    ({"f": "abc", "k": -7, "t": "2026-01-01T00:00:00+00:00"}, False),
+    (["abc", 7], False),
+])
+def test_signed_but_unusable_cursors_are_refused(payload: object, ranked: bool) -> None:
+    """Even a correctly signed cursor (the key is derived from the database URL by
+    default) must hold a position of the search's kind, in range, or be refused."""
     codec = CursorCodec(b"k" * 32)
-    body = json.dumps({"f": "abc", "k": 7, "r": -1.5}, separators=(",", ":")).encode()
-    old = base64.urlsafe_b64encode(body).rstrip(b"=").decode() + "." + base64.urlsafe_b64encode(
-        codec._tag(body)).rstrip(b"=").decode()
     with pytest.raises(CursorError):
-        codec.decode(old, "abc")
+        codec.decode(_forge(codec, payload), "abc", ranked=ranked)  # type: ignore[arg-type]
+
+
+async def test_a_cursor_from_another_window_size_is_refused(settings: Settings, windowed: Client) -> None:
+    first = await search(windowed, query="customer", limit=5)
+    cursor = first.structured_content["next_cursor"]
+    assert cursor
+    async with Client(build_server(settings.model_copy(update={"search_rank_window": WINDOW + 1}))) as other:
+        result = await search(other, query="customer", limit=5, cursor=cursor)
+    assert result.is_error and "without a cursor" in text_of(result)

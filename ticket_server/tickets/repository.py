@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -52,6 +53,11 @@ class TicketRepository:
         self._timeout = timeout
 
     @property
+    def rank_window(self) -> int:
+        """How many of the newest matches a ranked search ranks together."""
+        return self._rank_window
+
+    @property
     def dialect(self) -> str:
         return self._engine.dialect.name
 
@@ -77,17 +83,40 @@ class TicketRepository:
         try:
             async with asyncio.timeout(self._timeout):
                 if self._reader is not None:
-                    return await asyncio.to_thread(self._read_in_thread, read)
+                    return await self._read_in_thread(read)
                 async with self._engine.connect() as conn:
                     return await conn.run_sync(read)
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             log.error("ticket database unavailable", exc_info=exc)
             raise DatabaseUnavailable() from exc
 
-    def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
-        assert self._reader is not None
-        with self._reader.connect() as conn:
-            return read(conn)
+    async def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
+        # A worker thread cannot be cancelled: when the caller gives up (timeout,
+        # cancellation) the query is interrupted (sqlite3's interrupt(), made to be called
+        # from another thread), or abandoned queries would hold every worker thread.
+        # The lock keeps the interrupt from reaching the connection once it is back in
+        # the pool, where another read may have it.
+        lock = threading.Lock()
+        running: list[Any] = []
+
+        def work() -> T:
+            assert self._reader is not None
+            with self._reader.connect() as conn:
+                with lock:
+                    running.append(conn.connection.dbapi_connection)
+                try:
+                    return read(conn)
+                finally:
+                    with lock:
+                        running.clear()
+
+        try:
+            return await asyncio.to_thread(work)
+        except asyncio.CancelledError:
+            with lock:
+                for dbapi_connection in running:
+                    dbapi_connection.interrupt()
+            raise
 
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""

@@ -11,7 +11,9 @@ first window is ranked best first, then the second, and so on. A search with at 
 matches, and only they are scored, so the cost of a page is bounded by the window
 instead of growing with the number of matches (exact top-k over every match of a word
 found in a quarter of a million tickets takes hundreds of milliseconds on both engines).
-Every match is still reachable by paging, exactly once.
+Every match is still reachable by paging, exactly once while the tickets do not change
+(keyset paging; bm25 uses whole-table statistics, so many new tickets can also reorder a
+window between two pages).
 - SQLite: FTS5 ``bm25(tickets_fts, 2.0, 1.0)`` (subject weighs twice the body;
   lower is better), tokenizer ``unicode61 remove_diacritics 2`` (case and accents folded).
 - PostgreSQL: ``-ts_rank(search_vector, query)`` over a ``simple`` tsvector of
@@ -87,9 +89,9 @@ class Position:
 
     Newest-first listing: ``sort`` is the ticket's ``updated_at``. Ranked search:
     ``window`` is the ranking window (its highest key: its newest match) and ``sort`` the
-    ticket's 0-based place in that window's ranking. A place, not a score, because
-    scores move when any ticket is added (bm25 and ts_rank use whole-table statistics)
-    while the order inside a window, whose members are fixed by their keys, does not.
+    ticket's 0-based place in that window's ranking. A place, not a score: bm25's
+    scores move whenever a ticket is added (whole-table statistics) while the order
+    inside a window, whose members are fixed by their keys, rarely does.
     """
 
     sort: Any

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # search.py needs SQLAlchemy: imported on the first search
 
 MAX_CURSOR_LENGTH = 512
 _TAG_BYTES = 16
+_KEY_LIMIT = 2**63
 
 
 class CursorError(ValueError):
@@ -41,6 +42,13 @@ def fingerprint(**search: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def _key(value: Any) -> int:
+    """A non-negative integer that fits a database key (a signed 64-bit integer)."""
+    if type(value) is not int or not 0 <= value < _KEY_LIMIT:
+        raise CursorError("not a key")
+    return value
+
+
 class CursorCodec:
     def __init__(self, key: bytes) -> None:
         self._key = key
@@ -56,9 +64,10 @@ class CursorCodec:
         body = json.dumps({"f": search, "k": position.pk, **sort}, separators=(",", ":")).encode()
         return f"{_b64(body)}.{_b64(self._tag(body))}"
 
-    def decode(self, cursor: str, search: str) -> Position:
-        """The position in ``cursor``; ``CursorError`` unless it is intact and was made
-        by this server for the same ``search`` fingerprint."""
+    def decode(self, cursor: str, search: str, *, ranked: bool) -> Position:
+        """The position in ``cursor``; ``CursorError`` unless it is intact, was made by this
+        server for the same ``search`` fingerprint, and is of the search's kind (``ranked``:
+        a place in a ranking window; else an ``updated_at`` of the newest-first listing)."""
         from ticket_server.tickets.search import Position
 
         try:
@@ -71,14 +80,15 @@ class CursorCodec:
             payload = json.loads(body)
             if payload["f"] != search:
                 raise CursorError("other search")
-            pk = int(payload["k"])
+            pk = _key(payload["k"])
             window = None
-            if "t" in payload:
-                sort: Any = datetime.fromisoformat(payload["t"])
-            else:  # ranked: the place in a ranking window (cursors without one predate windows)
-                sort, window = int(payload["i"]), int(payload["w"])
-                if sort < 0:
-                    raise CursorError("negative place")
+            if ranked:  # cursors without a window predate ranking windows
+                sort: Any = _key(payload["i"])
+                window = _key(payload["w"])
+            else:
+                sort = datetime.fromisoformat(payload["t"])
+                if sort.tzinfo is None:
+                    raise CursorError("naive time")
         except CursorError:
             raise
         except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError) as exc:

@@ -87,11 +87,12 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         search = fingerprint(
             terms=terms, status=sorted(filters.statuses or ()), queue=queue, owner=owner,
             updated_after=updated_after.isoformat() if updated_after else None,
+            window=repo.rank_window,  # a cursor's place means nothing under another window size
         )
         after = None
         if cursor:
             try:
-                after = cursors.decode(cursor, search)
+                after = cursors.decode(cursor, search, ranked=bool(terms))
             except CursorError as exc:
                 raise ToolError(
                     "The cursor is not valid for this search (damaged, or made for other "
