@@ -32,26 +32,36 @@ def _read_response(proc: subprocess.Popen, id_: int) -> dict:
             return msg
 
 
+def list_tools(proc: subprocess.Popen) -> list[dict]:
+    """The legacy handshake (initialize, notifications/initialized), then tools/list."""
+    _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}})
+    _read_response(proc, 1)
+    _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    return _read_response(proc, 2)["result"]["tools"]
+
+
+def stop(proc: subprocess.Popen, timeout: float) -> None:
+    """End of input, as a client closing; killed if it is not gone within ``timeout``."""
+    proc.stdin.close()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def spawn_to_list(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"}}})
-        _read_response(proc, 1)
-        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        tools = _read_response(proc, 2)["result"]["tools"]
+        tools = list_tools(proc)
         elapsed = time.perf_counter() - t
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 10)
     return elapsed, len(tools)
 
 

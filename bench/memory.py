@@ -12,13 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.coldstart import _read_response, _send
+from bench.coldstart import _read_response, _send, list_tools, stop
 from bench.calls import UNLIMITED
 from bench.common import PYTHON, ROOT, log, sqlite_copy, sqlite_url
 
 CALLS = 10_000
 CHECKPOINTS = (100, 2_500, 5_000, 10_000)
-WARM = 100  # calls after which nothing more should load
 
 
 def rss_mb(pid: int) -> float:
@@ -36,12 +35,7 @@ def _profile(cmd: list[str], env: dict[str, str], tool: str) -> dict[str, float]
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out: dict[str, float] = {}
     try:
-        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
-        _read_response(proc, 1)
-        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        _read_response(proc, 2)
+        list_tools(proc)
         time.sleep(1.5)
         out["idle"] = rss_mb(proc.pid)
         i = 2
@@ -55,12 +49,7 @@ def _profile(cmd: list[str], env: dict[str, str], tool: str) -> dict[str, float]
                 time.sleep(1.5)  # let the audit writer flush
                 out[str(n)] = rss_mb(proc.pid)
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 15)
     return out
 
 

@@ -114,7 +114,7 @@ def render(r: dict[str, Any]) -> str:
         f"- Python {m.get('python')}, fastmcp {m.get('fastmcp')}, mcp {m.get('mcp')}, "
         f"SQLAlchemy {m.get('sqlalchemy')}, SQLite {m.get('sqlite')}, PostgreSQL 15",
         "- client and server share the 2 cores; figures are medians (see each section).",
-        *([f"- 1-minute load average when each benchmark started: "
+        *(["- 1-minute load average when each benchmark started: "
            + ", ".join(f"{k} {v}" for k, v in r["load"].items())] if r.get("load") else []),
         *([f"- note: {r['note']}"] if r.get("note") else []),
         "",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import sqlite3
 import time
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from ticket_server import db
 from ticket_server.settings import Settings
 from ticket_server.tickets.generator import generate_tickets
 from ticket_server.tickets.seeding import SAMPLE_COUNT, SAMPLE_FILE, read_jsonl, seed
-from tests.conftest import sqlite_url
 from tests.helpers import assert_no_leak, text_of
 
 

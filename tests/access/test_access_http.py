@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import time
 from pathlib import Path
 
 import httpx2 as httpx
@@ -15,7 +14,6 @@ import pytest
 from mcp import Client
 
 from tests.access.conftest import support_and_billing_ids
-from tests.conftest import sqlite_url
 from tests.helpers import text_of
 from tests.transports.conftest import TICKET_SERVER, add_caller, server_env, start_http_server, stop
 from ticket_server.access.ratelimit import META_KEY

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from mcp import Client
 
 from tests.helpers import text_of
@@ -26,7 +25,6 @@ async def test_two_processes_share_the_limits_through_redis(db_path: Path, tmp_p
             refused = await b.call_tool("get_ticket_status", args)  # the 4th call, on the other process
             assert refused.is_error and "Rate limit reached" in text_of(refused)
         # the HTTP request limit is shared too: 6 requests in all, across both processes
-        import httpx2 as httpx
 
         from tests.access.test_access_http import post
 

@@ -7,7 +7,6 @@ before the handshake. Each gets the JSON-RPC 2.0 error the spec names (section 5
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import httpx2 as httpx

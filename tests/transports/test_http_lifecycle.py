@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import httpx2 as httpx

@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import Select, and_, column, func, literal_column, or_, select, table
 from sqlalchemy.sql.elements import ColumnElement
 
+from ticket_server.settings import Settings
 from ticket_server.tickets.models import Ticket, TicketStatus
 
 MAX_TERMS = 16
@@ -78,9 +79,9 @@ class SearchFilters:
         return out
 
 
-RANK_WINDOW = 1000
+RANK_WINDOW: int = Settings.model_fields["search_rank_window"].default
 """How many matches, newest first, are ranked together by default (see the module
-docstring; the setting ``TICKET_SERVER_SEARCH_RANK_WINDOW``)."""
+docstring): the default of the setting ``TICKET_SERVER_SEARCH_RANK_WINDOW``."""
 
 
 @dataclass(frozen=True)
