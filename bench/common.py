@@ -87,7 +87,7 @@ def machine() -> dict[str, str]:
 def _seed(url: str, count: int) -> None:
     from ticket_server import db
     from ticket_server.settings import Settings
-    from ticket_server.tickets.seeding import seed
+    from ticket_server.admin.seeding import seed
 
     db.upgrade(url)
     t = time.perf_counter()

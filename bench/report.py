@@ -233,7 +233,7 @@ def render(r: dict[str, Any]) -> str:
                 f"Ours: `TicketRepository.search` (the tool's query: first page of 10 + 1), each query "
                 f"{REPEAT} times after one warm-up. Baseline: `LIKE '%q%'` (ILIKE on PostgreSQL) over "
                 "subject or body, newest first, same limit, each query 3 times (once at 1M) after a warm-up.",
-                "Data sets: `generate_tickets(N)` via `ticket_server.tickets.seeding.seed`, cached in .cache/bench/.",
+                "Data sets: `generate_tickets(N)` via `ticket_server.admin.seeding.seed`, cached in .cache/bench/.",
                 "", "| engine / tickets | ours p50 | ours p95 | ours max | baseline p50 | baseline p95 | p95 ratio "
                 "| words only: ours p95 | words only: baseline p95 |",
                 "|---|---|---|---|---|---|---|---|---|"]

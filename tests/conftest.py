@@ -20,7 +20,7 @@ from fastmcp import Client, FastMCP
 from ticket_server import db
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.tickets.seeding import seed
+from ticket_server.admin.seeding import seed
 from tests.postgres import PostgresServer, postgres_for_tests
 
 MODES = ["legacy", "2026-07-28"]

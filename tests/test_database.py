@@ -11,8 +11,8 @@ from fastmcp import Client
 
 from ticket_server import db
 from ticket_server.settings import Settings
-from ticket_server.tickets.generator import generate_tickets
-from ticket_server.tickets.seeding import SAMPLE_COUNT, SAMPLE_FILE, read_jsonl, seed
+from ticket_server.admin.generator import generate_tickets
+from ticket_server.admin.seeding import SAMPLE_COUNT, SAMPLE_FILE, read_jsonl, seed
 from tests.helpers import assert_no_leak, text_of
 
 

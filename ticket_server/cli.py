@@ -48,7 +48,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
 
     import uvicorn
 
-    from ticket_server.http import MCP_PATH, build_http_app, serve
+    from ticket_server.transports.http import MCP_PATH, build_http_app, serve
 
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
@@ -64,7 +64,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
                         "set TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis://... to share them")
         log.info(f"serving MCP over Streamable HTTP on {url} with {args.workers} workers",
                  extra={"url": url, "version": __version__, "workers": args.workers})
-        uvicorn.run("ticket_server.http:create_app", factory=True, workers=args.workers, host=host,
+        uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=args.workers, host=host,
                     port=port, log_config=None, timeout_graceful_shutdown=10)
         return
     app = build_http_app(settings.model_copy(update={"host": host, "port": port}))
@@ -73,7 +73,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _callers(settings: Settings, args: argparse.Namespace) -> None:
-    from ticket_server.access import commands
+    from ticket_server.admin import commands
 
     try:
         if args.callers_command == "add":
@@ -91,7 +91,7 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _audit(settings: Settings, args: argparse.Namespace) -> None:
-    from ticket_server.access import commands
+    from ticket_server.admin import commands
 
     try:
         commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
@@ -100,7 +100,7 @@ def _audit(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _report(settings: Settings, args: argparse.Namespace) -> None:
-    from ticket_server.access import commands
+    from ticket_server.admin import commands
 
     try:
         commands.report_deprecated(settings, args.since, args.json)
@@ -121,7 +121,7 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
         db.downgrade(settings.database_url, args.revision)
         log.info("database downgraded", extra={"revision": args.revision})
     elif args.db_command == "seed":
-        from ticket_server.tickets.seeding import seed
+        from ticket_server.admin.seeding import seed
 
         added = asyncio.run(
             seed(settings, count=args.count, path=args.file, if_empty=args.if_empty, progress=True)
@@ -132,7 +132,7 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
 def _tools(settings: Settings, args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from ticket_server.tools import contract
+    from ticket_server.admin import contract
 
     path = Path(args.contract)
     live = asyncio.run(contract.snapshot(contract.contract_server()))
@@ -159,7 +159,7 @@ def _tools(settings: Settings, args: argparse.Namespace) -> None:
 def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
     import json
 
-    from ticket_server.tools import export
+    from ticket_server.admin import export
 
     try:
         tools = asyncio.run(export.list_tools(settings, caller=args.caller))
@@ -173,7 +173,7 @@ def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
 def _probe(settings: Settings, args: argparse.Namespace) -> None:
     import json
 
-    from ticket_server.probe import ProbeError, run_probe
+    from ticket_server.admin.probe import ProbeError, run_probe
 
     # The probe is a client: its stdout is the report; the SDK's own logs stay quiet.
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
@@ -275,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = tools_commands.add_parser(name, help=text)
         sub.add_argument("--contract", default="tool-contract.json", help="contract file (default: %(default)s)")
     toolsp.set_defaults(handler=_tools)
-    from ticket_server.tools.export import FORMATS, ESTIMATE_METHOD
+    from ticket_server.admin.export import FORMATS, ESTIMATE_METHOD
 
     export = tools_commands.add_parser(
         "export",

@@ -22,7 +22,14 @@ if TYPE_CHECKING:
 
     from ticket_server.tickets.repository import TicketRepository
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+def migrations_dir() -> Path:
+    """The Alembic scripts: ``migrations/`` at the repository's top, installed as the
+    package ``ticket_server.migrations`` (found without running its code)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("ticket_server.migrations")
+    assert spec is not None and spec.origin is not None, "ticket_server.migrations is not installed"
+    return Path(spec.origin).parent
 
 
 class DatabaseSetupError(Exception):
@@ -152,7 +159,7 @@ def alembic_config(database_url: str):  # -> alembic.config.Config (imported laz
     from alembic.config import Config
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     return cfg
 

@@ -164,7 +164,7 @@ def serve_stdio(settings: Settings, checks: StartupChecks, fail: Callable[[str],
     import signal
     import sys
 
-    from ticket_server.stdio import run_stdio
+    from ticket_server.transports.stdio import run_stdio
 
     log = logging.getLogger("ticket_server")
     access = AccessControl(settings)

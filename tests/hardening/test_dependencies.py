@@ -101,7 +101,7 @@ def private_postgres():
 
         from ticket_server import db
         from ticket_server.settings import Settings
-        from ticket_server.tickets.seeding import seed
+        from ticket_server.admin.seeding import seed
 
         server.psql("CREATE DATABASE tickets")
         db.upgrade(server.url("tickets"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ticket_server.tools import contract
+from ticket_server.admin import contract
 
 ROOT = Path(__file__).resolve().parents[2]
 

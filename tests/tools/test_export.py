@@ -15,7 +15,7 @@ from fastmcp import Client
 from tests.conftest import sqlite_url
 from tests.transports.conftest import TICKET_SERVER, add_caller
 from ticket_server.server import build_server
-from ticket_server.tools.export import measure
+from ticket_server.admin.export import measure
 
 NAME = {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}
 OBJECT_SCHEMA = {  # a JSON Schema whose instances are argument objects

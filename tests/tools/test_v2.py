@@ -15,7 +15,7 @@ from ticket_server import db
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.tickets.seeding import seed
+from ticket_server.admin.seeding import seed
 from ticket_server.tools.v2 import MAX_PAGE_BYTES
 from tests.conftest import sqlite_url
 from tests.helpers import assert_no_leak, assert_text_mirrors_structured, text_of

@@ -3,8 +3,8 @@
 Used to build the committed sample (``seed/tickets.jsonl``) and large data sets for
 load tests::
 
-    python -m ticket_server.tickets.generator --count 2400 --out seed/tickets.jsonl
-    python -m ticket_server.tickets.generator --count 1000000 --out /tmp/tickets.jsonl
+    python -m ticket_server.admin.generator --count 2400 --out seed/tickets.jsonl
+    python -m ticket_server.admin.generator --count 1000000 --out /tmp/tickets.jsonl
 
 Determinism
     The output depends only on ``count`` and ``seed``: no clock, no global random
@@ -1201,7 +1201,7 @@ def write_jsonl(out: BinaryIO, count: int, seed: int = DEFAULT_SEED, batch: int 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ticket_server.tickets.generator",
+        prog="python -m ticket_server.admin.generator",
         description="Write deterministic, realistic support tickets as JSON Lines.",
     )
     parser.add_argument("--count", type=int, required=True, help="number of tickets (SUP-1000 upwards)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ticket_server.settings import Settings
-from ticket_server.tickets.generator import generate_tickets, ticket_from_json
+from ticket_server.admin.generator import generate_tickets, ticket_from_json
 
 SAMPLE_FILE = Path(__file__).resolve().parents[2] / "seed" / "tickets.jsonl"
 SAMPLE_COUNT = 2400  # seed/tickets.jsonl is generate_tickets(SAMPLE_COUNT); see seed/README.md

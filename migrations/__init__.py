@@ -1,0 +1,1 @@
+"""Alembic migrations, shipped in the package as ``ticket_server.migrations``."""
