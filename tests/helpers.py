@@ -34,7 +34,7 @@ def assert_text_mirrors_structured(result) -> None:
 
 async def create_caller(database_url: str, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
     """Create a caller in the database at ``database_url``; returns its token."""
-    from ticket_server.access.control import open_store
+    from ticket_server.access.callers import open_store
     from ticket_server.settings import Settings
 
     store = open_store(Settings(database_url=database_url))

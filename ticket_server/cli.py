@@ -13,14 +13,11 @@ import sys
 from collections.abc import Sequence
 
 from ticket_server import __version__
+from ticket_server.admin import CommandError
 from ticket_server.logging import configure_logging
 from ticket_server.settings import Settings
 
 log = logging.getLogger("ticket_server")
-
-
-class CommandError(Exception):
-    """A failure the user fixes; printed as one line, exit status 2."""
 
 
 def _fail(message: str) -> None:
@@ -28,15 +25,12 @@ def _fail(message: str) -> None:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.server import build_runtime
+
     if args.transport == "stdio":
-        from ticket_server.checks import StartupChecks
+        from ticket_server.transports.stdio import serve_stdio
 
-        # Fork the start-up checks before the server's imports, to run beside them.
-        checks = StartupChecks(settings)
-        checks.start()
-        from ticket_server.server import serve_stdio
-
-        serve_stdio(settings, checks, _fail)  # a failed check: _fail(message), exit status 2
+        serve_stdio(build_runtime(settings), _fail)  # a failed check: _fail(message), exit status 2
         return
 
     from ticket_server.db import DatabaseSetupError, require_current_schema
@@ -46,66 +40,54 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     except DatabaseSetupError as exc:
         raise CommandError(str(exc)) from exc
 
-    import uvicorn
+    from ticket_server.transports import http
 
-    from ticket_server.transports.http import MCP_PATH, build_http_app, serve
-
-    host = args.host or settings.host
-    port = args.port if args.port is not None else settings.port
-    url = f"http://{host}:{port}{MCP_PATH}"
+    settings = settings.model_copy(update={
+        "host": args.host or settings.host, "port": args.port if args.port is not None else settings.port,
+    })
+    url = f"http://{settings.host}:{settings.port}{http.MCP_PATH}"
     if args.workers > 1:
-        # Each worker is a process of its own that builds the app from the environment
-        # (create_app): legacy sessions cannot live in one worker's memory, so serve them
-        # stateless, like 2026-07-28 clients always are.
-        os.environ.update({"TICKET_SERVER_HOST": host, "TICKET_SERVER_PORT": str(port),
-                           "TICKET_SERVER_STATELESS_HTTP": "true"})
+        import uvicorn
+
+        http.export_to_workers(settings)
         if settings.rate_limit_storage_url.startswith("memory://"):
             log.warning("rate-limit counters are per worker with memory:// storage; "
                         "set TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis://... to share them")
         log.info(f"serving MCP over Streamable HTTP on {url} with {args.workers} workers",
                  extra={"url": url, "version": __version__, "workers": args.workers})
-        uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=args.workers, host=host,
-                    port=port, log_config=None, timeout_graceful_shutdown=10)
+        uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=args.workers,
+                    host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10)
         return
-    app = build_http_app(settings.model_copy(update={"host": host, "port": port}))
+    app = http.build_http_app(build_runtime(settings))
     log.info(f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__})
-    serve(app, host, port)
+    http.serve(app, settings.host, settings.port)
 
 
 def _callers(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
-    try:
-        if args.callers_command == "add":
-            commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit)
-        elif args.callers_command == "bootstrap":
-            commands.callers_bootstrap(settings, args.name)
-        elif args.callers_command == "list":
-            commands.callers_list(settings, args.json)
-        elif args.callers_command == "revoke":
-            commands.callers_revoke(settings, args.name)
-        elif args.callers_command == "rotate":
-            commands.callers_rotate(settings, args.name)
-    except commands.AccessCommandError as exc:
-        raise CommandError(str(exc)) from exc
+    if args.callers_command == "add":
+        commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit)
+    elif args.callers_command == "bootstrap":
+        commands.callers_bootstrap(settings, args.name)
+    elif args.callers_command == "list":
+        commands.callers_list(settings, args.json)
+    elif args.callers_command == "revoke":
+        commands.callers_revoke(settings, args.name)
+    elif args.callers_command == "rotate":
+        commands.callers_rotate(settings, args.name)
 
 
 def _audit(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
-    try:
-        commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
-    except commands.AccessCommandError as exc:
-        raise CommandError(str(exc)) from exc
+    commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
 
 
 def _report(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
-    try:
-        commands.report_deprecated(settings, args.since, args.json)
-    except commands.AccessCommandError as exc:
-        raise CommandError(str(exc)) from exc
+    commands.report_deprecated(settings, args.since, args.json)
 
 
 def _db(settings: Settings, args: argparse.Namespace) -> None:
@@ -161,11 +143,8 @@ def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
 
     from ticket_server.admin import export
 
-    try:
-        tools = asyncio.run(export.list_tools(settings, caller=args.caller))
-        block = export.envelope(tools, args.format)
-    except export.ExportError as exc:
-        raise CommandError(str(exc)) from exc
+    tools = asyncio.run(export.list_tools(settings, caller=args.caller))
+    block = export.envelope(tools, args.format)
     print(json.dumps(block, indent=2, ensure_ascii=False))
     print(export.size_line(args.format, len(tools), block), file=sys.stderr)
 

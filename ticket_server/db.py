@@ -3,8 +3,8 @@
 SQLite (aiosqlite) is the embedded default; PostgreSQL (asyncpg) is the production
 engine. Both are chosen by ``Settings.database_url`` alone.
 
-SQLAlchemy and Alembic are imported where they are used: ``serve`` answers the stdio
-handshake and tools/list without them (about 0.2 s of start-up).
+Alembic is imported only by the commands that migrate: a serving process checks the
+database's revision against ``ticket_server.migrations.HEAD`` with one query.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ticket_server.settings import Settings
 
@@ -132,29 +132,6 @@ def open_repository(settings: Settings) -> TicketRepository:
     )
 
 
-class DeferredRepository:
-    """The server's repository, made on its first use: the stdio handshake and tools/list
-    need no database, and SQLAlchemy with the engine costs about 0.2 s of start-up.
-    Anything not defined here is the repository's own attribute."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-        self._repository: TicketRepository | None = None
-
-    @property
-    def repository(self) -> TicketRepository:
-        if self._repository is None:
-            self._repository = open_repository(self._settings)
-        return self._repository
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.repository, name)
-
-    async def aclose(self) -> None:
-        if self._repository is not None:
-            await self._repository.aclose()
-
-
 def alembic_config(database_url: str):  # -> alembic.config.Config (imported lazily: start-up cost)
     from alembic.config import Config
 
@@ -208,15 +185,17 @@ class MigrationState:
 
 
 async def migration_state(settings: Settings) -> MigrationState:
-    """The database's Alembic revision against the code's head.
+    """The database's Alembic revision against the code's head (``migrations.HEAD``).
 
     Raises ``DatabaseSetupError`` (one line, naming the setting) when the database
     cannot be reached at all.
     """
+    from ticket_server.migrations import HEAD
+
     _ensure_sqlite_folder(settings.database_url, create_default=False)
     path = settings.sqlite_path
     if path is not None and not path.exists():
-        return MigrationState(current=None, head=head_revision(settings.database_url))
+        return MigrationState(current=None, head=HEAD)
     from sqlalchemy import text
 
     engine = create_engine(settings)
@@ -235,7 +214,7 @@ async def migration_state(settings: Settings) -> MigrationState:
         ) from exc
     finally:
         await engine.dispose()
-    return MigrationState(current=current, head=head_revision(settings.database_url))
+    return MigrationState(current=current, head=HEAD)
 
 
 async def require_current_schema(settings: Settings) -> None:

@@ -1,5 +1,5 @@
-"""Prometheus metrics (prometheus-client), fed by the audit trail so that a call is
-classified once, in one place.
+"""Prometheus metrics (prometheus-client), fed by the call pipeline's finished
+``CallRecord``s, the same records the audit trail keeps, so a call is classified once.
 
 Every server has its own registry: several servers in one process (tests, the bench)
 never collide, and ``/metrics`` shows exactly this server's figures. With several
@@ -10,12 +10,11 @@ load balancer); see README "Deploying".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ticket_server.tools.errors import DATABASE_DETAIL
+from ticket_server.access.context import CallRecord, Cause, Outcome
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
@@ -50,16 +49,16 @@ class Metrics:
             registry=self.registry,
         )
 
-    def observe_call(self, row: dict[str, Any]) -> None:
-        """Count one audited tools/call (keys as in ``audit_events``)."""
-        tool, caller = row["tool"], row.get("caller") or "anonymous"
-        self.calls.labels(tool, caller, row["outcome"], row.get("protocol_version") or "unknown").inc()
-        self.latency.labels(tool).observe(float(row.get("duration_ms", 0.0)) / 1000.0)
-        if row["outcome"] == "rate_limited":
+    def observe(self, record: CallRecord) -> None:
+        """Count one finished tools/call."""
+        tool, caller = record.tool, record.caller.name if record.caller else "anonymous"
+        self.calls.labels(tool, caller, record.outcome.value, record.protocol_version or "unknown").inc()
+        self.latency.labels(tool).observe(record.duration_ms / 1000.0)
+        if record.outcome is Outcome.RATE_LIMITED:
             self.rate_limited.labels(caller, tool).inc()
         if tool in self._deprecated:
             self.deprecated_calls.labels(caller, tool).inc()
-        if row.get("detail") == DATABASE_DETAIL:
+        if record.cause is Cause.DATABASE_UNAVAILABLE:
             self.database_errors.inc()
 
     def render(self) -> bytes:

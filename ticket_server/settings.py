@@ -12,17 +12,10 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_path
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 APP_NAME = "ticket-server"
-
-# Release 0.2.0 (2026-11-30) deprecates the original tools; they retire one quarter later.
-DEFAULT_RETIREMENT_DATES = {
-    "get_ticket_status": date(2027, 2, 28),
-    "search_tickets": date(2027, 2, 28),
-}
-
 
 def default_data_dir() -> Path:
     """The user's data directory for this app (e.g. ``~/.local/share/ticket-server`` on Linux)."""
@@ -50,6 +43,11 @@ class Settings(BaseSettings):
         default=1000, ge=10, le=100_000,
         description="search_tickets_v2 ranks matches by relevance in windows of this many, newest first.",
     )
+    tool_timeout: float = Field(
+        default=30.0, gt=0,
+        description="Seconds a tools/call may run; past it the call is cancelled and answered "
+        "with an isError saying so.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
     host: str = Field(default="127.0.0.1", description="HTTP bind address.")
@@ -73,21 +71,16 @@ class Settings(BaseSettings):
     )
 
     retirement_dates: dict[str, date] = Field(
-        default_factory=lambda: dict(DEFAULT_RETIREMENT_DATES),
-        description="Retirement date of each deprecated tool (JSON object); on and after "
-        "it the tool is unlisted and answers with a pointer to its replacement.",
+        default_factory=dict,
+        description="Moves the retirement date of deprecated tools (JSON object, tool name "
+        "to date); a tool not named keeps the date in ticket_server/tools/versions.py. On "
+        "and after it the tool is unlisted and answers with a pointer to its replacement.",
     )
     cursor_secret: SecretStr | None = Field(
         default=None,
         description="Key that signs search cursors; default: derived from database_url, "
         "so replicas on one database accept each other's cursors.",
     )
-
-    @field_validator("retirement_dates")
-    @classmethod
-    def _keep_default_dates(cls, value: dict[str, date]) -> dict[str, date]:
-        # Setting one tool's date must not drop the others'.
-        return {**DEFAULT_RETIREMENT_DATES, **value}
 
     @property
     def cursor_key(self) -> bytes:
@@ -159,6 +152,11 @@ class Settings(BaseSettings):
         description="GET /metrics requires `Authorization: Bearer <this>`; unset: /metrics "
         "answers loopback clients only.",
     )
+
+    @property
+    def base_url(self) -> str:
+        """The server's public base URL: ``public_url``, else ``http://HOST:PORT``."""
+        return self.public_url or f"http://{self.host}:{self.port}"
 
     @cached_property
     def is_sqlite(self) -> bool:

@@ -9,8 +9,8 @@ from fastmcp import FastMCP
 
 from tests.helpers import create_caller
 from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
-from ticket_server.access.audit import query
-from ticket_server.access.control import open_store
+from ticket_server.admin.reports import query
+from ticket_server.access.callers import open_store
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
 

@@ -147,7 +147,7 @@ async def test_revocation_by_another_process_applies_within_the_cache_window(
 
 
 async def test_caller_cache_spares_the_registry_and_0_disables_it(add_caller, settings) -> None:
-    from ticket_server.access.control import open_store
+    from ticket_server.access.callers import open_store
 
     await add_caller("cached")
     for seconds, lookups in ((60.0, 1), (0.0, 3)):

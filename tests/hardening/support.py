@@ -28,7 +28,7 @@ MASKED_FALLBACK = re.compile(r"^Error calling tool\b")
 
 def add_caller(db_path: Path, name: str, **options: Any) -> str:
     """Register a caller in the database at ``db_path``; returns its bearer token."""
-    from ticket_server.access.control import open_store
+    from ticket_server.access.callers import open_store
 
     async def main() -> str:
         store = open_store(Settings(database_url=sqlite_url(db_path)))

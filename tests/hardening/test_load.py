@@ -26,7 +26,7 @@ TIME_CAP = 120.0  # seconds: the test stops by itself whatever the machine
 
 
 def _add_callers(db_path: Path, n: int) -> list[str]:
-    from ticket_server.access.control import open_store
+    from ticket_server.access.callers import open_store
 
     async def main() -> list[str]:
         store = open_store(Settings(database_url=sqlite_url(db_path)))

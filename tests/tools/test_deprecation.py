@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 from fastmcp import Client
 
-from ticket_server.access.deprecation import META_KEY
+from ticket_server.tools.versions import META_KEY
 from ticket_server.server import build_server
 from tests.helpers import text_of
 

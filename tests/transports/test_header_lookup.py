@@ -9,7 +9,7 @@ from typing import Annotated
 from fastmcp import Client, FastMCP
 from pydantic import Field
 
-from ticket_server.server import skip_listing_for_header_checks
+from ticket_server.compat import skip_listing_for_header_checks
 
 
 async def test_no_tool_declares_a_header_so_no_listing_per_call(server: FastMCP) -> None:

@@ -1,11 +1,12 @@
 """The audit trail: one record per tools/call, whatever its outcome.
 
-The record goes to stderr at once (one JSON log line, logger ``ticket_server.audit``)
-and to the ``audit_events`` table off the request path: a background task writes the
-queued records in batches; stopping the server (SIGTERM, end of stdin) flushes what is
-pending. Argument values of fields marked sensitive in the tool's input schema
+The call pipeline hands each finished ``CallRecord`` to ``AuditWriter.observe``: it goes
+to stderr at once (one JSON log line, logger ``ticket_server.audit``) and to the
+``audit_events`` table off the request path: a background task writes the queued rows
+in batches; stopping the server (SIGTERM, end of stdin) flushes what is pending.
+Argument values of fields marked sensitive in the tool's input schema
 (``"x-sensitive": true``, ``"writeOnly": true`` or ``"format": "password"``) are
-redacted; tokens never reach this module.
+redacted (``redact``); tokens never reach this module.
 """
 
 from __future__ import annotations
@@ -13,21 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from datetime import UTC, datetime
-from time import monotonic
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools import Tool, ToolResult
-from mcp import types as mt
 
 from ticket_server.access.callers import CallerStore, RegistryUnavailable
-from ticket_server.access.context import CallRecord, current_call
-
-if TYPE_CHECKING:  # SQLAlchemy: imported by the first write or query, not at start
-    from ticket_server.access.models import AuditEvent
+from ticket_server.access.context import CallRecord
 
 audit_log = logging.getLogger("ticket_server.audit")
 log = logging.getLogger(__name__)
@@ -76,12 +69,8 @@ def result_size(result: ToolResult) -> int:
 class AuditWriter:
     """Queues audit rows and writes them in batches from one background task."""
 
-    def __init__(
-        self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0,
-        observers: Sequence[Callable[[dict[str, Any]], None]] = (),
-    ) -> None:
+    def __init__(self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0) -> None:
         self.store = store
-        self.observers = tuple(observers)  # e.g. metrics: each row, as it is submitted
         self.batch_size = batch_size
         self.flush_seconds = flush_seconds
         self._pending: list[dict[str, Any]] = []
@@ -89,9 +78,13 @@ class AuditWriter:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
+    def observe(self, record: CallRecord) -> None:
+        """Log ``record`` on stderr now and queue its row for the table."""
+        row = record.as_row(datetime.now(UTC))
+        audit_log.info("tools/call", extra={"audit": {**row, "time": row["time"].isoformat()}})
+        self.submit(row)
+
     def submit(self, row: dict[str, Any]) -> None:
-        for observe in self.observers:
-            observe(row)
         if len(self._pending) >= QUEUE_LIMIT:
             log.error("audit queue full; dropping a row", extra={"trace_id": row["trace_id"]})
             return
@@ -149,138 +142,3 @@ class AuditWriter:
         await self.flush()
 
 
-def _protocol_version(context: MiddlewareContext[Any]) -> str | None:
-    try:
-        return context.fastmcp_context.request_context.protocol_version  # type: ignore[union-attr]
-    except Exception:
-        return None
-
-
-class AuditMiddleware(Middleware):
-    """Outermost: gives each tools/call a trace id and records how it ended."""
-
-    def __init__(self, writer: AuditWriter) -> None:
-        self.writer = writer
-        self._sensitive: dict[str, frozenset[str]] = {}
-
-    async def _sensitive_fields(self, context: MiddlewareContext[mt.CallToolRequestParams]) -> frozenset[str]:
-        name = context.message.name
-        if name not in self._sensitive:
-            tool = None
-            if context.fastmcp_context is not None:
-                try:
-                    tool = await context.fastmcp_context.fastmcp.get_tool(name)
-                except Exception:
-                    tool = None
-            if tool is None:
-                return frozenset()
-            self._sensitive[name] = sensitive_fields(tool)
-        return self._sensitive[name]
-
-    async def on_call_tool(
-        self,
-        context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
-    ) -> ToolResult:
-        record = CallRecord(trace_id=uuid.uuid4().hex, tool=context.message.name)
-        reset = current_call.set(record)
-        size, outcome = 0, "tool_error"
-        try:
-            result = await call_next(context)
-            outcome = "tool_error" if result.is_error else "ok"
-            size = result_size(result)
-            return result
-        except Exception as exc:  # ToolError, NotFoundError (unknown or refused tool), ...
-            size = len(str(exc).encode("utf-8"))
-            raise
-        finally:
-            current_call.reset(reset)
-            await self._emit(context, record, record.outcome or outcome, size)
-
-    async def _emit(
-        self, context: MiddlewareContext[mt.CallToolRequestParams], record: CallRecord, outcome: str, size: int
-    ) -> None:
-        arguments = context.message.arguments or {}
-        row = {
-            "time": datetime.now(UTC),
-            "trace_id": record.trace_id,
-            "caller": record.caller.name if record.caller else None,
-            "transport": record.transport,
-            "protocol_version": _protocol_version(context),
-            "tool": storable(record.tool, 128),
-            "arguments": redact(arguments, await self._sensitive_fields(context)) if arguments else "{}",
-            "outcome": outcome,
-            "detail": record.detail,
-            "result_bytes": size,
-            "duration_ms": round((monotonic() - record.started) * 1000, 3),
-        }
-        audit_log.info("tools/call", extra={"audit": {**row, "time": row["time"].isoformat()}})
-        self.writer.submit(row)
-
-
-def parse_since(text: str) -> datetime:
-    """``24h``, ``30m``, ``7d``, ``90s`` ago, or an ISO 8601 time."""
-    from datetime import timedelta
-
-    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-    if text and text[-1] in units and text[:-1].isdigit():
-        return datetime.now(UTC) - timedelta(**{units[text[-1]]: int(text[:-1])})
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ValueError(f"--since {text!r}: give a duration like 24h, 30m, 7d or an ISO time") from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-async def query(
-    store: CallerStore, *, caller: str | None = None, tool: str | None = None,
-    since: datetime | None = None, limit: int = 1000,
-) -> list[AuditEvent]:
-    from sqlalchemy import select
-
-    from ticket_server.access.models import AuditEvent
-
-    stmt = select(AuditEvent)
-    if caller:
-        stmt = stmt.where(AuditEvent.caller == caller)
-    if tool:
-        stmt = stmt.where(AuditEvent.tool == tool)
-    if since:
-        stmt = stmt.where(AuditEvent.time >= since)
-    stmt = stmt.order_by(AuditEvent.time.desc(), AuditEvent.pk.desc()).limit(limit)
-    async with store.session() as session:
-        rows = list((await session.scalars(stmt)).all())
-    rows.reverse()
-    return rows
-
-
-async def deprecated_usage(
-    store: CallerStore, tools: list[str], since: datetime | None = None
-) -> list[tuple[str | None, str, int, datetime]]:
-    """Who still calls which of ``tools``: (caller, tool, calls, last call), latest first.
-
-    Counted from the audit trail, so refusals after retirement count too: they are the
-    callers that most need telling.
-    """
-    from sqlalchemy import func, select
-
-    from ticket_server.access.models import AuditEvent
-
-    last = func.max(AuditEvent.time)
-    stmt = (
-        select(AuditEvent.caller, AuditEvent.tool, func.count(), last)
-        .where(AuditEvent.tool.in_(tools))
-        .group_by(AuditEvent.caller, AuditEvent.tool)
-        .order_by(last.desc())
-    )
-    if since:
-        stmt = stmt.where(AuditEvent.time >= since)
-    async with store.session() as session:
-        rows = (await session.execute(stmt)).all()
-    # SQLite returns max(time) as text: read it through the column's type again.
-    out = []
-    for caller, tool, count, when in rows:
-        if isinstance(when, str):
-            when = datetime.fromisoformat(when).replace(tzinfo=UTC)
-        out.append((caller, tool, int(count), when))
-    return out

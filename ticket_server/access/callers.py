@@ -4,17 +4,16 @@ is stored, and a token is found by its hash, so no token is ever compared in a
 data-dependent way (``hmac.compare_digest`` confirms the match).
 
 SQLAlchemy, the table's model and `limits` are imported where a query or a check needs
-them: the stdio server starts without them (see ``ticket_server.checks``)."""
+them, not when the server is built."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,15 +62,32 @@ class Caller:
     tool_rate_limit: str | None = None
     http_rate_limit: str | None = None
 
+    CLAIMS_KEY = "ticket_server_caller"
+    """The claim of an HTTP access token that carries what the token alone does not."""
+
     def claims(self) -> dict[str, object]:
-        """What an HTTP access token carries about the caller (never the token)."""
+        """What an HTTP access token carries about the caller (never the token);
+        ``from_claims`` reads it back."""
         return {
-            "ticket_server_caller": {
+            self.CLAIMS_KEY: {
                 "queues": sorted(self.queues) if self.queues is not None else None,
                 "tool_rate_limit": self.tool_rate_limit,
                 "http_rate_limit": self.http_rate_limit,
             }
         }
+
+    @classmethod
+    def from_claims(cls, name: str, scopes: Iterable[str], claims: Mapping[str, Any]) -> Caller:
+        """The caller an access token describes (client id, scopes, ``claims()``)."""
+        ours = claims.get(cls.CLAIMS_KEY) or {}
+        queues = ours.get("queues")
+        return cls(
+            name=name,
+            scopes=frozenset(scopes),
+            queues=frozenset(queues) if queues is not None else None,
+            tool_rate_limit=ours.get("tool_rate_limit"),
+            http_rate_limit=ours.get("http_rate_limit"),
+        )
 
 
 BUILTIN_LOCAL = Caller(name=LOCAL, scopes=frozenset({"tickets:read"}))
@@ -173,25 +189,6 @@ class CallerCache:
             self._entries.clear()
         self._entries[key] = (monotonic() + self.seconds, generation, value)
 
-    def export(self) -> dict[Hashable, tuple[float, Any]]:
-        """What is kept, each with the moment it expires (``time.monotonic``)."""
-        return {key: (expires, value) for key, (expires, kept_at, value) in self._entries.items()
-                if kept_at == _generation}
-
-    def keep(self, entries: dict[Hashable, tuple[float, Any]], generation: int) -> None:
-        """Keep lookups another process made (``export``; the start-up checks' child) until
-        they expire, as if made here: the monotonic clock is system-wide (Linux, macOS).
-        Nothing is kept if this process changed the table since ``generation``."""
-        if self.seconds <= 0 or generation != _generation:
-            return
-        for key, (expires, value) in entries.items():
-            self._entries[key] = (expires, generation, value)
-
-
-def generation() -> int:
-    """The process-wide count of writes to the callers table (see ``CallerCache.keep``)."""
-    return _generation
-
 
 class CallerStore:
     """Queries on the callers table, over its own engine, made by ``make_engine`` on the
@@ -223,23 +220,17 @@ class CallerStore:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
-        from sqlalchemy.exc import SQLAlchemyError
+        from ticket_server.tickets.domain import bounded
 
         if self._sessions is None:
             from sqlalchemy.ext.asyncio import async_sessionmaker
 
             self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-        try:
-            async with asyncio.timeout(self._timeout), self._sessions() as session:
-                yield session
-        except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            log.error("callers registry unavailable", exc_info=exc)
-            raise RegistryUnavailable() from exc
+        async with bounded(self._timeout, RegistryUnavailable, "callers registry"), self._sessions() as session:
+            yield session
 
-    async def by_token(self, token: str) -> Caller | None:
-        """The live (not revoked) caller holding ``token``; None for any other token."""
-        digest = token_hash(token)
-        key = ("token", digest)
+    async def _lookup(self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]) -> Any:
+        """``read(row)`` of the row ``where(CallerRow)`` selects, kept in the cache under ``key``."""
         cached = self._cache.get(key)
         if cached is not _MISS:
             return cached
@@ -249,12 +240,20 @@ class CallerStore:
 
         generation = _generation
         async with self.session() as session:
-            row = await session.scalar(select(CallerRow).where(CallerRow.token_sha256 == digest))
-        caller = None
-        if row is not None and row.revoked_at is None and hmac.compare_digest(row.token_sha256, digest):
-            caller = _caller(row)
-        self._cache.put(key, caller, generation)
-        return caller
+            value = read(await session.scalar(select(CallerRow).where(where(CallerRow))))
+        self._cache.put(key, value, generation)
+        return value
+
+    async def by_token(self, token: str) -> Caller | None:
+        """The live (not revoked) caller holding ``token``; None for any other token."""
+        digest = token_hash(token)
+
+        def live(row: CallerRow | None) -> Caller | None:
+            if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_sha256, digest):
+                return None
+            return _caller(row)
+
+        return await self._lookup(("token", digest), lambda t: t.token_sha256 == digest, live)
 
     async def by_name(self, name: str) -> Caller | None:
         """The live caller called ``name``; None if there is none or it is revoked."""
@@ -262,23 +261,13 @@ class CallerStore:
 
     async def find(self, name: str) -> tuple[Caller | None, bool]:
         """(the live caller called ``name`` or None, whether a row of that name exists)."""
-        key = ("name", name)
-        cached = self._cache.get(key)
-        if cached is not _MISS:
-            return cached
-        from sqlalchemy import select
 
-        from ticket_server.access.models import CallerRow
+        def found(row: CallerRow | None) -> tuple[Caller | None, bool]:
+            if row is None:
+                return None, False
+            return (None if row.revoked_at is not None else _caller(row)), True
 
-        generation = _generation
-        async with self.session() as session:
-            row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
-        if row is None:
-            found: tuple[Caller | None, bool] = (None, False)
-        else:
-            found = (None if row.revoked_at is not None else _caller(row)), True
-        self._cache.put(key, found, generation)
-        return found
+        return await self._lookup(("name", name), lambda t: t.name == name, found)
 
     async def exists(self, name: str) -> bool:
         from sqlalchemy import select

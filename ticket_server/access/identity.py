@@ -26,12 +26,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ticket_server.access.callers import Caller, CallerStore, RegistryUnavailable, token_hash
-from ticket_server.access.local import IdentityError, check_stdio_identity, stdio_caller  # noqa: F401 (re-exported)
+from ticket_server.access.callers import (
+    BUILTIN_LOCAL, LOCAL, Caller, CallerStore, RegistryUnavailable, token_hash,
+)
 from ticket_server.settings import Settings
 
-CLAIMS_KEY = "ticket_server_caller"
 KNOWN_SCOPES = ["tickets:read"]
+
+
+class IdentityError(Exception):
+    """The configured identity cannot be used; the message names the setting."""
 
 
 def _access_token(caller: Caller, token: str, claims: dict[str, Any] | None = None) -> AccessToken:
@@ -44,15 +48,7 @@ def _access_token(caller: Caller, token: str, claims: dict[str, Any] | None = No
 
 
 def caller_from_access_token(token: AccessToken) -> Caller:
-    ours = token.claims.get(CLAIMS_KEY) or {}
-    queues = ours.get("queues")
-    return Caller(
-        name=token.client_id,
-        scopes=frozenset(token.scopes),
-        queues=frozenset(queues) if queues is not None else None,
-        tool_rate_limit=ours.get("tool_rate_limit"),
-        http_rate_limit=ours.get("http_rate_limit"),
-    )
+    return Caller.from_claims(token.client_id, token.scopes, token.claims)
 
 
 class _MetadataRoutes:
@@ -150,10 +146,39 @@ class CallerJWTVerifier(_MetadataRoutes, JWTVerifier):
         return self._metadata_routes(self._get_resource_url(mcp_path))
 
 
-def build_token_verifier(settings: Settings, store: CallerStore, base_url: str) -> TokenVerifier:
+def build_token_verifier(settings: Settings, store: CallerStore) -> TokenVerifier:
     if settings.auth_mode == "jwt":
-        return CallerJWTVerifier(settings, store, base_url)
-    return CallerTokenVerifier(store, base_url)
+        return CallerJWTVerifier(settings, store, settings.base_url)
+    return CallerTokenVerifier(store, settings.base_url)
+
+
+async def stdio_caller(settings: Settings, store: CallerStore) -> Caller | None:
+    """The caller of a stdio (or in-memory) connection, from the settings; None when
+    the configured token or name is unknown or revoked."""
+    if settings.token is not None:
+        return await store.by_token(settings.token.get_secret_value())
+    if settings.stdio_caller:
+        return await store.by_name(settings.stdio_caller)
+    registered, exists = await store.find(LOCAL)  # an operator may restrict or revoke `local`
+    return registered if exists else BUILTIN_LOCAL
+
+
+async def check_stdio_identity(settings: Settings, store: CallerStore) -> str:
+    """The stdio caller's name, or ``IdentityError`` naming the setting to fix."""
+    try:
+        caller = await stdio_caller(settings, store)
+    except RegistryUnavailable as exc:
+        raise IdentityError("the callers table is unavailable; run `ticket-server db upgrade`") from exc
+    if caller is not None:
+        return caller.name
+    if settings.token is not None:
+        raise IdentityError("TICKET_SERVER_TOKEN is not a valid token (unknown or revoked)")
+    if settings.stdio_caller:
+        raise IdentityError(
+            f"TICKET_SERVER_STDIO_CALLER: no caller named {settings.stdio_caller!r} "
+            "(or it is revoked); see `ticket-server callers list`"
+        )
+    raise IdentityError("the built-in `local` caller is revoked; set TICKET_SERVER_TOKEN")
 
 
 def _in_http_request() -> bool:
@@ -164,18 +189,27 @@ def _in_http_request() -> bool:
     return True
 
 
-async def resolve_caller(settings: Settings, store: CallerStore) -> tuple[Caller | None, str]:
-    """The caller of the request being served and its transport (http, stdio, memory).
+class Identity:
+    """Who is calling, for the call pipeline: over HTTP the token verified for this very
+    request; on stdio and in memory the caller the settings name."""
 
-    Over HTTP the token was verified for this very request; without one (which the
-    HTTP layer already refuses) there is no caller. Otherwise the settings decide.
-    """
-    access = get_access_token()
-    if access is not None:
-        return caller_from_access_token(access), "http"
-    if _in_http_request():
-        return None, "http"
-    from fastmcp.server.context import _current_transport
+    def __init__(self, settings: Settings, store: CallerStore) -> None:
+        self.settings, self.store = settings, store
 
-    transport = _current_transport.get() or "memory"
-    return await stdio_caller(settings, store), transport
+    @property
+    def unconfigured(self) -> bool:
+        """No stdio identity is set: the built-in ``local`` caller serves."""
+        return self.settings.token is None and not self.settings.stdio_caller
+
+    async def resolve(self, transport: str | None) -> tuple[Caller | None, str]:
+        """(the caller or None, the transport as the audit names it: http, stdio, memory).
+
+        ``transport`` is FastMCP's (``Context.transport``): None in memory. An HTTP
+        request without a verified token (which the HTTP layer refuses first) has no caller.
+        """
+        access = get_access_token()
+        if access is not None:
+            return caller_from_access_token(access), "http"
+        if transport in ("streamable-http", "sse", "http") or _in_http_request():
+            return None, "http"
+        return await stdio_caller(self.settings, self.store), transport or "memory"

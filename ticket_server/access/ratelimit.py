@@ -19,18 +19,17 @@ import logging
 import math
 import time
 from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import lru_cache
 
-from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
-from fastmcp.tools import ToolResult
 from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
-from mcp import types as mt
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ticket_server.access.context import current_call
+from ticket_server.access.callers import Caller
+from ticket_server.access.identity import caller_from_access_token
 from ticket_server.settings import Settings
 
 META_KEY = "dev.ticket-server/rate-limit"
@@ -72,59 +71,51 @@ def describe(item: RateLimitItem) -> str:
     return f"{item.amount} calls per {per}"
 
 
-class ToolRateLimitMiddleware(Middleware):
+@dataclass(frozen=True)
+class Refusal:
+    """A tools/call the limiter refuses: the model-readable text, the result's ``_meta``
+    (``META_KEY``: the limit and the wait), and whether the storage was the reason."""
+
+    text: str
+    meta: dict[str, object]
+    storage_unavailable: bool = False
+
+
+class ToolLimiter:
     """Counts each caller's calls of each tool; refuses past the caller's limit."""
 
     def __init__(self, settings: Settings) -> None:
         self.default = parse(settings.tool_rate_limit)
         url = settings.rate_limit_storage_url
         # Redis: `limits`' async storage (network I/O must not block the event loop).
-        # memory://: its synchronous storage, which never waits on anything; the async
-        # memory storage starts a task and a thread hop on every hit to expire old
-        # entries, the synchronous one expires them from one timer thread. The same
-        # moving-window algorithm either way.
+        # memory://: its synchronous storage, which never waits on anything (the async
+        # memory storage costs a task and a thread hop per hit). The same moving-window
+        # algorithm either way.
         self.is_async = _is_redis(url)
         self.storage = async_storage(url) if self.is_async else storage_from_string(url)
         self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(self.storage)
         self.failure = settings.rate_limit_failure
         self.storage_down = False
 
-    async def on_call_tool(
-        self,
-        context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
-    ) -> ToolResult:
-        record = current_call.get()
-        caller = record.caller if record is not None else None
-        if caller is None:  # authorization refuses these before they get here
-            return await call_next(context)
-        tool = context.message.name
+    async def admit(self, caller: Caller, tool: str) -> Refusal | None:
+        """None when ``caller`` may make one more call of ``tool`` now (counted), else why not."""
         item = parse_limit(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
         try:
             allowed, stats = await self._hit(item, caller.name, tool)
         except self.storage.base_exceptions as exc:
             self._went_down(exc)
-            if self.failure == "open":
-                return await call_next(context)
-            return self._unavailable(tool, item, record)
+            return None if self.failure == "open" else self._unavailable(item)
         if self.storage_down:
             self.storage_down = False
             log.warning("rate-limit storage answers again: tool limits apply")
         if allowed:
-            return await call_next(context)
+            return None
         retry = max(1, math.ceil(stats.reset_time - time.time()))
-        limit = describe(item)
-        if record is not None:
-            record.outcome, record.detail = "rate_limited", f"{limit}; retry in {retry}s"
         text = (
-            f"Rate limit reached for {tool}: this caller may make {limit}. "
+            f"Rate limit reached for {tool}: this caller may make {describe(item)}. "
             f"Nothing was done; retry in {retry} seconds."
         )
-        return ToolResult(
-            content=[mt.TextContent(type="text", text=text)],
-            meta={META_KEY: {"limit": str(item), "retry_after_seconds": retry}},
-            is_error=True,
-        )
+        return Refusal(text, {META_KEY: {"limit": str(item), "retry_after_seconds": retry}})
 
     async def _hit(self, item: RateLimitItem, caller: str, tool: str):  # type: ignore[no-untyped-def]
         """(allowed, window stats when refused) for one call of ``tool`` by ``caller``."""
@@ -151,16 +142,11 @@ class ToolRateLimitMiddleware(Middleware):
         )
 
     @staticmethod
-    def _unavailable(tool: str, item: RateLimitItem, record) -> ToolResult:  # type: ignore[no-untyped-def]
+    def _unavailable(item: RateLimitItem) -> Refusal:
         retry = UNAVAILABLE_RETRY_SECONDS
-        if record is not None:
-            record.outcome, record.detail = "rate_limited", "rate-limit storage unavailable"
         text = f"Nothing was done: rate limiting is unavailable; try again shortly (in {retry} seconds)."
-        return ToolResult(
-            content=[mt.TextContent(type="text", text=text)],
-            meta={META_KEY: {"limit": str(item), "retry_after_seconds": retry, "unavailable": True}},
-            is_error=True,
-        )
+        return Refusal(text, {META_KEY: {"limit": str(item), "retry_after_seconds": retry, "unavailable": True}},
+                       storage_unavailable=True)
 
 
 # --- HTTP endpoint (slowapi) ---------------------------------------------------
@@ -211,8 +197,7 @@ class CallerHttpLimit:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         access = getattr(scope.get("user"), "access_token", None) if scope["type"] == "http" else None
-        ours = (access.claims.get("ticket_server_caller") or {}) if access is not None else {}
-        reset = _http_limit.set(ours.get("http_rate_limit"))
+        reset = _http_limit.set(caller_from_access_token(access).http_rate_limit if access is not None else None)
         try:
             await self.app(scope, receive, send)
         finally:

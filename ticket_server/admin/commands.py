@@ -14,21 +14,16 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ticket_server.access.audit import parse_since, query
-from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable
+from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable, open_store
+from ticket_server.admin import CommandError
+from ticket_server.admin.reports import parse_since, query
 from ticket_server.settings import Settings
 
 T = TypeVar("T")
 BOOTSTRAP_NAME = "admin"
 
 
-class AccessCommandError(Exception):
-    """Printed as one line by the CLI; exit status 2."""
-
-
 def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
-    from ticket_server.access.control import open_store
-
     async def main() -> T:
         store = open_store(settings)
         try:
@@ -39,15 +34,15 @@ def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
     try:
         return asyncio.run(main())
     except CallerError as exc:
-        raise AccessCommandError(str(exc)) from exc
+        raise CommandError(str(exc)) from exc
     except RegistryUnavailable as exc:
-        raise AccessCommandError(
+        raise CommandError(
             "cannot read the callers table; run `ticket-server db upgrade` first"
         ) from exc
 
 
 def _connect_hint(settings: Settings, token: str) -> str:
-    url = f"{settings.public_url or f'http://{settings.host}:{settings.port}'}/mcp"
+    url = f"{settings.base_url}/mcp"
     return (
         f"Connect over Streamable HTTP to {url} with the header\n"
         f"  Authorization: Bearer {token}\n"
@@ -112,7 +107,7 @@ def audit(settings: Settings, caller: str | None, tool: str | None, since: str |
     try:
         moment = parse_since(since) if since else None
     except ValueError as exc:
-        raise AccessCommandError(str(exc)) from exc
+        raise CommandError(str(exc)) from exc
     rows = _run(settings, lambda s: query(s, caller=caller, tool=tool, since=moment, limit=limit))
     if as_json:
         for r in rows:
@@ -131,14 +126,14 @@ def audit(settings: Settings, caller: str | None, tool: str | None, since: str |
 
 def report_deprecated(settings: Settings, since: str | None, as_json: bool = False) -> None:
     """Who still calls each deprecated tool, how often and when last (from the audit trail)."""
-    from ticket_server.access.audit import deprecated_usage
-    from ticket_server.server import deprecations
+    from ticket_server.admin.reports import deprecated_usage
+    from ticket_server.tools.versions import ToolVersions
 
-    retiring = deprecations(settings)
+    retiring = ToolVersions.with_dates(settings.retirement_dates).deprecations
     try:
         moment = parse_since(since) if since else None
     except ValueError as exc:
-        raise AccessCommandError(str(exc)) from exc
+        raise CommandError(str(exc)) from exc
     rows = _run(settings, lambda s: deprecated_usage(s, sorted(retiring), moment))
     if as_json:
         for caller, tool, calls, last in rows:

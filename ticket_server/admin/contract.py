@@ -1,7 +1,7 @@
 """The published tool contract: a snapshot of tools/list, and a check that classifies
 every difference from it as additive or breaking.
 
-Rules (DESIGN.md, "Tool contract"): a new tool, a new optional input, a new output
+Rules (README, "Versioning and the published contract"): a new tool, a new optional input, a new output
 field or a wider input type is additive; a removed or renamed tool or input, a new
 required input, a narrowed input type, enum or bound, a removed output field or a
 changed output type or shape is breaking. A breaking change ships under a new name.
@@ -15,7 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from fastmcp import Client, FastMCP
+from fastmcp import FastMCP
 
 CONTRACT_FILE = Path("tool-contract.json")
 Kind = Literal["additive", "breaking"]
@@ -40,9 +40,13 @@ class Difference:
 
 
 async def snapshot(server: FastMCP) -> dict[str, Any]:
-    """Every tool as the server lists it: name, description, schemas, annotations."""
-    async with Client(server) as client:
-        tools = await client.list_tools()
+    """Every tool the server registers, as tools/list sends it (name, description,
+    schemas, annotations), whoever the caller: the contract is the whole published
+    surface, so no identity or database is consulted."""
+    from ticket_server import compat
+
+    async with compat.lifespan(server):  # the schemas as served (refs inlined at start)
+        tools = [t.to_mcp_tool() for t in await server.list_tools(run_middleware=False)]
     entries = []
     for tool in sorted(tools, key=lambda t: t.name):
         dumped = tool.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -30,6 +30,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from ticket_server.admin import CommandError
+
 if TYPE_CHECKING:  # keep `ticket-server --help` and the parser free of the MCP imports
     import mcp.types as mt
 
@@ -39,33 +41,27 @@ BYTES_PER_TOKEN = 4
 ESTIMATE_METHOD = "bytes / 4, the usual rule of thumb for BPE tokenizers; about +-25 % for JSON"
 
 
-class ExportError(Exception):
-    """Export cannot proceed; the message says what to change."""
-
-
 async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
     """The tools ``caller`` would see (all tools listed to an anonymous in-process client
     when ``caller`` is None), as MCP ``Tool`` objects, in listing order."""
     from fastmcp import Client
 
-    from ticket_server.server import build_server
+    from ticket_server.server import build_runtime, build_server
 
     if caller is not None:
         # An in-process client is served as the stdio caller the settings name: the
         # access room's own authorization middleware filters the listing for it.
-        from ticket_server.access.control import open_store
         from ticket_server.access.identity import IdentityError, check_stdio_identity
 
         settings = settings.model_copy(update={"stdio_caller": caller, "token": None})
-        store = open_store(settings)
+    runtime = build_runtime(settings)
+    if caller is not None:
         try:
-            await check_stdio_identity(settings, store)
+            await check_stdio_identity(settings, runtime.callers)
         except IdentityError as exc:
-            raise ExportError(f"--caller {caller}: {exc}") from exc
-        finally:
-            await store.aclose()
-    server = build_server(settings)
-    async with Client(server) as client:
+            await runtime.stop()
+            raise CommandError(f"--caller {caller}: {exc}") from exc
+    async with Client(build_server(runtime)) as client:
         return list(await client.list_tools())
 
 
@@ -103,7 +99,7 @@ def envelope(tools: Sequence[mt.Tool], fmt: str) -> Any:
         ]
     if fmt == "mcp":
         return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
-    raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    raise CommandError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
 def measure(block: Any) -> tuple[int, int]:

@@ -17,10 +17,9 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, insert, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from ticket_server.tickets.domain import DatabaseUnavailable
+from ticket_server.tickets.domain import bounded
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
 from ticket_server.tickets.search import (
@@ -68,27 +67,18 @@ class TicketRepository:
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:
-        try:
-            async with asyncio.timeout(self._timeout), self._sessions() as session:
-                yield session
-        except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            # The detail (SQL, DSN, path) stays in the log; callers get a plain fact.
-            log.error("ticket database unavailable", exc_info=exc)
-            raise DatabaseUnavailable() from exc
+        async with bounded(self._timeout), self._sessions() as session:
+            yield session
 
     async def _read(self, read: Callable[[Connection], T]) -> T:
         """``read(connection)``, a function of synchronous SQLAlchemy Core calls, as one
         read: in a worker thread on the SQLite reader, else on an async connection via
         ``run_sync`` (asyncpg, no thread)."""
-        try:
-            async with asyncio.timeout(self._timeout):
-                if self._reader is not None:
-                    return await self._read_in_thread(read)
-                async with self._engine.connect() as conn:
-                    return await conn.run_sync(read)
-        except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            log.error("ticket database unavailable", exc_info=exc)
-            raise DatabaseUnavailable() from exc
+        async with bounded(self._timeout):
+            if self._reader is not None:
+                return await self._read_in_thread(read)
+            async with self._engine.connect() as conn:
+                return await conn.run_sync(read)
 
     async def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
         # A worker thread cannot be cancelled: when the caller gives up (timeout,

@@ -11,19 +11,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fastmcp.exceptions import ToolError, ValidationError
-from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
-from fastmcp.tools import ToolResult
-from mcp import types as mt
+from fastmcp.exceptions import ToolError
 from pydantic import ValidationError as PydanticValidationError
 
-from ticket_server.access.context import current_call
 from ticket_server.tickets.domain import DatabaseUnavailable
 
-DATABASE_DETAIL = "ticket database unavailable"
 DATABASE_UNAVAILABLE = (
     "The ticket database is unavailable right now; nothing was changed. Try again in a few seconds."
 )
+
+
+class UnavailableError(ToolError):
+    """A database the call needs did not answer: the model reads ``DATABASE_UNAVAILABLE``;
+    the call pipeline records the cause from the type."""
+
+    def __init__(self) -> None:
+        super().__init__(DATABASE_UNAVAILABLE)
 
 
 @contextmanager
@@ -32,9 +35,7 @@ def domain_errors() -> Iterator[None]:
     try:
         yield
     except DatabaseUnavailable as exc:
-        if (record := current_call.get()) is not None:
-            record.detail = DATABASE_DETAIL  # for the audit row and the metrics
-        raise ToolError(DATABASE_UNAVAILABLE) from exc
+        raise UnavailableError() from exc
 
 
 def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
@@ -150,28 +151,3 @@ def describe_unusable_arguments(tool: str, arguments: dict[str, Any]) -> str | N
     if len(problems) > MAX_PROBLEMS:
         problems = [*problems[:MAX_PROBLEMS], f"and {len(problems) - MAX_PROBLEMS} more"]
     return f"Invalid arguments for {tool}: " + "; ".join(problems) + ". Nothing was done."
-
-
-class ArgumentErrorMiddleware(Middleware):
-    """Rewrites argument-validation failures as a sentence naming each bound or type.
-
-    FastMCP answers them with pydantic's raw text (error codes, URLs, internal names).
-    """
-
-    async def on_call_tool(
-        self,
-        context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
-    ) -> ToolResult:
-        unusable = describe_unusable_arguments(context.message.name, context.message.arguments or {})
-        if unusable is not None:
-            raise ToolError(unusable)
-        try:
-            return await call_next(context)
-        except ValidationError as exc:
-            cause = exc.__cause__
-            if not isinstance(cause, PydanticValidationError) or context.fastmcp_context is None:
-                raise ToolError(f"Invalid arguments for {context.message.name}.") from exc
-            tool = await context.fastmcp_context.fastmcp.get_tool(context.message.name)
-            schema = tool.parameters if tool is not None else {}
-            raise ToolError(describe_invalid_arguments(context.message.name, cause, schema)) from exc

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from fastmcp import FastMCP
 from pydantic import BaseModel
 
 from ticket_server import __version__
-from ticket_server.access.deprecation import Clock, Deprecation
+from ticket_server.tools.versions import ToolVersions
 
 URI = "tickets://manifest"
 
@@ -26,7 +24,7 @@ class Manifest(BaseModel):
     tools: list[ToolEntry]
 
 
-def register(mcp: FastMCP, deprecations: Mapping[str, Deprecation], clock: Clock) -> None:
+def register(mcp: FastMCP, versions: ToolVersions) -> None:
     @mcp.resource(
         URI,
         name="manifest",
@@ -36,10 +34,10 @@ def register(mcp: FastMCP, deprecations: Mapping[str, Deprecation], clock: Clock
         mime_type="application/json",
     )
     async def tool_manifest() -> str:
-        today = clock()
+        today = versions.clock()
         entries = []
         for tool in sorted(await mcp.list_tools(run_middleware=False), key=lambda t: t.name):
-            d = deprecations.get(tool.name)
+            d = versions.get(tool.name)
             if d is None:
                 entries.append(ToolEntry(name=tool.name, status="current"))
             else:

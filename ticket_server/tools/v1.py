@@ -2,39 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
-
 import inspect
-from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated
 
 from fastmcp import FastMCP
 from fastmcp.tools import ToolResult
 from mcp.types import TextContent
 from pydantic import Field
 
-from ticket_server.access.deprecation import Deprecation
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.lookup import find_ticket
+from ticket_server.tools.versions import Deprecation, ToolVersions
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
-
-REPLACEMENTS: dict[str, tuple[str, str]] = {
-    "get_ticket_status": (
-        "get_ticket_status_v2",
-        "pass the same ticket_id; the result has status, owner and updated_at (an RFC 3339 "
-        "time) in place of updated (a date), plus subject, priority, queue and created_at.",
-    ),
-    "search_tickets": (
-        "search_tickets_v2",
-        "pass the same query and limit; v2 matches words in subject and body, returns the "
-        "tickets under `tickets` and a next_cursor for further pages.",
-    ),
-}
-"""Each original tool's replacement and how its arguments map (for the retirement error)."""
 
 
 def _described(fn, deprecation: Deprecation) -> str:  # type: ignore[no-untyped-def]
@@ -42,11 +26,11 @@ def _described(fn, deprecation: Deprecation) -> str:  # type: ignore[no-untyped-
     return f"{deprecation.announcement()}\n\n{inspect.cleandoc(fn.__doc__ or '')}"
 
 
-def register(mcp: FastMCP, repo: TicketRepository, deprecations: Mapping[str, Deprecation]) -> None:
+def register(mcp: FastMCP, repo: TicketRepository, versions: ToolVersions) -> None:
     """Add the original tools to ``mcp``, each announcing its retirement."""
 
     def tool(fn):  # type: ignore[no-untyped-def]
-        d = deprecations[fn.__name__]
+        d = versions.deprecations[fn.__name__]
         return mcp.tool(
             name=fn.__name__, description=_described(fn, d), meta=d.meta(),
             annotations=READ_ONLY, tags={"tickets:read"},

@@ -1,5 +1,6 @@
-"""build_http_app(settings) -> the ASGI app: Streamable HTTP at /mcp, GET /healthz,
-the protected-resource metadata (RFC 9728); bearer-token auth and slowapi limits."""
+"""The HTTP transport: ``build_http_app(runtime)`` is the ASGI app: Streamable HTTP at
+/mcp, GET /healthz, GET /metrics, the protected-resource metadata (RFC 9728); bearer-token
+auth, the request body bound and the per-caller HTTP limit (slowapi)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ticket_server.access.control import AccessControl
-from ticket_server.db import open_repository
-from ticket_server.metrics import CONTENT_TYPE_LATEST, Metrics
-from ticket_server.server import build_server, deprecations
+from ticket_server import compat
+from ticket_server.access.identity import build_token_verifier
+from ticket_server.access.ratelimit import CallerHttpLimit, http_limiter
+from ticket_server.metrics import CONTENT_TYPE_LATEST
+from ticket_server.server import Runtime, build_runtime, build_server
 from ticket_server.settings import Settings
 from ticket_server.tickets.domain import DatabaseUnavailable
+from ticket_server.transports import frames
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.", "::1")
@@ -34,22 +37,9 @@ def metrics_allowed(settings: Settings, request: Request) -> bool:
 
 def frame_problem(body: bytes) -> str | None:
     """Why a POST body is not one JSON-RPC 2.0 message, or None to let the transport read
-    it (JSON-RPC 2.0 sections 4-5: an Invalid Request; MCP has had no batches since
-    2025-06-18). Bodies that are not JSON at all are left to the transport's Parse error."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(message, list):
-        return "JSON-RPC batches are not supported; send one message per request"
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return 'expected one JSON-RPC object with "jsonrpc": "2.0"'
-    if not {"method", "result", "error"} & message.keys():
-        return "expected a request, a notification or a response"
-    request_id = message.get("id")
-    if "method" in message and "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
-        return "a request id must be a string or an integer"
-    return None
+    it (bodies that are not JSON at all are left to the transport's Parse error)."""
+    message, parse_error = frames.parse(body)
+    return None if parse_error is not None else frames.problem(message)
 
 
 class RequestBodyLimit:
@@ -105,29 +95,43 @@ class RequestBodyLimit:
 
 def create_app():  # -> fastmcp StarletteWithLifespan
     """The app from the environment's settings: the factory each uvicorn worker calls
-    (`ticket-server serve --transport http --workers N`)."""
+    (`ticket-server serve --transport http --workers N`, see ``export_to_workers``)."""
     from ticket_server.logging import configure_logging
 
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
-    return build_http_app(settings)
+    return build_http_app(build_runtime(settings))
 
 
-def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
-    """The whole HTTP surface. Host/Origin validation (DNS-rebinding protection, MCP
-    spec "Transports: Security Warning") is always on; loopback names are accepted,
-    others only when listed in ``allowed_hosts``/``allowed_origins``."""
-    repo = open_repository(settings)
-    metrics = Metrics(deprecations(settings))
-    access = AccessControl(settings, observers=[metrics.observe_call])
-    mcp = build_server(settings, repo, access=access)
+def export_to_workers(settings: Settings) -> None:
+    """Hand the serving settings to uvicorn's worker processes: each is a new process
+    that builds its app from the environment (``create_app``), so the values the command
+    line decided (host, port, stateless sessions) go there. Legacy sessions cannot live
+    in one worker's memory, so several workers always serve them stateless."""
+    import os
+
+    os.environ.update({
+        "TICKET_SERVER_HOST": settings.host, "TICKET_SERVER_PORT": str(settings.port),
+        "TICKET_SERVER_STATELESS_HTTP": "true",
+    })
+
+
+def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
+    """The whole HTTP surface on ``runtime``. Host/Origin validation (DNS-rebinding
+    protection, MCP spec "Transports: Security Warning") is always on; loopback names are
+    accepted, others only when listed in ``allowed_hosts``/``allowed_origins``."""
+    from slowapi.middleware import SlowAPIASGIMiddleware
+    from starlette.middleware import Middleware as AsgiMiddleware
+
+    settings = runtime.settings
+    mcp = build_server(runtime)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
-    mcp.auth = access.token_verifier()
+    mcp.auth = build_token_verifier(settings, runtime.callers)
 
     @mcp.custom_route("/healthz", methods=["GET"], include_in_schema=False)
     async def healthz(_: Request) -> Response:
         try:
-            await repo.ping()
+            await runtime.repository.ping()
         except DatabaseUnavailable:
             return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok", "database": "ok"})
@@ -136,40 +140,38 @@ def build_http_app(settings: Settings):  # -> fastmcp StarletteWithLifespan
     async def prometheus(request: Request) -> Response:
         if not metrics_allowed(settings, request):
             return JSONResponse({"error": "forbidden"}, status_code=403)
-        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-    from starlette.middleware import Middleware as AsgiMiddleware
+        return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     app = mcp.http_app(
         path=MCP_PATH,
-        middleware=[AsgiMiddleware(RequestBodyLimit, max_bytes=settings.max_request_bytes),
-                    *access.http_middleware()],
+        middleware=[
+            AsgiMiddleware(RequestBodyLimit, max_bytes=settings.max_request_bytes),
+            # After authentication: the verified caller's own HTTP limit, then slowapi's.
+            AsgiMiddleware(CallerHttpLimit), AsgiMiddleware(SlowAPIASGIMiddleware),
+        ],
         json_response=True,
         stateless_http=settings.stateless_http,
         host_origin_protection=True,
         allowed_hosts=settings.allowed_hosts or None,
         allowed_origins=settings.allowed_origins or None,
     )
-    access.install_http(app, MCP_PATH)
+    limiter = http_limiter(settings)
+    app.state.limiter = limiter
+    for route in app.routes:  # limit the MCP endpoint; exempt the other routes
+        endpoint = getattr(route, "endpoint", None)
+        if endpoint is None:
+            continue
+        if getattr(route, "path", None) == MCP_PATH:
+            compat.name_endpoint_for_slowapi(endpoint, "mcp_endpoint")
+        elif hasattr(endpoint, "__name__"):
+            limiter.exempt(endpoint)
     return app
 
 
 def serve(app, host: str, port: int) -> None:
-    """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop exits 0.
-
-    uvicorn re-raises a captured SIGTERM once its graceful shutdown (lifespan included:
-    the audit trail is flushed there) is done, so the process would die by the signal;
-    a supervisor that asked the server to stop expects status 0.
-    """
-    import signal
-
+    """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
+    with the audit trail's flush, included) exits 0."""
     import uvicorn
 
-    class GracefulServer(uvicorn.Server):
-        def handle_exit(self, sig: int, frame) -> None:  # type: ignore[no-untyped-def]
-            super().handle_exit(sig, frame)
-            if sig == signal.SIGTERM and sig in self._captured_signals:
-                self._captured_signals.remove(sig)
-
     config = uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
-    GracefulServer(config).run()
+    compat.graceful_uvicorn_server(config).run()

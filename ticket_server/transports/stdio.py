@@ -1,40 +1,52 @@
-"""The stdio transport, answering malformed frames as JSON-RPC 2.0 requires.
+"""The stdio transport: FastMCP's ``run_stdio_async``, with two additions.
 
-The SDK's stdio reader drops a line it cannot parse without a word, so a client that
-sent one waits for an answer that never comes. JSON-RPC 2.0 (section 5.1) names the
-answer: invalid JSON is a Parse error (-32700), valid JSON that is not a request,
-notification or response (a batch, a wrong ``jsonrpc``, an id of the wrong type) is an
-Invalid Request (-32600); both with ``"id": null``, since no id could be read. Blank
-lines are skipped. Everything else is FastMCP's ``run_stdio_async`` unchanged.
+- Malformed frames are answered as JSON-RPC 2.0 requires (``transports.frames``): the
+  SDK's stdio reader drops a line it cannot parse without a word, so a client that sent
+  one would wait for an answer that never comes. Blank lines are skipped.
+- The start-up checks (the database is at the migration head, the configured stdio caller
+  exists unrevoked) run in-process beside the start: ``initialize`` may be answered
+  first, tools/list and tools/call wait for them. A failed check ends the process with
+  its one-line message and exit status 2.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
 
 import anyio
 from fastmcp import FastMCP
-from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
+from ticket_server import __version__, compat
+from ticket_server.server import Runtime, build_server
+from ticket_server.transports import frames
+
 log = logging.getLogger(__name__)
+
+
+class CheckFailed(Exception):
+    """A start-up check failed; the message (one line) says what to fix."""
 
 
 def frame_error(exc: Exception) -> ErrorData | None:
     """The JSON-RPC error for a line the transport could not read; None to skip it."""
-    if isinstance(exc, ValidationError):
-        errors = exc.errors(include_url=False)
-        raw = errors[0].get("input") if errors else None
-        if isinstance(raw, (str, bytes)) and not raw.strip():
-            return None  # a blank line: nothing was sent
-        if any(e.get("type") == "json_invalid" for e in errors):
-            return ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON")
-    return ErrorData(
-        code=INVALID_REQUEST,
-        message="Invalid Request: expected a JSON-RPC 2.0 request, notification or response object",
-    )
+    if not isinstance(exc, ValidationError):
+        return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.NOT_A_MESSAGE}")
+    errors = exc.errors(include_url=False)
+    raw = errors[0].get("input") if errors else None
+    if isinstance(raw, (str, bytes)) and not raw.strip():
+        return None  # a blank line: nothing was sent
+    if any(e.get("type") == "json_invalid" for e in errors):  # the SDK's JSON parser said so
+        return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
+    message, _ = frames.parse(raw) if isinstance(raw, (str, bytes)) else (raw, None)
+    return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.problem(message) or frames.NOT_A_MESSAGE}")
 
 
 async def run_stdio(mcp: FastMCP) -> None:
@@ -44,8 +56,8 @@ async def run_stdio(mcp: FastMCP) -> None:
 
     token = set_transport("stdio")
     try:
-        async with mcp._lifespan_manager(), stdio_server() as (read_stream, write_stream):
-            to_server, from_relay = create_context_streams[SessionMessage | Exception](0)
+        async with compat.lifespan(mcp), stdio_server() as (read_stream, write_stream):
+            to_server, from_relay = compat.context_streams(0)
 
             async def relay() -> None:
                 async with to_server:
@@ -57,15 +69,70 @@ async def run_stdio(mcp: FastMCP) -> None:
                         if error is None:
                             continue
                         log.warning("unreadable stdio frame", extra={"code": error.code})
-                        await write_stream.send(
-                            SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
-                        )
+                        await write_stream.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(relay)
-                await mcp._mcp_server.run(
-                    from_relay, write_stream, mcp._mcp_server.create_initialization_options()
-                )
+                await compat.run_session(mcp, from_relay, write_stream)
                 tg.cancel_scope.cancel()
     finally:
         reset_transport(token)
+
+
+async def startup_checks(runtime: Runtime) -> str:
+    """The database is at the code's migration head and the stdio caller is usable:
+    the caller's name, or ``CheckFailed`` naming what to fix."""
+    from ticket_server.access.identity import IdentityError, check_stdio_identity
+    from ticket_server.db import DatabaseSetupError, require_current_schema
+
+    try:
+        await require_current_schema(runtime.settings)
+        return await check_stdio_identity(runtime.settings, runtime.callers)
+    except (DatabaseSetupError, IdentityError) as exc:
+        raise CheckFailed(str(exc)) from exc
+
+
+def serve_stdio(runtime: Runtime, fail: Callable[[str], None]) -> None:
+    """Serve over stdio until stdin ends or SIGTERM arrives; either way the audit trail
+    is flushed. A failed start-up check is given to ``fail`` (one line) and ends the
+    process with exit status 2, even when stdin has ended before the verdict."""
+    verdict: asyncio.Future[str] | None = None
+
+    async def terminate(status: int = 0) -> None:
+        # FastMCP's stdin reader is a thread that cannot be cancelled: waiting for it
+        # would wait for the next input line. Flush the audit trail, then leave.
+        await runtime.stop()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+    async def check() -> str:
+        try:
+            caller = await startup_checks(runtime)
+        except CheckFailed as exc:
+            fail(str(exc))
+            await terminate(2)
+            raise  # not reached
+        log.info("serving MCP over stdio", extra={"version": __version__, "caller": caller})
+        return caller
+
+    async def ready() -> None:
+        assert verdict is not None
+        await asyncio.shield(verdict)
+
+    mcp = build_server(runtime, ready=ready)
+
+    async def main() -> None:
+        nonlocal verdict
+        verdict = asyncio.ensure_future(check())
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(terminate()))
+        await run_stdio(mcp)
+        # End of input: the lifespan has ended and flushed the audit trail. The exit
+        # status still reports a failed check. Then leave rather than let asyncio.run
+        # wait for worker threads: a query cancelled inside a driver's thread can leave
+        # one that never ends.
+        await verdict
+        await terminate()
+
+    asyncio.run(main())

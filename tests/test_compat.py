@@ -1,0 +1,90 @@
+"""Each touch of a library's internals in ticket_server/compat.py, checked against the
+installed versions: an upgrade that renames or reshapes one fails here, by name."""
+
+from __future__ import annotations
+
+import inspect
+
+import uvicorn
+from fastmcp import Client, FastMCP
+from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
+
+from ticket_server import compat
+
+
+async def test_lifespan_manager_runs_the_servers_lifespan() -> None:
+    events: list[str] = []
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(server: FastMCP):  # type: ignore[no-untyped-def]
+        events.append("start")
+        yield {}
+        events.append("stop")
+
+    async with compat.lifespan(FastMCP("t", lifespan=lifespan)):
+        assert events == ["start"]
+    assert events == ["start", "stop"]
+
+
+def test_low_level_server_run_and_initialization_options_exist() -> None:
+    low = FastMCP("t")._mcp_server
+    assert inspect.iscoroutinefunction(low.run)
+    assert list(inspect.signature(low.run).parameters)[:3] == ["read_stream", "write_stream", "initialization_options"]
+    assert low.create_initialization_options() is not None
+
+
+async def test_context_streams_carry_session_messages() -> None:
+    import mcp.types as mt
+
+    send, receive = compat.context_streams(1)
+    message = SessionMessage(mt.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
+    await send.send(message)
+    assert (await receive.receive()).message == message.message
+
+
+class Inner(BaseModel):
+    value: int
+
+
+async def test_schema_refs_are_inlined_from_the_local_provider() -> None:
+    mcp = FastMCP("t", dereference_schemas=False)
+
+    @mcp.tool
+    def echo(item: Inner) -> Inner:
+        return item
+
+    await compat.inline_schema_refs(mcp)
+    (tool,) = await mcp.local_provider.list_tools()
+    assert "$defs" not in tool.parameters and "$ref" not in str(tool.parameters)
+
+
+async def test_header_lookup_hook_is_honoured_by_the_low_level_server() -> None:
+    mcp = FastMCP("t")
+
+    @mcp.tool
+    def ping() -> str:
+        return "pong"
+
+    await compat.skip_listing_for_header_checks(mcp)
+    assert mcp._mcp_server.get_tool_input_schema("ping") is None
+    async with Client(mcp) as client:  # the server still answers with the hook in place
+        assert (await client.call_tool("ping")).data == "pong"
+
+
+def test_uvicorn_server_keeps_captured_signals() -> None:
+    server = compat.graceful_uvicorn_server(uvicorn.Config(app=None))
+    assert isinstance(server, uvicorn.Server)
+    assert hasattr(server, "_captured_signals")
+
+
+def test_slowapi_endpoint_naming() -> None:
+    class Endpoint:
+        async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
+            return None
+
+    endpoint = Endpoint()
+    compat.name_endpoint_for_slowapi(endpoint, "mcp_endpoint")
+    assert endpoint.__name__ == "mcp_endpoint"  # type: ignore[attr-defined]

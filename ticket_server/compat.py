@@ -1,0 +1,95 @@
+"""Every touch of FastMCP, MCP SDK, uvicorn and slowapi internals, in one place.
+
+Each function here leans on something its library does not promise (a private
+attribute, an undocumented hook). ``tests/test_compat.py`` checks each one against the
+installed versions, so an upgrade that changes them fails there, loudly, rather than as
+a strange fault somewhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+
+async def inline_schema_refs(mcp: FastMCP) -> None:
+    """Inline each tool's ``$ref``s once, before the first request, with FastMCP's own
+    function (what its DereferenceRefsMiddleware, switched off, would do again on every
+    tools/list and pass through on every other request). Listed schemas are unchanged.
+    Touches ``FastMCP.local_provider`` (the registered tools)."""
+    from fastmcp.utilities.json_schema import dereference_refs
+
+    for tool in await mcp.local_provider.list_tools():
+        for field in ("parameters", "output_schema"):
+            schema = getattr(tool, field)
+            if schema is not None and ("$defs" in schema or '"$ref"' in json.dumps(schema)):
+                setattr(tool, field, dereference_refs(schema))
+
+
+async def skip_listing_for_header_checks(mcp: FastMCP) -> None:
+    """Spare every 2026-07-28 HTTP tools/call an internal tools/list.
+
+    Before a tools/call the MCP SDK checks its ``Mcp-Param-*`` headers against the
+    ``x-mcp-header`` declarations in the tool's input schema, which it finds by running
+    the server's tools/list handler, through the whole call pipeline, unless the low-level
+    server's ``get_tool_input_schema`` lookup is set. None of our tools declares a header,
+    so the lookup answers "nothing to validate" (None) for every name. Should a tool ever
+    declare one, the SDK's caller-scoped listing stays in place (an unscoped lookup could
+    tell a caller about a tool it may not see). Touches ``FastMCP._mcp_server``.
+    """
+    from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
+    for tool in await mcp.local_provider.list_tools():
+        if find_invalid_x_mcp_header(tool.parameters) is None and x_mcp_header_map(tool.parameters):
+            return
+    mcp._mcp_server.get_tool_input_schema = lambda name: None
+
+
+def lifespan(mcp: FastMCP) -> AbstractAsyncContextManager[Any]:
+    """The server's lifespan as FastMCP's own transports enter it (``_lifespan_manager``)."""
+    return mcp._lifespan_manager()
+
+
+async def run_session(mcp: FastMCP, read_stream: Any, write_stream: Any) -> None:
+    """Serve one connection on the low-level MCP server, as ``run_stdio_async`` does
+    (``_mcp_server.run``), on streams we relay (see ``transports.stdio``)."""
+    await mcp._mcp_server.run(read_stream, write_stream, mcp._mcp_server.create_initialization_options())
+
+
+def context_streams(size: int = 0) -> tuple[Any, Any]:
+    """A memory object stream pair that carries the request context, as the SDK's
+    transports make them (``mcp.shared._context_streams``)."""
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    return create_context_streams[SessionMessage | Exception](size)
+
+
+def graceful_uvicorn_server(config: Any) -> Any:
+    """A ``uvicorn.Server`` whose SIGTERM ends with exit status 0.
+
+    uvicorn re-raises a captured SIGTERM once its graceful shutdown (lifespan included:
+    the audit trail is flushed there) is done, so the process would die by the signal; a
+    supervisor that asked the server to stop expects status 0. Touches
+    ``uvicorn.Server._captured_signals``."""
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                self._captured_signals.remove(sig)
+
+    return GracefulServer(config)
+
+
+def name_endpoint_for_slowapi(endpoint: Any, name: str) -> None:
+    """slowapi keys routes by ``endpoint.__name__``; FastMCP's MCP endpoint is an ASGI
+    object without one, and slowapi's middleware answers every request to it with 500."""
+    if not hasattr(endpoint, "__name__"):
+        endpoint.__name__ = name

@@ -1,0 +1,220 @@
+"""The call pipeline: the one path every tools/list and tools/call takes, on every
+transport (stdio, HTTP, in memory), read top to bottom in ``CallPipeline.on_call_tool``:
+
+1. record      a typed ``CallRecord``: trace id, tool name, transport, protocol revision
+2. gatekeeper  caller (identity) -> scopes -> rate limit -> retirement
+3. arguments   values no tool can use refused before validation; validation errors
+               reworded as one sentence naming each bound
+4. executor    the tool itself, under the call deadline (``tool_timeout``)
+5. observers   the finished record, to the audit writer and the metrics
+
+A tool the caller may not call is answered exactly like an unknown tool. Refusals a model
+can act on (rate limit, retired name, bad arguments, database unavailable) are ``isError``
+results in words it can act on. Authorization is data on the tool: its ``tags`` of the
+form ``resource:action`` (e.g. ``tickets:read``) are the scopes it needs; a tool without
+one is nobody's (fail closed). Nothing is cached per connection: the 2026-07-28 revision
+has no sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from time import monotonic
+from typing import Any
+
+from fastmcp.exceptions import NotFoundError, ToolError, ValidationError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools import Tool, ToolResult
+from mcp import types as mt
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError as PydanticValidationError
+
+from ticket_server.access.audit import redact, result_size, sensitive_fields, storable
+from ticket_server.access.callers import SCOPE, Caller, RegistryUnavailable
+from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
+from ticket_server.access.identity import Identity
+from ticket_server.access.ratelimit import ToolLimiter
+from ticket_server.tools.errors import (
+    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_unusable_arguments,
+)
+from ticket_server.tools.versions import ToolVersions
+
+Observer = Callable[[CallRecord], None]
+MAX_TOOL_NAME_SHOWN = 80
+
+
+def shown(name: str) -> str:
+    """A tool name as quoted back to the client: repr (escapes control characters and
+    lone surrogates), at most 80 characters (a client may send a megabyte of name)."""
+    text = repr(name)
+    return text if len(text) <= MAX_TOOL_NAME_SHOWN else text[: MAX_TOOL_NAME_SHOWN - 3] + "..."
+
+
+def required_scopes(tool: Tool) -> frozenset[str]:
+    return frozenset(tag for tag in tool.tags if SCOPE.match(tag))
+
+
+def may_call(caller: Caller | None, tool: Tool) -> bool:
+    needed = required_scopes(tool)
+    return caller is not None and bool(needed) and needed <= caller.scopes
+
+
+def _refusal(text: str, meta: dict[str, Any] | None = None) -> ToolResult:
+    return ToolResult(content=[mt.TextContent(type="text", text=text)], meta=meta, is_error=True)
+
+
+class CallPipeline(Middleware):
+    """The gatekeeper, executor and observers of every call, as one FastMCP middleware."""
+
+    def __init__(
+        self, identity: Identity, limiter: ToolLimiter, versions: ToolVersions,
+        observers: Sequence[Observer], *, deadline: float,
+        ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
+        start-up checks); ``deadline`` is the most seconds a tool may run."""
+        self.identity, self.limiter, self.versions = identity, limiter, versions
+        self.observers = tuple(observers)
+        self.deadline = deadline
+        self.ready = ready
+        # A tool found once is kept by name with its sensitive argument names (FastMCP's
+        # get_tool runs the providers again on every call); scopes are checked on every
+        # call. The server's tools are fixed once it is built; a name not found is looked
+        # up again.
+        self._tools: dict[str, tuple[Tool, frozenset[str]]] = {}
+
+    # --- tools/list ------------------------------------------------------------
+
+    async def on_list_tools(
+        self, context: MiddlewareContext[mt.ListToolsRequest], call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]],
+    ) -> Sequence[Tool]:
+        if self.ready is not None:
+            await self.ready()
+        tools = await call_next(context)
+        try:
+            caller, _ = await self.identity.resolve(_transport(context))
+        except RegistryUnavailable as exc:
+            if not self.identity.unconfigured:
+                raise MCPError(code=-32603, message=DATABASE_UNAVAILABLE) from exc
+            # No identity configured and the registry unreadable: list what the built-in
+            # local caller would see (calls still answer "unavailable").
+            from ticket_server.access.callers import BUILTIN_LOCAL
+
+            caller = BUILTIN_LOCAL
+        return [t for t in tools if may_call(caller, t) and self.versions.retired(t.name) is None]
+
+    # --- tools/call ------------------------------------------------------------
+
+    async def on_call_tool(
+        self, context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        if self.ready is not None:
+            await self.ready()
+        record = CallRecord(tool=storable(context.message.name, 128), protocol_version=_protocol_version(context))
+        reset = current_call.set(record)
+        try:
+            result = await self._call(context, call_next, record)
+            if result.is_error and record.outcome is Outcome.OK:
+                record.fail(Outcome.TOOL_ERROR)
+            record.result_bytes = result_size(result)
+            return result
+        except Exception as exc:  # ToolError (isError), NotFoundError (unknown or refused tool), ...
+            if record.outcome is Outcome.OK:
+                record.fail(Outcome.TOOL_ERROR)
+            if isinstance(exc, UnavailableError):
+                record.fail(Outcome.TOOL_ERROR, Cause.DATABASE_UNAVAILABLE)
+            record.result_bytes = len(str(exc).encode("utf-8"))
+            raise
+        finally:
+            current_call.reset(reset)
+            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
+            for observe in self.observers:
+                observe(record)
+
+    async def _call(
+        self, context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult], record: CallRecord,
+    ) -> ToolResult:
+        name = context.message.name
+        arguments = context.message.arguments or {}
+
+        # Gatekeeper: caller -> scopes -> limits -> retirement.
+        try:
+            record.caller, record.transport = await self.identity.resolve(_transport(context))
+        except RegistryUnavailable as exc:
+            record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
+            raise ToolError(DATABASE_UNAVAILABLE) from exc
+        found = await self._tool(context, name)
+        record.arguments = redact(arguments, found[1] if found else frozenset()) if arguments else "{}"
+        if found is None:
+            record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
+            raise NotFoundError(f"Unknown tool: {shown(name)}")
+        tool = found[0]
+        if not may_call(record.caller, tool):
+            needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
+            record.fail(Outcome.DENIED, *((Cause.NO_CALLER, None) if record.caller is None
+                                          else (Cause.MISSING_SCOPE, f"needs {needs}")))
+            raise NotFoundError(f"Unknown tool: {shown(name)}")
+        assert record.caller is not None
+        refusal = await self.limiter.admit(record.caller, name)
+        if refusal is not None:
+            cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+            retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
+            record.fail(Outcome.RATE_LIMITED, cause,
+                        None if refusal.storage_unavailable
+                        else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s")
+            return _refusal(refusal.text, refusal.meta)
+        deprecation = self.versions.get(name)
+        if deprecation is not None and deprecation.retired(self.versions.clock()):
+            record.fail(Outcome.TOOL_ERROR, Cause.RETIRED)
+            return _refusal(deprecation.retired_message(), deprecation.meta())
+
+        # Arguments: what no tool could use is refused before validation.
+        unusable = describe_unusable_arguments(name, arguments)
+        if unusable is not None:
+            record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
+            raise ToolError(unusable)
+
+        # Executor: the tool under the deadline.
+        try:
+            async with asyncio.timeout(self.deadline):
+                result = await call_next(context)
+        except ValidationError as exc:
+            record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
+            cause = exc.__cause__
+            if not isinstance(cause, PydanticValidationError):
+                raise ToolError(f"Invalid arguments for {name}.") from exc
+            raise ToolError(describe_invalid_arguments(name, cause, tool.parameters or {})) from exc
+        except TimeoutError as exc:
+            record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
+            raise ToolError(
+                f"{name} took longer than {self.deadline:g} seconds and was stopped; nothing was "
+                "changed. Try again, or narrow the request."
+            ) from exc
+        if deprecation is not None:
+            result.meta = {**(result.meta or {}), **deprecation.meta()}
+        return result
+
+    async def _tool(
+        self, context: MiddlewareContext[mt.CallToolRequestParams], name: str,
+    ) -> tuple[Tool, frozenset[str]] | None:
+        found = self._tools.get(name)
+        if found is None and context.fastmcp_context is not None:
+            tool = await context.fastmcp_context.fastmcp.get_tool(name)
+            if tool is not None:
+                found = self._tools[name] = (tool, sensitive_fields(tool))
+        return found
+
+
+def _transport(context: MiddlewareContext[Any]) -> str | None:
+    return context.fastmcp_context.transport if context.fastmcp_context is not None else None
+
+
+def _protocol_version(context: MiddlewareContext[Any]) -> str | None:
+    try:
+        return context.fastmcp_context.request_context.protocol_version  # type: ignore[union-attr]
+    except Exception:  # no request context (e.g. a call made from inside the server)
+        return None
+
