@@ -1,5 +1,5 @@
-"""The domain's vocabulary without any database library: the ticket enums and the
-error for an unavailable database. The tools and the server's start import these;
+"""The domain's vocabulary without any database library: the ticket, comment and
+history enums and the error for an unavailable database. The tools and the server's start import these;
 SQLAlchemy (models, repository, search) is imported on the first query."""
 
 from __future__ import annotations
@@ -21,6 +21,32 @@ class TicketPriority(StrEnum):
     NORMAL = "normal"
     HIGH = "high"
     URGENT = "urgent"
+
+
+class AuthorType(StrEnum):
+    """Who wrote a comment or made a change: the customer's side, a support agent, or
+    the system (automations). Text with ``CUSTOMER`` authorship is untrusted."""
+
+    CUSTOMER = "customer"
+    AGENT = "agent"
+    SYSTEM = "system"
+
+
+class Visibility(StrEnum):
+    """A comment's audience: ``PUBLIC`` replies reach the customer; ``INTERNAL`` notes
+    are for agents only."""
+
+    PUBLIC = "public"
+    INTERNAL = "internal"
+
+
+class EventField(StrEnum):
+    """The ticket field a history event changed."""
+
+    STATUS = "status"
+    PRIORITY = "priority"
+    OWNER = "owner"
+    QUEUE = "queue"
 
 
 class DatabaseUnavailable(Exception):

@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.domain import DatabaseUnavailable
-from ticket_server.tickets.models import Ticket
+from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
 from ticket_server.tickets.schemas import TicketRecord
 from ticket_server.tickets.search import (
     RANK_WINDOW, Position, SearchFilters, build_listing, build_window, search_terms,
@@ -186,12 +186,27 @@ class TicketRepository:
         async with self._session() as session:
             return int(await session.scalar(select(func.count()).select_from(Ticket)) or 0)
 
-    async def add_all(self, tickets: Iterable[dict[str, Any]]) -> int:
-        """Insert tickets (dicts of column values) in one transaction; returns how many."""
-        rows = list(tickets)
+    async def add_all(
+        self, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
+        events: Iterable[dict[str, Any]] = (),
+    ) -> int:
+        """Insert tickets, then comments and events (dicts of column values; a comment or
+        event names its ticket by ``ticket_id``, already stored or in ``tickets``) in one
+        transaction; returns how many tickets."""
+        batches = [(Ticket, list(tickets)), (Comment, list(comments)), (TicketEvent, list(events))]
+        if any(rows for _, rows in batches):
+            async with self._session() as session, session.begin():
+                for model, rows in batches:
+                    if rows:
+                        await session.execute(insert(model), rows)
+        return len(batches[0][1])
+
+    async def add_customers(self, customers: Iterable[dict[str, Any]]) -> int:
+        """Insert customers (dicts of column values) in one transaction; returns how many."""
+        rows = list(customers)
         if rows:
             async with self._session() as session, session.begin():
-                await session.execute(insert(Ticket), rows)
+                await session.execute(insert(Customer), rows)
         return len(rows)
 
     async def ping(self) -> None:
