@@ -18,7 +18,7 @@ from ticket_server.checks import CheckFailed, StartupChecks
 from ticket_server.db import DeferredRepository
 from ticket_server.settings import Settings
 from ticket_server.access.deprecation import Clock, Deprecation, DeprecationMiddleware, utc_today
-from ticket_server.tools import manifest, v1, v2
+from ticket_server.tools import full_read, manifest, v1, v2
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import ArgumentErrorMiddleware
 
@@ -110,6 +110,7 @@ def build_server(
     v1.register(mcp, repository, retiring)
     v2.register(mcp, repository, CursorCodec(settings.cursor_key))
     manifest.register(mcp, retiring, clock)
+    full_read.register(mcp, repository, CursorCodec(settings.cursor_key))
     return mcp
 
 

@@ -16,6 +16,10 @@ class TicketStatus(StrEnum):
     CLOSED = "closed"
 
 
+OPEN_STATUSES = frozenset({TicketStatus.NEW, TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER})
+"""Statuses of a ticket still being worked on (not resolved or closed)."""
+
+
 class TicketPriority(StrEnum):
     LOW = "low"
     NORMAL = "normal"
