@@ -18,7 +18,7 @@ from ticket_server.checks import CheckFailed, StartupChecks
 from ticket_server.db import DeferredRepository
 from ticket_server.settings import Settings
 from ticket_server.access.deprecation import Clock, Deprecation, DeprecationMiddleware, utc_today
-from ticket_server.tools import full_read, manifest, v1, v2
+from ticket_server.tools import completions, full_read, manifest, prompts, resources, scope, v1, v2
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import ArgumentErrorMiddleware
 
@@ -111,6 +111,9 @@ def build_server(
     v2.register(mcp, repository, CursorCodec(settings.cursor_key))
     manifest.register(mcp, retiring, clock)
     full_read.register(mcp, repository, CursorCodec(settings.cursor_key))
+    resources.register(mcp, repository, CursorCodec(settings.cursor_key))
+    prompts.register(mcp, repository)
+    completions.register(mcp, repository, scope.register(mcp, access.resolve))
     return mcp
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fastmcp import FastMCP
 from fastmcp.exceptions import NotFoundError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp import types as mt
@@ -85,3 +86,10 @@ class ReadScope(Middleware):
         server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
         component = await server.get_prompt(name) if server is not None else None
         return await self._served(context, call_next, component, NotFoundError(f"Unknown prompt: {name!r}"))
+
+
+def register(mcp: FastMCP, resolve: Resolver) -> ReadScope:
+    """Add the ``ReadScope`` middleware to ``mcp``; returns it (completions ask it)."""
+    scope = ReadScope(resolve)
+    mcp.add_middleware(scope)
+    return scope
