@@ -18,7 +18,7 @@ from ticket_server.checks import CheckFailed, StartupChecks
 from ticket_server.db import DeferredRepository
 from ticket_server.settings import Settings
 from ticket_server.access.deprecation import Clock, Deprecation, DeprecationMiddleware, utc_today
-from ticket_server.tools import completions, full_read, manifest, prompts, resources, scope, v1, v2
+from ticket_server.tools import capabilities, completions, full_read, manifest, prompts, resources, scope, v1, v2
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import ArgumentErrorMiddleware
 
@@ -114,6 +114,7 @@ def build_server(
     resources.register(mcp, repository, CursorCodec(settings.cursor_key))
     prompts.register(mcp, repository)
     completions.register(mcp, repository, scope.register(mcp, access.resolve))
+    capabilities.register(mcp)
     return mcp
 
 
