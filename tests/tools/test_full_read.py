@@ -265,3 +265,19 @@ async def test_size_budget_and_capabilities(settings: Settings) -> None:
     # Extensions are FastMCP's own (the MCP Apps UI, on discover only); the rest is equal.
     same = ("tools", "resources", "prompts", "completions", "logging")
     assert {k: capabilities["legacy"].get(k) for k in same} == {k: capabilities["2026-07-28"].get(k) for k in same}
+
+
+async def test_caller_without_read_scope_sees_no_template_prompt_or_completion(settings: Settings) -> None:
+    """Templates and prompts carry the tickets:read scope: a caller without it lists
+    neither, gets no completion values, and a ticket resource answers as a missing one."""
+    await create_caller(settings.database_url, "writer", scopes=("tickets:write",))
+    async with Client(build_server(settings.model_copy(update={"stdio_caller": "writer"}))) as client:
+        assert await client.list_resource_templates() == []
+        assert await client.list_prompts() == []
+        assert [str(r.uri) for r in await client.list_resources()] == ["tickets://manifest"]
+        template = ResourceTemplateReference(type="ref/resource", uri="tickets://ticket/{id}")
+        assert (await client.complete(template, {"name": "id", "value": "SUP-4"})).values == []
+        assert await _missing_answer(client, "tickets://ticket/SUP-4412") == await _missing_answer(
+            client, "tickets://ticket/SUP-0000001")
+        with pytest.raises(MCPError):
+            await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
