@@ -1,7 +1,7 @@
 """Alembic environment, async. The URL comes from the config (set by ``ticket_server.db``)
 or, when Alembic is run by hand from the repository root, from the one Settings object.
 
-``target_metadata`` holds every model (tickets and access tables), so autogenerate
+``target_metadata`` holds every model (tickets, customers, comments, ticket events and the access tables), so autogenerate
 compares the whole schema; the full-text objects, which SQLAlchemy cannot describe
 (FTS5 virtual tables, a generated tsvector column, expression indexes), are left out by
 ``include_object`` and managed by hand in their revisions.

@@ -12,7 +12,8 @@ from fastmcp import Client
 from ticket_server import db
 from ticket_server.settings import Settings
 from ticket_server.admin.generator import generate_tickets
-from ticket_server.admin.seeding import SAMPLE_COUNT, SAMPLE_FILE, read_jsonl, seed
+from ticket_server.admin.conversations import generate_conversations, generate_customers
+from ticket_server.admin.seeding import SAMPLE_COUNT, SAMPLE_FILE, SAMPLE_FILES, read_jsonl, read_records, seed
 from tests.helpers import assert_no_leak, text_of
 
 
@@ -63,6 +64,23 @@ def test_sample_file_is_the_generators_output() -> None:
     from_file = list(read_jsonl(SAMPLE_FILE))
     assert len(from_file) == SAMPLE_COUNT >= 2000
     assert from_file == list(generate_tickets(SAMPLE_COUNT))
+
+
+def test_sample_conversations_are_the_generators_output() -> None:
+    """seed/customers.jsonl, comments.jsonl and events.jsonl are exactly the generators'
+    output for the sample: every ticket's customer has a record, long threads and
+    non-ASCII comments exist, and SUP-4412's history ends in its status."""
+    generated = list(generate_conversations(SAMPLE_COUNT))
+    assert list(read_records(SAMPLE_FILES["customers"])) == generate_customers()
+    assert list(read_records(SAMPLE_FILES["comments"])) == [c for _, cs, _ in generated for c in cs]
+    assert list(read_records(SAMPLE_FILES["events"])) == [e for _, _, es in generated for e in es]
+    names = {c["name"] for c in generate_customers()}
+    assert all(t["customer"] in names for t, _, _ in generated)
+    assert max(len(cs) for _, cs, _ in generated) >= 20
+    assert any(not c["body"].isascii() for _, cs, _ in generated for c in cs)
+    ticket, comments, events = next(row for row in generated if row[0]["id"] == "SUP-4412")
+    assert events[-1]["new_value"] == ticket["status"] == "waiting_on_customer"
+    assert events[-1]["created_at"] == ticket["updated_at"]
 
 
 def test_seed_if_empty_is_idempotent(settings: Settings) -> None:

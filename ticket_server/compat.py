@@ -93,3 +93,16 @@ def name_endpoint_for_slowapi(endpoint: Any, name: str) -> None:
     object without one, and slowapi's middleware answers every request to it with 500."""
     if not hasattr(endpoint, "__name__"):
         endpoint.__name__ = name
+
+
+def advertise_fixed_lists(mcp: FastMCP) -> None:
+    """Advertise ``listChanged: false`` for tools, resources and prompts over both
+    handshakes: the server's lists are fixed once it is built and it never sends a
+    ``notifications/*/list_changed``. ``server/discover`` already says false; the legacy
+    ``initialize`` takes the low-level server's notification options (FastMCP's default:
+    true). Touches ``FastMCP._mcp_server.notification_options``."""
+    from mcp.server.lowlevel.server import NotificationOptions
+
+    mcp._mcp_server.notification_options = NotificationOptions(
+        prompts_changed=False, resources_changed=False, tools_changed=False,
+    )

@@ -1,5 +1,6 @@
-"""The call pipeline: the one path every tools/list and tools/call takes, on every
-transport (stdio, HTTP, in memory), read top to bottom in ``CallPipeline.on_call_tool``:
+"""The call pipeline: the one path every request for a tool, resource or prompt takes,
+on every transport (stdio, HTTP, in memory). A tools/call reads top to bottom in
+``CallPipeline.on_call_tool``:
 
 1. record      a typed ``CallRecord``: trace id, tool name, transport, protocol revision
 2. gatekeeper  caller (identity) -> scopes -> rate limit -> retirement
@@ -10,10 +11,14 @@ transport (stdio, HTTP, in memory), read top to bottom in ``CallPipeline.on_call
 
 A tool the caller may not call is answered exactly like an unknown tool. Refusals a model
 can act on (rate limit, retired name, bad arguments, database unavailable) are ``isError``
-results in words it can act on. Authorization is data on the tool: its ``tags`` of the
-form ``resource:action`` (e.g. ``tickets:read``) are the scopes it needs; a tool without
-one is nobody's (fail closed). Nothing is cached per connection: the 2026-07-28 revision
-has no sessions.
+results in words it can act on. Authorization is data on the component: its ``tags`` of
+the form ``resource:action`` (e.g. ``tickets:read``) are the scopes it needs; a tool
+without one is nobody's (fail closed), a resource or prompt without one (the manifest) is
+everyone's. Resources, templates and prompts are listed and read through the same caller
+resolution, and one the caller may not read answers exactly like a missing one.
+``completion/complete`` passes no FastMCP middleware, so its handler asks
+``readable_queues()``. Nothing is cached per connection: the 2026-07-28 revision has no
+sessions.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from ticket_server.tools.versions import ToolVersions
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
+READ_SCOPE = "tickets:read"
 
 
 def shown(name: str) -> str:
@@ -58,6 +64,12 @@ def required_scopes(tool: Tool) -> frozenset[str]:
 def may_call(caller: Caller | None, tool: Tool) -> bool:
     needed = required_scopes(tool)
     return caller is not None and bool(needed) and needed <= caller.scopes
+
+
+def may_read(caller: Caller | None, component: Any) -> bool:
+    """Whether ``caller`` holds every scope tag of a resource, template or prompt (none: anyone)."""
+    needed = {tag for tag in component.tags if SCOPE.match(tag)}
+    return not needed or (caller is not None and needed <= caller.scopes)
 
 
 def _refusal(text: str, meta: dict[str, Any] | None = None) -> ToolResult:
@@ -103,6 +115,64 @@ class CallPipeline(Middleware):
 
             caller = BUILTIN_LOCAL
         return [t for t in tools if may_call(caller, t) and self.versions.retired(t.name) is None]
+
+    # --- resources, resource templates, prompts, completions --------------------
+
+    async def _reader(self, context: MiddlewareContext[Any] | None) -> tuple[Caller | None, str]:
+        try:
+            return await self.identity.resolve(_transport(context) if context is not None else None)
+        except RegistryUnavailable as exc:
+            raise MCPError(code=-32603, message=DATABASE_UNAVAILABLE) from exc
+
+    async def readable_queues(self) -> frozenset[str] | None:
+        """The queues the current caller may read (``current_queues()``'s answer): None =
+        every queue; empty = none (no caller, or no ``tickets:read``)."""
+        caller, _ = await self._reader(None)
+        if caller is None or READ_SCOPE not in caller.scopes:
+            return frozenset()
+        return caller.queues
+
+    async def _listed(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Sequence[Any]]) -> Sequence[Any]:
+        if self.ready is not None:
+            await self.ready()
+        components = await call_next(context)
+        caller, _ = await self._reader(context)
+        return [c for c in components if may_read(caller, c)]
+
+    on_list_resources = _listed
+    on_list_resource_templates = _listed
+    on_list_prompts = _listed
+
+    async def _served(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any], component: Any,
+                      missing: Exception) -> Any:
+        if self.ready is not None:
+            await self.ready()
+        caller, transport = await self._reader(context)
+        if component is not None and not may_read(caller, component):
+            raise missing
+        reset = current_call.set(CallRecord(tool="", transport=transport, caller=caller))
+        try:
+            return await call_next(context)
+        finally:
+            current_call.reset(reset)
+
+    async def on_read_resource(
+        self, context: MiddlewareContext[mt.ReadResourceRequestParams], call_next: CallNext[mt.ReadResourceRequestParams, Any],
+    ) -> Any:
+        uri = str(context.message.uri)
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+        component = None
+        if server is not None:
+            component = await server.get_resource(uri) or await server.get_resource_template(uri)
+        return await self._served(context, call_next, component, NotFoundError(f"Unknown resource: {uri!r}"))
+
+    async def on_get_prompt(
+        self, context: MiddlewareContext[mt.GetPromptRequestParams], call_next: CallNext[mt.GetPromptRequestParams, Any],
+    ) -> Any:
+        name = context.message.name
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+        component = await server.get_prompt(name) if server is not None else None
+        return await self._served(context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}"))
 
     # --- tools/call ------------------------------------------------------------
 

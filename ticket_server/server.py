@@ -22,7 +22,7 @@ from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.metrics import Metrics
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
-from ticket_server.tools import manifest, v1, v2
+from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
@@ -106,6 +106,10 @@ def build_server(
         finally:
             await rt.stop()
 
+    pipeline = CallPipeline(
+        rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
+        deadline=rt.settings.tool_timeout, ready=ready,
+    )
     mcp = FastMCP(
         "ticket-server",
         instructions=INSTRUCTIONS,
@@ -115,14 +119,15 @@ def build_server(
         # Refs are inlined once at start (compat.inline_schema_refs) instead of on every request.
         dereference_schemas=False,
         lifespan=lifespan,
-        middleware=[
-            CallPipeline(
-                rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
-                deadline=rt.settings.tool_timeout, ready=ready,
-            )
-        ],
+        middleware=[pipeline],
     )
+    cursors = CursorCodec(rt.settings.cursor_key)
     v1.register(mcp, rt.repository, rt.versions)
-    v2.register(mcp, rt.repository, CursorCodec(rt.settings.cursor_key))
+    v2.register(mcp, rt.repository, cursors)
+    full_read.register(mcp, rt.repository, cursors)
     manifest.register(mcp, rt.versions)
+    resources.register(mcp, rt.repository, cursors)
+    prompts.register(mcp, rt.repository)
+    completions.register(mcp, rt.repository, pipeline.readable_queues)
+    compat.advertise_fixed_lists(mcp)
     return mcp

@@ -23,6 +23,7 @@ from tests.transports.conftest import (  # noqa: F401  (re-exported fixture)
 KNOWN_GOOD: dict[str, Any] = {
     "ticket_id": "SUP-4412",
     "query": "invoice",
+    "customer_id": "CUS-1042",
 }
 
 

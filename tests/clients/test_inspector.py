@@ -152,3 +152,25 @@ def test_inspector_strict_check_catches_an_unportable_schema(inspector: list[str
     )
     assert rc == 6, stderr
     assert "free_form" in stderr
+
+
+async def test_inspector_lists_and_reads_templates_and_prompts(
+    inspector: list[str], server_args: list[str], tmp_path: Path
+) -> None:
+    """resources/templates/list, resources/read of tickets://ticket/SUP-4412, prompts/list
+    and prompts/get of summarize_ticket, through the Inspector over stdio and HTTP."""
+    options, command = split(server_args)
+
+    def call(*args: str) -> dict:
+        rc, document, stderr = run(inspector, [*options, *args, *command], tmp_path)
+        assert rc == 0, f"{args} exited {rc}: {document} {stderr[-2000:]}"
+        return document["result"]
+
+    templates = call("--method", "resources/templates/list")["resourceTemplates"]
+    assert {t["uriTemplate"] for t in templates} == {"tickets://ticket/{id}", "tickets://customer/{id}"}
+    read = call("--method", "resources/read", "--uri", "tickets://ticket/SUP-4412")
+    assert json.loads(read["contents"][0]["text"])["status"] == "waiting_on_customer"
+    prompts = call("--method", "prompts/list")["prompts"]
+    assert {p["name"] for p in prompts} == {"summarize_ticket", "triage_queue", "draft_reply"}
+    prompt = call("--method", "prompts/get", "--prompt-name", "summarize_ticket", "--prompt-args", "ticket_id=SUP-4412")
+    assert "SUP-4412" in prompt["messages"][0]["content"]["text"]

@@ -28,7 +28,14 @@ from tests.hardening.support import (
     result_text,
 )
 
-TOOLS = ["get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2"]
+TOOLS = [
+    "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2", "get_ticket", "get_customer",
+]
+VALID = {  # one valid call per tool: the server still answers after the generated ones
+    "get_ticket_status": {"ticket_id": "SUP-4412"}, "get_ticket_status_v2": {"ticket_id": "SUP-4412"},
+    "get_ticket": {"ticket_id": "SUP-4412"}, "get_customer": {"customer_id": "CUS-1250"},
+    "search_tickets": {"query": "invoice"}, "search_tickets_v2": {"query": "invoice"},
+}
 MAX_MESSAGE = 2000  # characters: an error message is a sentence or a few, never a dump
 
 EVERY_CATEGORY = [
@@ -145,7 +152,7 @@ def test_generated_arguments_answer_sensibly(server: FastMCP, tool: str, backend
 
         run()
         # Still serving after thousands of bad inputs.
-        after = bg.call("legacy", tool, {"ticket_id": "SUP-4412"} if "status" in tool else {"query": "invoice"})
+        after = bg.call("legacy", tool, VALID[tool])
         assert after.is_error is False
 
 

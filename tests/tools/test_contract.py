@@ -34,7 +34,7 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
     published = contract.read_contract(ROOT / "tool-contract.json")
     assert contract.compare(published, live) == []
     assert {t["name"] for t in published["tools"]} == {
-        "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2"}
+        "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2", "get_ticket", "get_customer"}
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)
 

@@ -1,7 +1,7 @@
-"""The domain's vocabulary without any database library at import: the ticket enums, the
-error for an unavailable database and the one bound every query runs under. The tools
-and the server's start import these; SQLAlchemy (models, repository, search) is
-imported on the first query."""
+"""The domain's vocabulary without any database library at import: the ticket, comment
+and history enums, the error for an unavailable database and the one bound every query
+runs under. The tools and the server's start import these; SQLAlchemy (models,
+repository, search) is imported on the first query."""
 
 from __future__ import annotations
 
@@ -23,11 +23,41 @@ class TicketStatus(StrEnum):
     CLOSED = "closed"
 
 
+OPEN_STATUSES = frozenset({TicketStatus.NEW, TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER})
+"""Statuses of a ticket still being worked on (not resolved or closed)."""
+
+
 class TicketPriority(StrEnum):
     LOW = "low"
     NORMAL = "normal"
     HIGH = "high"
     URGENT = "urgent"
+
+
+class AuthorType(StrEnum):
+    """Who wrote a comment or made a change: the customer's side, a support agent, or
+    the system (automations). Text with ``CUSTOMER`` authorship is untrusted."""
+
+    CUSTOMER = "customer"
+    AGENT = "agent"
+    SYSTEM = "system"
+
+
+class Visibility(StrEnum):
+    """A comment's audience: ``PUBLIC`` replies reach the customer; ``INTERNAL`` notes
+    are for agents only."""
+
+    PUBLIC = "public"
+    INTERNAL = "internal"
+
+
+class EventField(StrEnum):
+    """The ticket field a history event changed."""
+
+    STATUS = "status"
+    PRIORITY = "priority"
+    OWNER = "owner"
+    QUEUE = "queue"
 
 
 class DatabaseUnavailable(Exception):

@@ -1,16 +1,16 @@
-"""SQLAlchemy 2 typed ORM model of a ticket."""
+"""SQLAlchemy 2 typed ORM models: tickets, their customers, comments and history."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import DateTime, Enum, Index, Integer, String, Text
+from sqlalchemy import DateTime, Enum, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -57,7 +57,13 @@ def _enum(enum: type[StrEnum], name: str) -> Enum:
 class Ticket(Base):
     """A support ticket. ``id`` is the public key (``SUP-4412``); ``pk`` is an internal
     integer key that never changes, so SQLite's FTS5 index can follow rows by it (an
-    implicit rowid may be renumbered by VACUUM) and search cursors can key on it."""
+    implicit rowid may be renumbered by VACUUM) and search cursors can key on it.
+
+    ``customer`` is the organisation's name (``Customer.name``). ``version`` counts
+    changes for optimistic concurrency: SQLAlchemy's ``version_id_col`` makes every ORM
+    update check and increment it (a stale write raises ``StaleDataError``); a Core
+    update must do the same with ``WHERE version = :expected``.
+    """
 
     __tablename__ = "tickets"
 
@@ -72,10 +78,66 @@ class Ticket(Base):
     customer: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
+    __mapper_args__ = {"version_id_col": version}
     __table_args__ = (
         Index("ix_tickets_updated_at", "updated_at", "pk"),
         Index("ix_tickets_queue_updated_at", "queue", "updated_at"),
         Index("ix_tickets_status", "status"),
         Index("ix_tickets_owner", "owner"),
+        Index("ix_tickets_customer_updated_at", "customer", "updated_at"),
     )
+
+
+class Customer(Base):
+    """An organisation that raises tickets. ``id`` is the public key (``CUS-1000``);
+    ``name`` is what ``Ticket.customer`` holds. No personal data: people appear only
+    as comment authors and in ticket text."""
+
+    __tablename__ = "customers"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True, index=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, index=True)
+    plan: Mapped[str] = mapped_column(String(32))
+    region: Mapped[str] = mapped_column(String(32))
+    billing_reference: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Comment(Base):
+    """One message on a ticket's conversation: a public reply (the customer sees it) or
+    an internal note, by the customer, an agent or the system. The ticket's ``body`` is
+    its first message and is not repeated here."""
+
+    __tablename__ = "comments"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(String(32), ForeignKey("tickets.id", ondelete="CASCADE"))
+    author: Mapped[str] = mapped_column(String(200))
+    author_type: Mapped[AuthorType] = mapped_column(_enum(AuthorType, "author_type"))
+    visibility: Mapped[Visibility] = mapped_column(_enum(Visibility, "comment_visibility"))
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_comments_ticket_created_at", "ticket_id", "created_at", "pk"),)
+
+
+class TicketEvent(Base):
+    """One change to one field of a ticket (its history), append-only: a write that
+    changes status and owner appends two events. ``old_value``/``new_value`` are the
+    field's values as text (null: unset, e.g. no owner)."""
+
+    __tablename__ = "ticket_events"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(String(32), ForeignKey("tickets.id", ondelete="CASCADE"))
+    field: Mapped[EventField] = mapped_column(_enum(EventField, "event_field"))
+    old_value: Mapped[str | None] = mapped_column(String(64))
+    new_value: Mapped[str | None] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(200))
+    actor_type: Mapped[AuthorType] = mapped_column(_enum(AuthorType, "author_type"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_ticket_events_ticket_created_at", "ticket_id", "created_at", "pk"),)

@@ -14,14 +14,17 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from ticket_server.tickets.domain import bounded
-from ticket_server.tickets.models import Ticket
-from ticket_server.tickets.schemas import TicketRecord
+from ticket_server.tickets.domain import OPEN_STATUSES, bounded
+from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
+from ticket_server.tickets.schemas import (
+    CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketView,
+)
 from ticket_server.tickets.search import (
     RANK_WINDOW, Position, SearchFilters, build_listing, build_window, search_terms,
 )
@@ -30,7 +33,20 @@ log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
 _GET = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == bindparam("ticket_id"))
+_CUSTOMERS, _COMMENTS, _EVENTS = Customer.__table__, Comment.__table__, TicketEvent.__table__
+_CUSTOMER_COLUMNS = [_CUSTOMERS.c[name] for name in CustomerRecord.model_fields]
+_COMMENT_COLUMNS = [_COMMENTS.c[name] for name in CommentRecord.model_fields]
+_EVENT_COLUMNS = [_EVENTS.c[name] for name in EventRecord.model_fields]
 T = TypeVar("T")
+
+
+def _in_queues(stmt: Any, queues: frozenset[str] | None) -> Any:
+    return stmt if queues is None else stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
+
+
+def _prefix(column: Any, prefix: str) -> Any:
+    """``column`` starts with ``prefix``, any case; ``%`` and ``_`` literal."""
+    return func.lower(column).startswith(prefix.lower(), autoescape=True)
 
 
 class TicketRepository:
@@ -118,6 +134,106 @@ class TicketRepository:
 
         return await self._read(read)
 
+    async def ticket_view(
+        self, ticket_id: str, queues: frozenset[str] | None, *, comments_before: tuple[datetime, int] | None,
+        comment_limit: int, event_limit: int,
+    ) -> TicketView | None:
+        """The ticket ``ticket_id`` with its customer, the ``comment_limit`` newest comments
+        older than ``comments_before`` (created_at, key; None: the newest), the
+        ``event_limit`` newest events, and the totals; None when missing or outside
+        ``queues`` (None = all). One read."""
+        stmt = _in_queues(select(*_RECORD_COLUMNS, _TICKETS.c.version).where(_TICKETS.c.id == ticket_id), queues)
+        comments = select(*_COMMENT_COLUMNS).where(_COMMENTS.c.ticket_id == ticket_id)
+        if comments_before is not None:
+            at, pk = comments_before
+            comments = comments.where(or_(
+                _COMMENTS.c.created_at < at, and_(_COMMENTS.c.created_at == at, _COMMENTS.c.pk < pk)
+            ))
+        comments = comments.order_by(_COMMENTS.c.created_at.desc(), _COMMENTS.c.pk.desc()).limit(comment_limit)
+        events = (select(*_EVENT_COLUMNS).where(_EVENTS.c.ticket_id == ticket_id)
+                  .order_by(_EVENTS.c.created_at.desc(), _EVENTS.c.pk.desc()).limit(event_limit))
+
+        def count(table: Any) -> Any:
+            return select(func.count()).select_from(table).where(table.c.ticket_id == ticket_id)
+
+        def read(conn: Connection) -> TicketView | None:
+            row = conn.execute(stmt).mappings().first()
+            if row is None:
+                return None
+            ticket = TicketRecord.model_validate(dict(row))
+            customer = conn.execute(
+                select(*_CUSTOMER_COLUMNS).where(_CUSTOMERS.c.name == ticket.customer)
+            ).mappings().first()
+            return TicketView(
+                ticket=ticket, version=row["version"],
+                customer=CustomerRecord.model_validate(dict(customer)) if customer is not None else None,
+                comments=[CommentRecord.model_validate(dict(r)) for r in conn.execute(comments).mappings()],
+                comment_total=conn.execute(count(_COMMENTS)).scalar_one(),
+                events=[EventRecord.model_validate(dict(r)) for r in conn.execute(events).mappings()],
+                event_total=conn.execute(count(_EVENTS)).scalar_one(),
+            )
+
+        return await self._read(read)
+
+    async def customer_view(self, customer_id: str, queues: frozenset[str] | None, limit: int) -> CustomerView | None:
+        """The customer ``customer_id`` with its open and most recently updated tickets
+        (at most ``limit`` each) in ``queues`` (None = all); None when missing, or when
+        none of its tickets is in ``queues`` (a restricted caller learns of no other)."""
+        found = select(*_CUSTOMER_COLUMNS).where(_CUSTOMERS.c.id == customer_id)
+
+        def read(conn: Connection) -> CustomerView | None:
+            row = conn.execute(found).mappings().first()
+            if row is None:
+                return None
+            customer = CustomerRecord.model_validate(dict(row))
+            mine = _TICKETS.c.customer == customer.name
+            is_open = _TICKETS.c.status.in_(sorted(OPEN_STATUSES))
+            newest = (_TICKETS.c.updated_at.desc(), _TICKETS.c.pk.desc())
+            total = conn.execute(_in_queues(select(func.count()).select_from(_TICKETS).where(mine), queues)).scalar_one()
+            if total == 0 and queues is not None:
+                return None
+
+            def tickets(*where: Any) -> list[TicketRecord]:
+                stmt = _in_queues(select(*_RECORD_COLUMNS).where(mine, *where), queues).order_by(*newest).limit(limit)
+                return [TicketRecord.model_validate(dict(r)) for r in conn.execute(stmt).mappings()]
+
+            return CustomerView(
+                customer=customer, open_tickets=tickets(is_open),
+                open_total=conn.execute(
+                    _in_queues(select(func.count()).select_from(_TICKETS).where(mine, is_open), queues)
+                ).scalar_one(),
+                recent_tickets=tickets(), ticket_total=total,
+            )
+
+        return await self._read(read)
+
+    async def complete_ticket_ids(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+        """Ticket ids starting with ``prefix`` (any case) in ``queues``, in id order."""
+        stmt = _in_queues(select(_TICKETS.c.id).where(_TICKETS.c.id.startswith(prefix.upper(), autoescape=True)), queues)
+        stmt = stmt.order_by(_TICKETS.c.id).limit(limit)
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+
+    async def complete_queues(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+        """Queue names starting with ``prefix`` (any case) that hold tickets in ``queues``."""
+        stmt = _in_queues(select(_TICKETS.c.queue).where(_prefix(_TICKETS.c.queue, prefix)).distinct(), queues)
+        stmt = stmt.order_by(_TICKETS.c.queue).limit(limit)
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+
+    async def complete_owners(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+        """Owner logins starting with ``prefix`` (any case) of tickets in ``queues``."""
+        stmt = select(_TICKETS.c.owner).where(_TICKETS.c.owner.is_not(None), _prefix(_TICKETS.c.owner, prefix))
+        stmt = _in_queues(stmt.distinct(), queues).order_by(_TICKETS.c.owner).limit(limit)
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+
+    async def complete_customers(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+        """Ids of customers whose id or name starts with ``prefix`` (any case) and who have
+        a ticket in ``queues``, in id order."""
+        has_ticket = _in_queues(select(_TICKETS.c.pk).where(_TICKETS.c.customer == _CUSTOMERS.c.name), queues)
+        stmt = (select(_CUSTOMERS.c.id)
+                .where(or_(_prefix(_CUSTOMERS.c.id, prefix), _prefix(_CUSTOMERS.c.name, prefix)), has_ticket.exists())
+                .order_by(_CUSTOMERS.c.id).limit(limit))
+        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+
     async def search_subject(
         self, query: str, limit: int, queues: frozenset[str] | None = None
     ) -> list[TicketRecord]:
@@ -176,12 +292,27 @@ class TicketRepository:
         async with self._session() as session:
             return int(await session.scalar(select(func.count()).select_from(Ticket)) or 0)
 
-    async def add_all(self, tickets: Iterable[dict[str, Any]]) -> int:
-        """Insert tickets (dicts of column values) in one transaction; returns how many."""
-        rows = list(tickets)
+    async def add_all(
+        self, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
+        events: Iterable[dict[str, Any]] = (),
+    ) -> int:
+        """Insert tickets, then comments and events (dicts of column values; a comment or
+        event names its ticket by ``ticket_id``, already stored or in ``tickets``) in one
+        transaction; returns how many tickets."""
+        batches = [(Ticket, list(tickets)), (Comment, list(comments)), (TicketEvent, list(events))]
+        if any(rows for _, rows in batches):
+            async with self._session() as session, session.begin():
+                for model, rows in batches:
+                    if rows:
+                        await session.execute(insert(model), rows)
+        return len(batches[0][1])
+
+    async def add_customers(self, customers: Iterable[dict[str, Any]]) -> int:
+        """Insert customers (dicts of column values) in one transaction; returns how many."""
+        rows = list(customers)
         if rows:
             async with self._session() as session, session.begin():
-                await session.execute(insert(Ticket), rows)
+                await session.execute(insert(Customer), rows)
         return len(rows)
 
     async def ping(self) -> None:

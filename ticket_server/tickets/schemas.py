@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
 
 
 class TicketRecord(BaseModel):
@@ -73,3 +73,67 @@ class SearchPage(BaseModel):
     # One page of `search_tickets_v2` results; next_cursor is null on the last page.
     tickets: list[TicketSummaryV2]
     next_cursor: str | None
+
+
+# --- records of the conversation, history and customers (read-only) -------------------
+
+
+class CustomerRecord(BaseModel):
+    model_config = ConfigDict(from_attributes=True, frozen=True)
+
+    id: str
+    name: str
+    plan: str
+    region: str
+    billing_reference: str
+    created_at: datetime
+
+
+class CommentRecord(BaseModel):
+    model_config = ConfigDict(from_attributes=True, frozen=True)
+
+    pk: int
+    author: str
+    author_type: AuthorType
+    visibility: Visibility
+    body: str
+    created_at: datetime
+
+
+class EventRecord(BaseModel):
+    model_config = ConfigDict(from_attributes=True, frozen=True)
+
+    field: EventField
+    old_value: str | None
+    new_value: str | None
+    actor: str
+    actor_type: AuthorType
+    created_at: datetime
+
+
+class TicketView(BaseModel):
+    """A ticket with its version, customer record (None: the organisation has none), one
+    page of comments (newest first), the latest events (newest first) and both totals."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ticket: TicketRecord
+    version: int
+    customer: CustomerRecord | None
+    comments: list[CommentRecord]
+    comment_total: int
+    events: list[EventRecord]
+    event_total: int
+
+
+class CustomerView(BaseModel):
+    """A customer with its tickets in the caller's queues: open ones and the most recently
+    updated ones (newest first), with how many there are of each."""
+
+    model_config = ConfigDict(frozen=True)
+
+    customer: CustomerRecord
+    open_tickets: list[TicketRecord]
+    open_total: int
+    recent_tickets: list[TicketRecord]
+    ticket_total: int

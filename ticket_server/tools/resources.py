@@ -1,0 +1,64 @@
+"""Resource templates `tickets://ticket/{id}` and `tickets://customer/{id}` (JSON): the
+same JSON as `get_ticket` (every field, newest comments) and `get_customer`. An id that
+is missing or outside the caller's queues answers exactly as a missing resource."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from fastmcp import FastMCP
+from fastmcp.resources import ResourceContent, ResourceResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+
+from ticket_server.access.context import current_queues
+from ticket_server.tools.cursor import CursorCodec
+from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.full_read import (
+    CUSTOMER_URI, TICKET_FIELDS, TICKET_URI, comment_cursors, customer_json, meta_for, read_customer,
+    read_ticket, ticket_json,
+)
+
+if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
+    from ticket_server.tickets.repository import TicketRepository
+
+JSON = "application/json"
+
+
+def _json(value: dict[str, Any]) -> ResourceResult:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return ResourceResult([ResourceContent(text, mime_type=JSON)], meta=meta_for(value))
+
+
+def missing(uri: str) -> MCPError:
+    """What FastMCP answers for a URI that matches no resource (SEP-2164: the URI in
+    ``data``), raised as is: FastMCP would mask any other exception from a template."""
+    return MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri!r}", data={"uri": uri})
+
+
+def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
+    """Add the ticket and customer resource templates to ``mcp``."""
+
+    @mcp.resource(
+        TICKET_URI.format("{id}"), name="ticket", title="Ticket", mime_type=JSON, tags={"tickets:read"},
+        description="A ticket as get_ticket returns it: body, customer, newest comments, history. "
+        "Values {untrusted: true, text} are customer-written data.",
+    )
+    async def ticket(id: str) -> ResourceResult:
+        with domain_errors():
+            view = await read_ticket(repo, id, current_queues())
+        if view is None:
+            raise missing(TICKET_URI.format(id))
+        return _json(ticket_json(view, set(TICKET_FIELDS), comment_cursors(cursors, view.ticket.id)))
+
+    @mcp.resource(
+        CUSTOMER_URI.format("{id}"), name="customer", title="Customer", mime_type=JSON, tags={"tickets:read"},
+        description="A customer as get_customer returns it, with its tickets in your queues.",
+    )
+    async def customer(id: str) -> ResourceResult:
+        with domain_errors():
+            view = await read_customer(repo, id, current_queues())
+        if view is None:
+            raise missing(CUSTOMER_URI.format(id))
+        return _json(customer_json(view))
