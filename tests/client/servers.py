@@ -1,0 +1,114 @@
+"""Small MCP servers for the client kit's tests, over stdio: ``python servers.py KIND``.
+
+- ``plain``: ``echo(text)`` and ``slow(seconds)``; ``die()`` exits the process mid-call,
+  ``stall()`` never answers (the process stays up).
+- ``grow``: ``echo`` plus ``add_tool(name)``, which registers a new tool at runtime
+  (the server then sends ``notifications/tools/list_changed``).
+- ``confirm``: ``refund(amount)`` asks for a person's confirmation first: by elicitation
+  on a legacy connection, by an ``InputRequiredResult`` on a 2026-07-28 one.
+- ``mute``: reads requests and never answers anything, not even the handshake.
+
+Our own server has no write tools yet, so ``confirm`` stands in for their confirmation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+
+
+def plain():
+    from fastmcp import FastMCP
+
+    mcp = FastMCP("kit-test-plain", version="1.0.0")
+
+    @mcp.tool(annotations={"readOnlyHint": True})
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @mcp.tool
+    async def slow(seconds: float) -> str:
+        """Wait, then answer."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @mcp.tool
+    def die() -> str:
+        """Exit the server process without answering."""
+        os._exit(3)
+
+    @mcp.tool
+    async def stall() -> str:
+        """Never answer."""
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    return mcp
+
+
+def grow():
+    from fastmcp import Context, FastMCP
+
+    mcp = FastMCP("kit-test-grow")
+
+    @mcp.tool
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @mcp.tool
+    async def add_tool(name: str, ctx: Context) -> str:
+        """Register a tool called NAME that answers its own name."""
+
+        def added() -> str:
+            return name
+
+        mcp.tool(added, name=name, description=f"Added at runtime: {name}.")
+        return f"added {name}"
+
+    return mcp
+
+
+def confirm():
+    from fastmcp import Context, FastMCP
+    from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+    mcp = FastMCP("kit-test-confirm")
+    question = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+
+    @mcp.tool(annotations={"destructiveHint": True})
+    async def refund(amount: int, ctx: Context):
+        """Refund AMOUNT cents, after a person confirms."""
+        message = f"Refund {amount} cents?"
+        if ctx.request_context.protocol_version.startswith("2026"):
+            answers = ctx.input_responses
+            if not answers:
+                return InputRequiredResult(
+                    input_requests={
+                        "confirm": ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=question))
+                    }
+                )
+            answer = answers["confirm"]
+            accepted = answer.action == "accept" and bool((answer.content or {}).get("confirm"))
+        else:
+            result = await ctx.elicit(message, response_type=bool)
+            accepted = result.action == "accept" and bool(result.data)
+        return f"refunded {amount}" if accepted else "refund cancelled"
+
+    return mcp
+
+
+def mute():
+    for _ in sys.stdin:
+        pass
+
+
+if __name__ == "__main__":
+    kind = sys.argv[1]
+    if kind == "mute":
+        mute()
+    else:
+        {"plain": plain, "grow": grow, "confirm": confirm}[kind]().run(show_banner=False)
