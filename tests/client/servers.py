@@ -1,7 +1,8 @@
 """Small MCP servers for the client kit's tests, over stdio: ``python servers.py KIND``.
 
 - ``plain``: ``echo(text)`` and ``slow(seconds)``; ``die()`` exits the process mid-call,
-  ``stall()`` never answers (the process stays up).
+  ``stall()`` never answers (the process stays up); ``flaky(marker)`` exits mid-call the
+  first time and later answers with the call's idempotency key.
 - ``grow``: ``echo`` plus ``add_tool(name)``, which registers a new tool at runtime
   (the server then sends ``notifications/tools/list_changed``).
 - ``confirm``: ``refund(amount)`` asks for a person's confirmation first: by elicitation
@@ -17,10 +18,10 @@ import os
 import sys
 
 import anyio
+from fastmcp import Context, FastMCP
 
 
 def plain():
-    from fastmcp import FastMCP
 
     mcp = FastMCP("kit-test-plain", version="1.0.0")
 
@@ -41,6 +42,17 @@ def plain():
         os._exit(3)
 
     @mcp.tool
+    def flaky(marker: str, ctx: Context) -> str:
+        """Exit mid-call the first time (creating the file MARKER); later, answer with the
+        idempotency key the call carried in `_meta`."""
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+        meta = ctx.request_context.meta or {}
+        meta = meta if isinstance(meta, dict) else meta.model_dump(by_alias=True)
+        return str(meta.get("dev.ticket-server/idempotency-key"))
+
+    @mcp.tool
     async def stall() -> str:
         """Never answer."""
         await anyio.sleep_forever()
@@ -50,7 +62,6 @@ def plain():
 
 
 def grow():
-    from fastmcp import Context, FastMCP
 
     mcp = FastMCP("kit-test-grow")
 
@@ -73,7 +84,6 @@ def grow():
 
 
 def confirm():
-    from fastmcp import Context, FastMCP
     from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
     mcp = FastMCP("kit-test-confirm")

@@ -13,7 +13,26 @@ from ticket_server.client.config import (
     parse_config,
 )
 
+from ticket_server.client.audit import Audit, json_lines, turn
+from ticket_server.client.kit import ApprovalRequest, CallRefused, Kit, ask_on_terminal
+from ticket_server.client.session import CallTimeout, Handshake, KitError, ServerSession, ServerUnavailable
+from ticket_server.client.tools import InvalidArguments, ToolDefinition
+
 __all__ = [
+    "ApprovalRequest",
+    "Audit",
+    "CallRefused",
+    "CallTimeout",
+    "Handshake",
+    "InvalidArguments",
+    "Kit",
+    "KitError",
+    "ServerSession",
+    "ServerUnavailable",
+    "ToolDefinition",
+    "ask_on_terminal",
+    "json_lines",
+    "turn",
     "MOST_RESTRICTIVE",
     "ConfigError",
     "Envelope",
