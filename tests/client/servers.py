@@ -4,7 +4,7 @@
   ``stall()`` never answers (the process stays up); ``flaky(marker)`` exits mid-call the
   first time and later answers with the call's idempotency key.
 - ``grow``: ``echo`` plus ``add_tool(name)``, which registers a new tool at runtime
-  (the server then sends ``notifications/tools/list_changed``).
+  (and sends ``notifications/tools/list_changed`` on a legacy connection).
 - ``confirm``: ``refund(amount)`` asks for a person's confirmation first: by elicitation
   on a legacy connection, by an ``InputRequiredResult`` on a 2026-07-28 one.
 - ``mute``: reads requests and never answers anything, not even the handshake.
@@ -78,6 +78,11 @@ def grow():
             return name
 
         mcp.tool(added, name=name, description=f"Added at runtime: {name}.")
+        if not ctx.request_context.protocol_version.startswith("2026"):
+            # 2026-07-28 has no session to notify: a client learns by listing again.
+            from mcp_types import ToolListChangedNotification
+
+            await ctx.send_notification(ToolListChangedNotification())
         return f"added {name}"
 
     return mcp
