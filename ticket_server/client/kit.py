@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ticket_server.client.adapters import ToolBlock
 from ticket_server.client.audit import Audit, Sink, current_trace_id
 from ticket_server.client.config import Envelope, KitConfig, ServerConfig, ToolConfig
 from ticket_server.client.session import CallTimeout, KitError, ServerSession, ServerUnavailable
@@ -179,6 +180,10 @@ class Kit:
         for name in self.config.servers:
             shown.extend(t for t in await self.tools(name) if t.pinned and t.visible)
         return shown
+
+    async def tool_block(self) -> ToolBlock:
+        """The visible set in every provider's shape, with the route back for tool calls."""
+        return ToolBlock(self, await self.visible_tools())
 
     def pin(self, server: str, tool: str, settings: ToolConfig | None = None) -> None:
         """Make ``tool`` live on ``server`` (a decision of the application, at run time)
