@@ -19,7 +19,7 @@ import os
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TextIO, TypeVar
 
 import anyio
 import anyio.abc
@@ -39,7 +39,7 @@ class ServerUnavailable(KitError):
     """The server could not be reached, or went away during the call."""
 
 
-class CallTimeout(KitError):
+class CallTimeout(KitError, TimeoutError):
     """No answer within the call's deadline."""
 
 
@@ -127,7 +127,10 @@ class ServerSession:
     ``elicitation_callback`` answers the server's elicitation requests (legacy
     ``elicitation/create`` and the elicitations inside a 2026-07-28
     ``InputRequiredResult``, which the SDK routes to the same callback);
-    ``on_notification(session, message)`` sees every server notification."""
+    ``on_notification(session, message)`` sees every server notification.
+    ``errlog``: where a stdio server's stderr goes (default: ours);
+    ``on_http_response``: an httpx response hook, e.g. to name an HTTP 401 or 404.
+    A ``ServerUnavailable`` keeps the transport's own exception as ``__cause__``."""
 
     def __init__(
         self,
@@ -136,7 +139,11 @@ class ServerSession:
         audit: Audit | None = None,
         elicitation_callback: Any = None,
         on_notification: Callable[[ServerSession, Any], Awaitable[None]] | None = None,
+        errlog: TextIO | None = None,
+        on_http_response: Callable[[Any], Awaitable[None]] | None = None,
     ) -> None:
+        self.errlog = errlog
+        self.on_http_response = on_http_response
         self.config = config
         self.name = config.name
         self.audit = audit or Audit()
@@ -222,14 +229,17 @@ class ServerSession:
             assert config.command
             env = {**get_default_environment(), **(config.env or {})}
             params = StdioServerParameters(command=config.command[0], args=config.command[1:], env=env, cwd=config.cwd)
-            transport: Any = stdio_client(params)
+            transport: Any = stdio_client(params, **({"errlog": self.errlog} if self.errlog else {}))
             shown = " ".join(config.command)
         else:
             from mcp.client.streamable_http import streamable_http_client
 
             token = config.auth.token() if config.auth else None
             headers = {"Authorization": f"Bearer {token}"} if token else None
-            http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(config.deadline_seconds))
+            hooks = {"response": [self.on_http_response]} if self.on_http_response else None
+            http = httpx.AsyncClient(
+                headers=headers, timeout=httpx.Timeout(config.deadline_seconds), event_hooks=hooks
+            )
             stack.push_async_callback(http.aclose)
             transport = streamable_http_client(config.url, http_client=http)
             shown = config.url
@@ -253,7 +263,7 @@ class ServerSession:
 
     async def _own(self, send: Any, receive: Any, generation: int, trace_id: str) -> None:
         _trace_id.set(trace_id)  # the connection is logged under the turn that caused it
-        why = "closed"
+        why, cause = "closed", None
         try:
             with anyio.CancelScope() as scope:
                 self._owner_scope = scope
@@ -282,10 +292,12 @@ class ServerSession:
                     f"could not connect within {self.config.connect_seconds:g} s"
                 )
         except Exception as exc:  # every failure of the connection ends this owner
+            cause = exc
             why = f"{'connection lost' if self._connected(generation) else 'could not connect'}: {_describe(exc)}"
         finally:
             self._retire(send)
             leftover = ServerUnavailable(f"server {self.name}: {why}")
+            leftover.__cause__ = cause
             with anyio.CancelScope(shield=True):
                 async for request in receive:
                     request.settle(error=leftover)
@@ -314,7 +326,9 @@ class ServerSession:
                     if connection_lost(exc):
                         self._retire(send)
                         owner.cancel()
-                        request.settle(error=ServerUnavailable(f"server {self.name}: went away ({_describe(exc)})"))
+                        gone = ServerUnavailable(f"server {self.name}: went away ({_describe(exc)})")
+                        gone.__cause__ = exc
+                        request.settle(error=gone)
                     else:
                         request.settle(error=exc)
             if scope.cancelled_caught:
