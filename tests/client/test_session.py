@@ -112,3 +112,22 @@ async def test_100_calls_from_16_tasks_share_one_session_and_none_is_crossed():
                     tg.start_soon(worker, w)
         assert len(session.handshakes) == 1
     assert len(answers) == 100 and all(key == value for key, value in answers.items())
+
+
+async def test_a_session_that_is_not_open_refuses_calls():
+    session = ServerSession(stdio("plain", kit_server("plain")))
+    with pytest.raises(ServerUnavailable, match="the session is not open"):
+        await call(session, "echo", {"text": "x"})
+    async with session:
+        pass
+    with pytest.raises(ServerUnavailable, match="the session is not open"):
+        await call(session, "echo", {"text": "x"})
+
+
+async def test_a_cancelled_caller_abandons_its_request_and_the_session_goes_on():
+    async with ServerSession(stdio("plain", kit_server("plain"))) as session:
+        await call(session, "echo", {"text": "warm"})
+        with anyio.move_on_after(0.5):
+            await call(session, "stall", {}, deadline=60)
+        assert text(await call(session, "echo", {"text": "next"})) == "next"
+        assert len(session.handshakes) == 1

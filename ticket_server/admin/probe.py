@@ -231,6 +231,7 @@ async def probe(
     Built on the client kit's ``ServerSession``: the same connection, deadlines and
     handshake record an application gets."""
     from ticket_server.client import Audit, ServerConfig, ServerSession
+    from ticket_server.client.kit import list_all_tools
 
     http: _HttpWatch | None = None
     stderr: Any = None
@@ -259,7 +260,7 @@ async def probe(
     step = f"connecting to {shown}"
     try:
         async with session:
-            tools = await session.run(_list_all, deadline_seconds=timeout, what="tools/list")
+            tools = await session.run(list_all_tools, deadline_seconds=timeout, what="tools/list")
             report = _report(session, shown, transport, mode)
             report.tools.extend(tool_info(t) for t in tools)
             if call is not None:
@@ -282,16 +283,6 @@ async def probe(
         if stderr is not None:
             stderr.close()
     return report
-
-
-async def _list_all(client: Any) -> list[Any]:
-    tools, cursor = [], None
-    while True:
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
 
 
 def _report(session: Any, shown: str, transport: str, mode: str) -> ProbeReport:

@@ -151,7 +151,7 @@ class Kit:
             if refresh or server in self._stale or server not in self._listings:
                 self._stale.discard(server)
                 listed = await self.sessions[server].run(
-                    _list_all, deadline_seconds=config.deadline_seconds, what="tools/list"
+                    list_all_tools, deadline_seconds=config.deadline_seconds, what="tools/list"
                 )
                 before = {t.name for t in self._listings.get(server, [])}
                 self._listings[server] = [self._define(config, tool) for tool in listed]
@@ -354,7 +354,8 @@ class Kit:
         return elicit
 
 
-async def _list_all(client: Any) -> list[Any]:
+async def list_all_tools(client: Any) -> list[Any]:
+    """Every tool a connected ``mcp.Client`` lists, all pages, fresh from the server."""
     tools, cursor = [], None
     while True:
         # The kit keeps its own listing; the SDK's response cache must not answer for the server.

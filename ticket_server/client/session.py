@@ -169,7 +169,7 @@ class ServerSession:
 
     async def aclose(self) -> None:
         """Stop taking requests, let the owner close the connection (bounded), and wait."""
-        self._closing = True
+        self._closing, self._tg = True, None
         if self._send is not None:
             self._retire(self._send)
         if self._owner_scope is not None:
@@ -196,10 +196,13 @@ class ServerSession:
             send.send_nowait(request)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ServerUnavailable(f"server {self.name}: closed") from exc
-        with anyio.CancelScope(deadline=request.deadline):
-            await request.finished.wait()
+        try:
+            with anyio.CancelScope(deadline=request.deadline):
+                await request.finished.wait()
+        finally:
+            if not request.finished.is_set():  # the deadline, or the caller was cancelled
+                request.abandon()
         if not request.finished.is_set():
-            request.abandon()
             state = "" if self.handshake is not None else " (no connection was established)"
             raise CallTimeout(f"server {self.name}: {what}: no answer within {deadline_seconds:g} s{state}")
         if request.error is not None:
@@ -210,7 +213,7 @@ class ServerSession:
         async with self._lock:
             if self._send is None:
                 if self._tg is None:
-                    raise KitError(f"server {self.name}: use the session inside `async with`")
+                    raise ServerUnavailable(f"server {self.name}: the session is not open (use it inside `async with`)")
                 send, receive = anyio.create_memory_object_stream[_Request[Any]](math.inf)
                 self._send = send
                 self._generation += 1
