@@ -190,3 +190,53 @@ async def test_the_servers_confirmation_request_goes_to_the_approval_callback(mo
     assert (call.kind, call.reasons) == ("call", ("side_effecting",))
     assert (elicitation.kind, elicitation.server, elicitation.tool) == ("elicitation", "billing", "refund")
     assert elicitation.message == "Refund 250 cents?" and elicitation.requested_schema["type"] == "object"
+
+
+APPROVE_ON_TERMINAL = """
+import sys
+import anyio
+from ticket_server.client import Kit, KitConfig, KitError, ServerConfig, ToolConfig, ask_on_terminal
+
+server = ServerConfig(name="plain", transport="stdio", command=sys.argv[1:],
+                      tools={"echo": ToolConfig(surface="human_controlled", side_effecting=False)})
+
+async def main():
+    async with Kit(KitConfig(servers={"plain": server}), approve=ask_on_terminal, audit=lambda e: None) as kit:
+        try:
+            result = await kit.call("plain", "echo", {"text": "approved"})
+            print(result.content[0].text)
+        except KitError as exc:
+            print(exc)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize(("typed", "printed"), [("y\n", "approved"), ("\n", "plain.echo: a person refused the call")])
+def test_the_terminal_approval_callback_asks_on_stderr_and_reads_stdin(tmp_path, typed, printed):
+    import subprocess
+    import sys
+
+    script = tmp_path / "app.py"
+    script.write_text(APPROVE_ON_TERMINAL, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), *kit_server("plain")], input=typed,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(printed)
+    assert 'Allow plain.echo({"text": "approved"}) [human_controlled; irreversible]? [y/N] ' in done.stderr
+
+
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+async def test_our_server_over_http_through_the_kit(http_server, monkeypatch, mode, revision, method):
+    monkeypatch.setenv("KIT_TEST_TOKEN", http_server.token)
+    server = ServerConfig(
+        name="tickets", transport="http", url=http_server.url, auth={"bearer_env": "KIT_TEST_TOKEN"}, mode=mode,
+        envelope=LOCKED_READ, tools={"get_ticket_status_v2": ToolConfig()},
+    )
+    async with Kit(kit_config(server), audit=lambda e: None) as kit:
+        result = await kit.call("tickets", "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        assert result.structured_content["id"] == "SUP-4412"
+        assert (kit.sessions["tickets"].handshake.method, kit.sessions["tickets"].handshake.protocol_version) == (
+            method, revision)
+        with pytest.raises(InvalidArguments, match="ticket_id: Field required"):
+            await kit.call("tickets", "get_ticket_status_v2", {})

@@ -34,7 +34,7 @@ from ticket_server.client.adapters import ToolBlock
 from ticket_server.client.audit import Audit, Sink, current_trace_id
 from ticket_server.client.config import Envelope, KitConfig, ServerConfig, ToolConfig
 from ticket_server.client.session import CallTimeout, KitError, ServerSession, ServerUnavailable
-from ticket_server.client.tools import ToolDefinition
+from ticket_server.client.tools import InvalidArguments, ToolDefinition
 
 # Where the kit puts a call's idempotency key: a namespaced `_meta` key, as MCP has no
 # standard field for it. Every retry of one call carries the same key.
@@ -238,7 +238,7 @@ class Kit:
             definition.validate(arguments)
             if envelope.needs_approval:
                 await self._approve_call(definition, arguments, trace_id)
-        except KitError as exc:
+        except (CallRefused, InvalidArguments) as exc:
             self.audit.emit("refused", server=server, tool=tool, reason=str(exc), error=type(exc).__name__)
             raise
         return await self._execute(definition, arguments, deadline_seconds)
