@@ -2,7 +2,8 @@
 
 - ``plain``: ``echo(text)`` and ``slow(seconds)``; ``die()`` exits the process mid-call,
   ``stall()`` never answers (the process stays up); ``flaky(marker)`` exits mid-call the
-  first time and later answers with the call's idempotency key.
+  first time and later answers with the call's idempotency key; ``exit_after_answer()``
+  answers, then exits.
 - ``grow``: ``echo`` plus ``add_tool(name)``, which registers a new tool at runtime
   (and sends ``notifications/tools/list_changed`` on a legacy connection).
 - ``confirm``: ``refund(amount)`` asks for a person's confirmation first: by elicitation
@@ -51,6 +52,14 @@ def plain():
         meta = ctx.request_context.meta or {}
         meta = meta if isinstance(meta, dict) else meta.model_dump(by_alias=True)
         return str(meta.get("dev.ticket-server/idempotency-key"))
+
+    @mcp.tool
+    async def exit_after_answer() -> str:
+        """Answer, then exit the server process (between calls, for the client)."""
+        import asyncio
+
+        asyncio.get_running_loop().call_later(0.2, os._exit, 0)
+        return "bye"
 
     @mcp.tool
     async def stall() -> str:

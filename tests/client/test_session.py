@@ -131,3 +131,18 @@ async def test_a_cancelled_caller_abandons_its_request_and_the_session_goes_on()
             await call(session, "stall", {}, deadline=60)
         assert text(await call(session, "echo", {"text": "next"})) == "next"
         assert len(session.handshakes) == 1
+
+
+async def test_a_stdio_server_that_exits_between_calls_is_reconnected_by_the_next_call():
+    ended = anyio.Event()
+
+    def sink(event: dict) -> None:
+        if event["event"] == "disconnect":
+            ended.set()
+
+    async with ServerSession(stdio("plain", kit_server("plain")), audit=Audit(sink)) as session:
+        assert text(await call(session, "exit_after_answer", {})) == "bye"
+        with anyio.fail_after(10):
+            await ended.wait()
+        assert text(await call(session, "echo", {"text": "back again"})) == "back again"
+        assert [h.generation for h in session.handshakes] == [1, 2]

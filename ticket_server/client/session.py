@@ -9,15 +9,16 @@ cancels the request at the same instant.
 
 A server that goes away (stdio child exited, HTTP endpoint refusing) fails the calls in
 flight with ``ServerUnavailable``; the owner then ends, and the next call starts a new
-one: a restarted stdio server is reconnected on the next call.
+one: a restarted stdio server is reconnected on the next call, also when it exited
+between calls (its end of stdout is watched).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TextIO, TypeVar
 
@@ -113,6 +114,27 @@ def connection_lost(exc: BaseException) -> bool:
     return isinstance(
         exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, httpx.TransportError, OSError)
     )
+
+
+@asynccontextmanager
+async def _watch_end(transport: Any, on_end: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """``transport``'s streams, calling ``on_end()`` when the server's side ends (EOF):
+    a stdio server that exits between calls is otherwise noticed only by the next call."""
+    async with transport as (read, write):
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def relay() -> None:
+            async with send:
+                async for item in read:
+                    await send.send(item)
+            on_end()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay)
+            try:
+                yield receive, write
+            finally:
+                tg.cancel_scope.cancel()
 
 
 def _describe(exc: BaseException) -> str:
@@ -222,7 +244,7 @@ class ServerSession:
 
     # -- the owner side ----------------------------------------------------------------
 
-    def _client(self, stack: AsyncExitStack) -> Any:
+    def _client(self, stack: AsyncExitStack, on_end: Callable[[], None]) -> Any:
         from mcp import Client, StdioServerParameters
 
         config = self.config
@@ -232,7 +254,9 @@ class ServerSession:
             assert config.command
             env = {**get_default_environment(), **(config.env or {})}
             params = StdioServerParameters(command=config.command[0], args=config.command[1:], env=env, cwd=config.cwd)
-            transport: Any = stdio_client(params, **({"errlog": self.errlog} if self.errlog else {}))
+            transport: Any = _watch_end(
+                stdio_client(params, **({"errlog": self.errlog} if self.errlog else {})), on_end
+            )
             shown = " ".join(config.command)
         else:
             from mcp.client.streamable_http import streamable_http_client
@@ -272,7 +296,7 @@ class ServerSession:
                 self._owner_scope = scope
                 scope.deadline = anyio.current_time() + self.config.connect_seconds
                 async with AsyncExitStack() as stack:
-                    client = self._client(stack)
+                    client = self._client(stack, lambda: self._ended(send, generation))
                     await stack.enter_async_context(client)
                     scope.deadline = math.inf
                     self.handshake = Handshake.of(client, self.config.mode, generation)
@@ -306,6 +330,14 @@ class ServerSession:
                     request.settle(error=leftover)
             if why != "closed":
                 self.audit.emit("disconnect", server=self.name, reason=why, generation=generation)
+
+    def _ended(self, send: Any, generation: int) -> None:
+        """The stdio server closed its stdout (exited) while this connection was current,
+        with or without a call in flight: the next call starts a new connection."""
+        if self._send is send and not self._closing:
+            self.audit.emit("disconnect", server=self.name, reason="the server closed the connection",
+                            generation=generation)
+            self._retire(send)
 
     def _connected(self, generation: int) -> bool:
         return self.handshake is not None and self.handshake.generation == generation
