@@ -101,7 +101,11 @@ class Kit:
 
     ``approve``: the approval callback (sync or async); without one, every call that
     needs a person is refused and every elicitation declined. ``audit``: a sink for
-    the JSON events (a callable taking a dict), an ``Audit``, or None for stderr."""
+    the JSON events (a callable taking a dict), an ``Audit``, or None for stderr.
+
+    Enter and leave the kit in one task (its sessions' task groups belong to it, an
+    anyio rule: not in a pytest fixture's separate setup and teardown tasks); between
+    the two, any task of the same event loop may call it."""
 
     def __init__(
         self, config: KitConfig, *, approve: Approver | None = None, audit: Audit | Sink | None = None
