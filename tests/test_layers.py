@@ -15,4 +15,4 @@ def test_imports_run_downward_only() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 kept, 0 broken" in proc.stdout
+    assert ", 0 broken" in proc.stdout and "kept" in proc.stdout

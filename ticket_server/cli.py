@@ -293,6 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--verbose", action="store_true", help="show the MCP SDK's logs on stderr")
     probe.set_defaults(handler=_probe)
+
+    from ticket_server.client.command import add_parser as add_client_command  # the client kit
+
+    add_client_command(commands)
     return parser
 
 

@@ -16,29 +16,28 @@ value of the provider's ``tools`` request field:
   Schema as is; the older ``parameters`` field takes only an OpenAPI subset).
 - ``mcp``: the ``tools/list`` result, ``{"tools": [...]}``, as the server sends it.
 
-The size report (on stderr) measures the block as compact JSON, the way SDKs send it,
-and estimates tokens as ceil(bytes / 4): the usual rule of thumb for English text with
-the BPE tokenizers of these providers. JSON schemas carry much punctuation, so take it
-as a +-25 % figure; each provider also wraps tools in framing of its own that is not
-counted here.
+The provider shapes and the size report come from the client kit's adapters
+(``ticket_server.client.adapters``), the one implementation: the block measured as
+compact JSON, the way SDKs send it, and tokens estimated as ceil(bytes / 4), about
++-25 % for JSON; each provider's own framing is not counted.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ticket_server.admin import CommandError
+from ticket_server.client.adapters import ESTIMATE_METHOD, measure, tools_field
+from ticket_server.client.config import MOST_RESTRICTIVE
+from ticket_server.client.tools import ToolDefinition
 
 if TYPE_CHECKING:  # keep `ticket-server --help` and the parser free of the MCP imports
     import mcp.types as mt
 
 Format = Literal["openai", "anthropic", "gemini", "mcp"]
 FORMATS: tuple[str, ...] = ("openai", "anthropic", "gemini", "mcp")
-BYTES_PER_TOKEN = 4
-ESTIMATE_METHOD = "bytes / 4, the usual rule of thumb for BPE tokenizers; about +-25 % for JSON"
+__all__ = ["ESTIMATE_METHOD", "FORMATS", "envelope", "list_tools", "measure", "size_line"]
 
 
 async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
@@ -65,47 +64,19 @@ async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
         return list(await client.list_tools())
 
 
-def _description(tool: mt.Tool) -> str:
-    return tool.description or tool.title or tool.name
-
-
-def _parameters(tool: mt.Tool) -> dict[str, Any]:
-    schema = dict(tool.input_schema or {})
-    schema.setdefault("type", "object")
-    schema.setdefault("properties", {})
-    return schema
-
-
 def envelope(tools: Sequence[mt.Tool], fmt: str) -> Any:
-    """The provider's ``tools`` field for ``tools`` (the tools/list result for ``mcp``)."""
-    if fmt == "openai":
-        return [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": _description(t), "parameters": _parameters(t)},
-            }
-            for t in tools
-        ]
-    if fmt == "anthropic":
-        return [{"name": t.name, "description": _description(t), "input_schema": _parameters(t)} for t in tools]
-    if fmt == "gemini":
-        return [
-            {
-                "functionDeclarations": [
-                    {"name": t.name, "description": _description(t), "parametersJsonSchema": _parameters(t)}
-                    for t in tools
-                ]
-            }
-        ]
+    """The provider's ``tools`` field for ``tools`` (the tools/list result for ``mcp``),
+    made by the client kit's adapters under each tool's own name (one server: no
+    namespace)."""
     if fmt == "mcp":
         return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
-    raise CommandError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-
-
-def measure(block: Any) -> tuple[int, int]:
-    """(bytes of ``block`` as compact UTF-8 JSON, estimated tokens)."""
-    size = len(json.dumps(block, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-    return size, math.ceil(size / BYTES_PER_TOKEN)
+    if fmt not in FORMATS:
+        raise CommandError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    definitions = [
+        (t.name, ToolDefinition(server="ticket-server", tool=t, envelope=MOST_RESTRICTIVE, pinned=True, visible=True))
+        for t in tools
+    ]
+    return tools_field(definitions, fmt)
 
 
 def size_line(fmt: str, count: int, block: Any) -> str:

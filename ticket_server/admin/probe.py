@@ -1,11 +1,12 @@
 """`ticket-server probe`: connect to any MCP server the way a robust client does and
 say what it found.
 
-The probe is a client, not a server: it uses the official ``mcp`` SDK ``Client`` in
-``mode="auto"`` (``server/discover`` first, the legacy ``initialize`` handshake when the
-server does not know it) and reports which of the two the connection used, read from
-the session (``discover_result`` / ``initialize_result``), never inferred from the
-version string. Every step runs under a deadline: a probe ends, it never hangs.
+The probe is a client, not a server: it connects through the client kit's
+``ServerSession`` (the official ``mcp`` SDK ``Client`` in ``mode="auto"``:
+``server/discover`` first, the legacy ``initialize`` handshake when the server does not
+know it) and reports which of the two the connection used, as the kit records it from
+the session, never inferred from the version string. Every step runs under a
+deadline: a probe ends, it never hangs.
 """
 
 from __future__ import annotations
@@ -176,7 +177,11 @@ def explain(exc: BaseException, *, what: str, timeout: float, http: _HttpWatch |
     """One line for the user: server gone, refused, timed out, unauthorised, or the error."""
     from mcp.shared.exceptions import MCPError
 
-    leaves = _flatten(exc)
+    from ticket_server.client import ServerUnavailable
+
+    leaves = [leaf.__cause__ if isinstance(leaf, ServerUnavailable) and leaf.__cause__ else leaf
+              for leaf in _flatten(exc)]
+    leaves = [inner for leaf in leaves for inner in _flatten(leaf)]
     if http is not None and http.status in (401, 403):
         word = "unauthorised" if http.status == 401 else "forbidden"
         return f"{what}: {word} (HTTP {http.status}); pass a valid bearer token with --token"
@@ -194,7 +199,8 @@ def explain(exc: BaseException, *, what: str, timeout: float, http: _HttpWatch |
             return f"{what}: cannot start the server: {leaf.strerror}: {leaf.filename}"
     server_said = _last_line(stderr) if stderr is not None else ""
     for leaf in leaves:
-        if isinstance(leaf, (anyio.ClosedResourceError, anyio.EndOfStream, anyio.BrokenResourceError, EOFError)):
+        if isinstance(leaf, (anyio.ClosedResourceError, anyio.EndOfStream, anyio.BrokenResourceError, EOFError,
+                             ServerUnavailable)):
             return f"{what}: the server went away" + (f"; its last words: {server_said}" if server_said else "")
         if isinstance(leaf, MCPError):
             if "Connection closed" in str(leaf):
@@ -220,24 +226,20 @@ async def probe(
 ) -> ProbeReport:
     """Connect to ``target`` (an ``http(s)://`` URL, or a command to spawn over stdio),
     list its tools, optionally call one, and report. Each of the two steps (connect +
-    list; the call) must finish within ``timeout`` seconds, else ProbeError."""
-    from mcp import Client, StdioServerParameters
+    list; the call) must finish within ``timeout`` seconds, else ProbeError.
+
+    Built on the client kit's ``ServerSession``: the same connection, deadlines and
+    handshake record an application gets."""
+    from ticket_server.client import Audit, ServerConfig, ServerSession
+    from ticket_server.client.kit import list_all_tools
 
     http: _HttpWatch | None = None
     stderr: Any = None
     if isinstance(target, str):
         if not target.startswith(("http://", "https://")):
             raise ProbeError(f"not an http(s) URL: {target!r} (for a stdio server: probe -- COMMAND ARGS...)")
-        from mcp.client.streamable_http import streamable_http_client
-
         http = _HttpWatch()
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        http_client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, read=timeout),
-            event_hooks={"response": [http.on_response]},
-        )
-        server: Any = streamable_http_client(target, http_client=http_client)
+        server = {"transport": "http", "url": target, "auth": {"bearer": token} if token else None}
         shown, transport = target, "streamable-http"
     else:
         command = list(target)
@@ -245,98 +247,58 @@ async def probe(
             raise ProbeError("no command to spawn (usage: probe -- COMMAND ARGS...)")
         if token:
             raise ProbeError("--token is for HTTP; a stdio server gets its identity from its own settings")
-        http_client = None
         stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(
-            command=command[0], args=command[1:], env=dict(env if env is not None else os.environ)
-        )
-        server = stdio_client(params, errlog=stderr)
+        server = {"transport": "stdio", "command": command, "env": dict(env if env is not None else os.environ)}
         shown, transport = " ".join(command), "stdio"
 
-    client = Client(server, mode=mode, read_timeout_seconds=timeout)
+    config = ServerConfig(
+        name="probe", mode=mode, deadline_seconds=timeout, connect_seconds=timeout, pinned=False, **server
+    )
+    session = ServerSession(
+        config, audit=Audit(lambda event: None), errlog=stderr, on_http_response=http.on_response if http else None
+    )
     step = f"connecting to {shown}"
-    report: ProbeReport | None = None
     try:
-        # One cancel scope around the whole connection (a task group opened inside a
-        # scope must close inside it); its deadline is re-armed for the call.
-        with anyio.CancelScope() as deadline:
-            deadline.deadline = anyio.current_time() + timeout
-            async with _maybe(http_client), client:
-                report = _report(client, shown, transport, mode)
-                step = f"listing the tools of {shown}"
-                cursor = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    report.tools.extend(tool_info(t) for t in page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
-                if call is not None:
-                    step = f"calling {call}"
-                    deadline.deadline = anyio.current_time() + timeout
-                    args = dict(arguments or {})
-                    result = await client.call_tool(call, args)
-                    report.call = CallInfo(
-                        tool=call,
-                        arguments=args,
-                        is_error=bool(result.is_error),
-                        structured_content=result.structured_content,
-                        text="".join(getattr(b, "text", "") for b in result.content),
-                    )
-                step = f"closing the connection to {shown}"
-                # Closing (a stdio child's exit, an HTTP session's DELETE) gets its own bound.
-                deadline.deadline = anyio.current_time() + timeout
-        if deadline.cancelled_caught:
-            raise TimeoutError(step)
-    except ProbeError:
-        raise
+        async with session:
+            tools = await session.run(list_all_tools, deadline_seconds=timeout, what="tools/list")
+            report = _report(session, shown, transport, mode)
+            report.tools.extend(tool_info(t) for t in tools)
+            if call is not None:
+                step = f"calling {call}"
+                args = dict(arguments or {})
+                result = await session.run(
+                    lambda client: client.call_tool(call, args), deadline_seconds=timeout, what=f"calling {call}"
+                )
+                report.call = CallInfo(
+                    tool=call,
+                    arguments=args,
+                    is_error=bool(result.is_error),
+                    structured_content=result.structured_content,
+                    text="".join(getattr(b, "text", "") for b in result.content),
+                )
+            step = f"closing the connection to {shown}"
     except Exception as exc:  # every failure becomes one line
         raise ProbeError(explain(exc, what=step, timeout=timeout, http=http, stderr=stderr)) from exc
     finally:
         if stderr is not None:
             stderr.close()
-    assert report is not None
     return report
 
 
-def _report(client: Any, shown: str, transport: str, mode: str) -> ProbeReport:
+def _report(session: Any, shown: str, transport: str, mode: str) -> ProbeReport:
     """What the handshake told: which one ran, the version, the server's self-description."""
-    session = client.session
-    # In mode="auto" the SDK adopts a DiscoverResult only after a real server/discover
-    # answered; a pinned modern mode adopts a synthesized one without any handshake.
-    if session.discover_result is not None:
-        handshake = "server/discover" if mode == "auto" else "none"
-    elif session.initialize_result is not None:
-        handshake = "initialize"
-    else:  # pragma: no cover - the SDK sets one of the two on entry
-        handshake = "none"
-    info = client.server_info
+    shake = session.handshake
     return ProbeReport(
         target=shown,
         transport=transport,  # type: ignore[arg-type]
         mode=mode,
-        handshake=handshake,  # type: ignore[arg-type]
-        protocol_version=client.protocol_version,
-        server_name=info.name if info else None,
-        server_version=info.version if info else None,
-        instructions=client.instructions,
-        capabilities=client.server_capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
+        handshake=shake.method,
+        protocol_version=shake.protocol_version,
+        server_name=shake.server_name,
+        server_version=shake.server_version,
+        instructions=shake.instructions,
+        capabilities=shake.capabilities,
     )
-
-
-class _maybe:
-    """``async with`` an optional async context manager."""
-
-    def __init__(self, cm: Any) -> None:
-        self.cm = cm
-
-    async def __aenter__(self) -> Any:
-        return await self.cm.__aenter__() if self.cm is not None else None
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self.cm.__aexit__(*exc) if self.cm is not None else None
 
 
 def run_probe(

@@ -1,0 +1,107 @@
+"""The kit's configuration file: servers, envelopes, the most restrictive default, and
+annotations that never loosen an envelope."""
+
+from __future__ import annotations
+
+import pytest
+
+from ticket_server.client import MOST_RESTRICTIVE, ConfigError, Envelope, load_config, parse_config
+
+CONFIG = """
+permissions = ["tickets:read"]
+
+[servers.tickets]
+transport = "stdio"
+command = ["ticket-server", "serve"]
+envelope = { surface = "locked", side_effecting = false, reversible = true, idempotent = true }
+
+[servers.tickets.tools.get_ticket_status_v2]
+[servers.tickets.tools.search_tickets_v2]
+visible = false
+deadline_seconds = 5
+[servers.tickets.tools.add_internal_note]
+side_effecting = true
+reversible = false
+required_permission = "tickets:write"
+
+[servers.docs]
+transport = "http"
+url = "http://127.0.0.1:1/mcp"
+namespace = "kb"
+pinned = false
+"""
+
+
+def test_a_listed_tool_inherits_its_servers_envelope_field_by_field():
+    config = parse_config(CONFIG)
+    assert config.permissions == {"tickets:read"}
+    tickets = config.servers["tickets"]
+    assert tickets.name == "tickets" and tickets.prefix == "tickets"
+    assert config.envelope_for("tickets", "get_ticket_status_v2") == Envelope(
+        surface="locked", side_effecting=False, reversible=True, idempotent=True
+    )
+    note = config.envelope_for("tickets", "add_internal_note")
+    assert (note.surface, note.side_effecting, note.reversible, note.idempotent) == ("locked", True, False, True)
+    assert note.required_permission == "tickets:write" and note.needs_approval
+    assert tickets.deadline_for("search_tickets_v2") == 5 and tickets.deadline_for("get_ticket_status_v2") == 30
+    assert tickets.is_pinned("search_tickets_v2") and not tickets.is_visible("search_tickets_v2")
+
+
+def test_unknown_server_and_unknown_tool_get_the_most_restrictive_envelope():
+    config = parse_config(CONFIG)
+    assert MOST_RESTRICTIVE == Envelope(surface="human_controlled", side_effecting=True, reversible=False)
+    assert config.envelope_for("nobody", "anything") == MOST_RESTRICTIVE
+    assert config.envelope_for("tickets", "delete_everything") == MOST_RESTRICTIVE
+    assert not config.servers["tickets"].is_pinned("delete_everything")
+    # An unpinned server makes every advertised tool live, still under the strictest envelope.
+    docs = config.servers["docs"]
+    assert docs.prefix == "kb" and docs.is_pinned("search") and docs.envelope_for("search") == MOST_RESTRICTIVE
+
+
+@pytest.mark.parametrize(
+    "hints",
+    [{"readOnlyHint": True}, {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}],
+)
+def test_advertised_annotations_never_loosen_an_envelope(hints):
+    config = parse_config(CONFIG)
+    assert config.envelope_for("tickets", "add_internal_note", hints) == config.envelope_for(
+        "tickets", "add_internal_note"
+    )
+    assert config.envelope_for("nobody", "x", hints) == MOST_RESTRICTIVE
+
+
+def test_annotations_can_tighten_an_envelope():
+    config = parse_config(CONFIG)
+    tightened = config.envelope_for(
+        "tickets", "get_ticket_status_v2", {"destructiveHint": True, "idempotentHint": False}
+    )
+    assert tightened.side_effecting and not tightened.reversible and not tightened.idempotent
+    assert config.envelope_for("tickets", "get_ticket_status_v2", {"readOnlyHint": False}).side_effecting
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[servers.a]\ntransport = 'stdio'\n", "servers.a: Value error, a stdio server needs `command`"),
+        ("[servers.a]\ntransport = 'http'\nurl = 'http://x'\nsurprise = 1\n", "servers.a.surprise"),
+        ("[servers.a]\ntransport = 'pigeon'\n", "servers.a.transport"),
+        ("[servers.a-b]\ntransport = 'http'\nurl = 'http://x'\n", "namespace 'a-b'"),
+        (
+            "[servers.a]\ntransport='http'\nurl='http://x'\n[servers.b]\ntransport='http'\nurl='http://y'\nnamespace='a'\n",
+            "share namespace 'a'",
+        ),
+        ("[servers.a\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_file_is_refused_with_the_field_named(text, says):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, source="kit.toml")
+    assert str(caught.value).startswith("kit.toml: ") and says in str(caught.value)
+
+
+def test_load_config_reads_a_file(tmp_path):
+    path = tmp_path / "kit.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    assert load_config(path).servers["docs"].url == "http://127.0.0.1:1/mcp"
+    with pytest.raises(ConfigError, match="missing.toml"):
+        load_config(tmp_path / "missing.toml")

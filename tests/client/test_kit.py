@@ -1,0 +1,242 @@
+"""The kit's tool definitions, gatekeeper and executor: arguments checked before a call
+leaves, pinned names (a tool added at runtime stays inert until pinned), the envelope
+matrix, retries only for idempotent envelopes, and the server's confirmation requests
+answered through the approval callback.
+
+Our server has no write tools yet: servers.py's ``confirm`` server stands in for their
+confirmation (elicitation on legacy connections, ``InputRequiredResult`` on 2026-07-28)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.client.conftest import REVISIONS, kit_server, ours_stdio
+from ticket_server.client import KitConfig, ServerConfig, ToolConfig
+from ticket_server.client.kit import ApprovalRequest, CallRefused, Kit
+from ticket_server.client.session import ServerUnavailable
+from ticket_server.client.tools import InvalidArguments
+
+LOCKED_READ = {"surface": "locked", "side_effecting": False, "reversible": True}
+
+
+def text(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def kit_config(*servers: ServerConfig, permissions: tuple[str, ...] = ()) -> KitConfig:
+    return KitConfig(servers={s.name: s for s in servers}, permissions=frozenset(permissions))
+
+
+def plain(**fields) -> ServerConfig:
+    fields.setdefault("envelope", LOCKED_READ)
+    return ServerConfig(name="plain", transport="stdio", command=kit_server("plain"), **fields)
+
+
+class Approver:
+    """An approval callback that answers ``answer`` and remembers what it was asked."""
+
+    def __init__(self, answer: bool | dict = True, *, elicitation: bool | dict | None = None) -> None:
+        self.answer, self.asked = answer, []
+        self.elicitation = answer if elicitation is None else elicitation
+
+    async def __call__(self, request: ApprovalRequest):
+        self.asked.append(request)
+        return self.answer if request.kind == "call" else self.elicitation
+
+
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+async def test_our_tools_get_argument_models_and_bad_arguments_never_leave(db_path: Path, mode, revision, method):
+    config = ours_stdio(
+        db_path, mode=mode, envelope=LOCKED_READ,
+        tools={"get_ticket_status_v2": ToolConfig(), "search_tickets_v2": ToolConfig(visible=False)},
+    )
+    events: list[dict] = []
+    async with Kit(kit_config(config), audit=events.append) as kit:
+        listed = await kit.tools("tickets")
+        assert {"get_ticket_status_v2", "search_tickets_v2"} <= {t.name for t in listed}
+        assert [t.name for t in await kit.visible_tools()] == ["get_ticket_status_v2"]
+        inert = [t.name for t in listed if not t.pinned]
+        assert inert and "get_ticket_status" in inert
+
+        with pytest.raises(InvalidArguments) as caught:
+            await kit.call("tickets", "get_ticket_status_v2", {"ticket": "SUP-4412"})
+        message = str(caught.value)
+        assert message.startswith("invalid arguments for tickets.get_ticket_status_v2: ")
+        assert "ticket_id: Field required" in message and "ticket: not an argument of this tool" in message
+        assert not [e for e in events if e["event"] == "call"], "bad arguments reached the server"
+
+        result = await kit.call("tickets", "search_tickets_v2", {"query": "invoice"})  # reachable, not shown
+        assert not result.is_error
+        result = await kit.call("tickets", "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        assert result.structured_content["id"] == "SUP-4412"
+        assert kit.sessions["tickets"].handshake.method == method
+        with pytest.raises(CallRefused, match="tickets.get_ticket_status is not pinned"):
+            await kit.call("tickets", "get_ticket_status", {"ticket_id": "SUP-4412"})
+
+
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+async def test_a_tool_the_server_adds_later_stays_inert_until_pinned(mode, revision, method):
+    grow = ServerConfig(
+        name="grow", transport="stdio", command=kit_server("grow"), mode=mode, envelope=LOCKED_READ,
+        tools={"echo": ToolConfig(), "add_tool": ToolConfig()},
+    )
+    async with Kit(kit_config(grow), audit=lambda e: None) as kit:
+        assert [t.name for t in await kit.visible_tools()] == ["echo", "add_tool"]
+        assert text(await kit.call("grow", "add_tool", {"name": "surprise"})) == "added surprise"
+        listed = {t.name: t for t in await kit.tools("grow", refresh=True)}
+        assert not listed["surprise"].pinned and not listed["surprise"].visible
+        assert [t.name for t in await kit.visible_tools()] == ["echo", "add_tool"]
+        with pytest.raises(CallRefused, match="grow.surprise is not pinned in the configuration: it stays inert"):
+            await kit.call("grow", "surprise", {})
+
+        kit.pin("grow", "surprise")
+        assert text(await kit.call("grow", "surprise", {})) == "surprise"
+        assert "surprise" in [t.name for t in await kit.visible_tools()]
+
+
+async def test_unknown_server_and_unknown_tool_are_refused():
+    async with Kit(kit_config(plain(tools={"echo": ToolConfig()})), approve=Approver()) as kit:
+        with pytest.raises(CallRefused, match="unknown server 'billing': not in the configuration"):
+            await kit.call("billing", "echo", {"text": "x"})
+        with pytest.raises(CallRefused, match="server plain has no tool 'nothing'"):
+            await kit.call("plain", "nothing", {})
+
+
+async def test_an_unlisted_tool_of_an_unpinned_server_gets_the_most_restrictive_envelope():
+    approver = Approver(answer=False)
+    async with Kit(kit_config(plain(pinned=False)), approve=approver, audit=lambda e: None) as kit:
+        # `echo` is annotated readOnlyHint by the server: a hint, which loosens nothing.
+        definition = await kit.definition("plain", "echo")
+        assert definition.envelope.surface == "human_controlled" and definition.envelope.side_effecting
+        with pytest.raises(CallRefused, match="a person refused the call"):
+            await kit.call("plain", "echo", {"text": "x"})
+    assert approver.asked[0].reasons == ("human_controlled", "side_effecting")
+
+
+async def test_a_locked_read_runs_without_asking():
+    approver = Approver()
+    async with Kit(kit_config(plain(tools={"echo": ToolConfig()})), approve=approver, audit=lambda e: None) as kit:
+        assert text(await kit.call("plain", "echo", {"text": "x"})) == "x"
+    assert approver.asked == []
+
+
+@pytest.mark.parametrize("answer", [True, False])
+async def test_a_human_controlled_call_goes_to_the_approval_callback(answer):
+    approver = Approver(answer)
+    events: list[dict] = []
+    config = plain(tools={"echo": ToolConfig(surface="human_controlled")})
+    async with Kit(kit_config(config), approve=approver, audit=events.append) as kit:
+        if answer:
+            assert text(await kit.call("plain", "echo", {"text": "ok"})) == "ok"
+        else:
+            with pytest.raises(CallRefused, match="plain.echo: a person refused the call"):
+                await kit.call("plain", "echo", {"text": "no"})
+    (asked,) = approver.asked
+    assert (asked.kind, asked.tool, dict(asked.arguments), asked.reasons) == ("call", "echo", {"text": "ok" if answer else "no"}, ("human_controlled",))
+    assert [e["outcome"] for e in events if e["event"] == "call"] == (["ok"] if answer else [])
+
+
+async def test_a_side_effecting_call_without_an_approver_is_refused_and_a_missing_permission_too():
+    config = plain(tools={
+        "echo": ToolConfig(side_effecting=True),
+        "slow": ToolConfig(required_permission="clock:write"),
+    })
+    async with Kit(kit_config(config, permissions=("tickets:read",)), audit=lambda e: None) as kit:
+        with pytest.raises(CallRefused, match=r"needs a person's approval \(side_effecting\) and none can be asked"):
+            await kit.call("plain", "echo", {"text": "x"})
+        with pytest.raises(CallRefused, match="needs permission 'clock:write'"):
+            await kit.call("plain", "slow", {"seconds": 0})
+
+
+async def test_an_idempotent_call_is_retried_with_one_idempotency_key(tmp_path):
+    events: list[dict] = []
+    config = plain(envelope={**LOCKED_READ, "idempotent": True}, tools={"flaky": ToolConfig()})
+    async with Kit(kit_config(config), audit=events.append) as kit:
+        result = await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})
+    calls = [e for e in events if e["event"] == "call"]
+    assert [(c["attempt"], c["outcome"]) for c in calls] == [(1, "failed"), (2, "ok")]
+    assert re.fullmatch(r"[0-9a-f]{32}", text(result)), "the retry carried no idempotency key"
+
+
+async def test_a_side_effecting_call_that_is_not_idempotent_is_never_retried(tmp_path):
+    events: list[dict] = []
+    approver = Approver()
+    config = plain(tools={"flaky": ToolConfig(side_effecting=True, idempotent=False)})
+    async with Kit(kit_config(config), approve=approver, audit=events.append) as kit:
+        with pytest.raises(ServerUnavailable, match="went away"):
+            await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})
+        assert text(await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})) == "None"
+    assert [(c["attempt"], c["outcome"]) for c in events if c["event"] == "call"] == [(1, "failed"), (1, "ok")]
+    assert len(approver.asked) == 2
+
+
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+@pytest.mark.parametrize(("answer", "outcome"), [(True, "refunded 250"), (False, "refund cancelled")])
+async def test_the_servers_confirmation_request_goes_to_the_approval_callback(mode, revision, method, answer, outcome):
+    confirm = ServerConfig(
+        name="billing", transport="stdio", command=kit_server("confirm"), mode=mode,
+        envelope=LOCKED_READ, tools={"refund": ToolConfig()},
+    )
+    approver = Approver(True, elicitation=answer)
+    async with Kit(kit_config(confirm), approve=approver, audit=lambda e: None) as kit:
+        result = await kit.call("billing", "refund", {"amount": 250})
+        assert kit.sessions["billing"].handshake.protocol_version == revision
+    assert text(result) == outcome
+    # The server annotates refund destructive: the envelope tightens, so the call is asked first.
+    call, elicitation = approver.asked
+    assert (call.kind, call.reasons) == ("call", ("side_effecting",))
+    assert (elicitation.kind, elicitation.server, elicitation.tool) == ("elicitation", "billing", "refund")
+    assert elicitation.message == "Refund 250 cents?" and elicitation.requested_schema["type"] == "object"
+
+
+APPROVE_ON_TERMINAL = """
+import sys
+import anyio
+from ticket_server.client import Kit, KitConfig, KitError, ServerConfig, ToolConfig, ask_on_terminal
+
+server = ServerConfig(name="plain", transport="stdio", command=sys.argv[1:],
+                      tools={"echo": ToolConfig(surface="human_controlled", side_effecting=False)})
+
+async def main():
+    async with Kit(KitConfig(servers={"plain": server}), approve=ask_on_terminal, audit=lambda e: None) as kit:
+        try:
+            result = await kit.call("plain", "echo", {"text": "approved"})
+            print(result.content[0].text)
+        except KitError as exc:
+            print(exc)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize(("typed", "printed"), [("y\n", "approved"), ("\n", "plain.echo: a person refused the call")])
+def test_the_terminal_approval_callback_asks_on_stderr_and_reads_stdin(tmp_path, typed, printed):
+    import subprocess
+    import sys
+
+    script = tmp_path / "app.py"
+    script.write_text(APPROVE_ON_TERMINAL, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), *kit_server("plain")], input=typed,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(printed)
+    assert 'Allow plain.echo({"text": "approved"}) [human_controlled; irreversible]? [y/N] ' in done.stderr
+
+
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+async def test_our_server_over_http_through_the_kit(http_server, monkeypatch, mode, revision, method):
+    monkeypatch.setenv("KIT_TEST_TOKEN", http_server.token)
+    server = ServerConfig(
+        name="tickets", transport="http", url=http_server.url, auth={"bearer_env": "KIT_TEST_TOKEN"}, mode=mode,
+        envelope=LOCKED_READ, tools={"get_ticket_status_v2": ToolConfig()},
+    )
+    async with Kit(kit_config(server), audit=lambda e: None) as kit:
+        result = await kit.call("tickets", "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        assert result.structured_content["id"] == "SUP-4412"
+        assert (kit.sessions["tickets"].handshake.method, kit.sessions["tickets"].handshake.protocol_version) == (
+            method, revision)
+        with pytest.raises(InvalidArguments, match="ticket_id: Field required"):
+            await kit.call("tickets", "get_ticket_status_v2", {})

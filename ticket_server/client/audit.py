@@ -1,0 +1,71 @@
+"""Audit and tracing: every protocol event the kit sees, as one JSON line under the
+trace id of the turn that caused it.
+
+An event is a flat JSON object: ``{"ts": <unix seconds>, "trace_id": ..., "server":
+..., "event": ..., ...}``. Events: ``connect`` (transport, command or URL without
+credentials), ``handshake`` (which one, protocol version, server identity,
+capabilities), ``list`` (tool count, new and inert names), ``call`` (tool, outcome,
+result size in bytes, attempt, milliseconds), ``refused`` (why), ``approval`` (asked,
+answer), ``elicitation``, ``notification`` (method), ``disconnect`` (why) and
+``close``. Arguments and results are never logged: only their sizes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+Sink = Callable[[dict[str, Any]], None]
+
+_trace_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("kit_trace_id", default=None)
+
+
+def current_trace_id() -> str:
+    """The trace id of the current turn, or a fresh one for an event outside any turn."""
+    return _trace_id.get() or uuid.uuid4().hex
+
+
+@contextlib.contextmanager
+def turn(trace_id: str | None = None) -> Iterator[str]:
+    """Everything the kit does inside this block is logged under one trace id (given, or
+    a new 32-hex-digit one); calls handed to a session's task carry it along."""
+    token = _trace_id.set(trace_id or uuid.uuid4().hex)
+    try:
+        yield _trace_id.get()  # type: ignore[misc]
+    finally:
+        _trace_id.reset(token)
+
+
+def json_lines(stream: TextIO | None = None) -> Sink:
+    """A sink writing each event as one compact JSON line (default: stderr, never
+    stdout, which a stdio MCP server of the same process would own)."""
+
+    def write(event: dict[str, Any]) -> None:
+        out = stream if stream is not None else sys.stderr
+        out.write(json.dumps(event, ensure_ascii=False, default=str, separators=(",", ":")) + "\n")
+        out.flush()
+
+    return write
+
+
+class Audit:
+    """Emits events to a sink, stamping time and trace id."""
+
+    def __init__(self, sink: Sink | None = None) -> None:
+        self.sink = sink if sink is not None else json_lines()
+
+    def emit(self, event: str, *, server: str | None, trace_id: str | None = None, **fields: Any) -> None:
+        record = {
+            "ts": round(time.time(), 6),
+            "trace_id": trace_id or current_trace_id(),
+            "server": server,
+            "event": event,
+            **fields,
+        }
+        self.sink(record)

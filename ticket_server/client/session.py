@@ -1,0 +1,372 @@
+"""One MCP server connection, owned by one task.
+
+The SDK's cancel scopes and task groups belong to the task that opened the session,
+so a ``ServerSession`` runs an owner task that opens the ``mcp.Client`` (``mode="auto"``:
+``server/discover`` first, ``initialize`` when the server does not know it) and serves
+requests that callers in any task hand it through a queue. Each request carries an
+absolute deadline that both sides honour: the caller stops waiting and the owner
+cancels the request at the same instant.
+
+A server that goes away (stdio child exited, HTTP endpoint refusing) fails the calls in
+flight with ``ServerUnavailable``; the owner then ends, and the next call starts a new
+one: a restarted stdio server is reconnected on the next call, also when it exited
+between calls (its end of stdout is watched).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TextIO, TypeVar
+
+import anyio
+import anyio.abc
+import httpx2 as httpx
+
+from ticket_server.client.audit import Audit, _trace_id, current_trace_id
+from ticket_server.client.config import ServerConfig
+
+T = TypeVar("T")
+
+
+class KitError(Exception):
+    """A call the kit could not complete; ``str()`` is one line a person or a model can read."""
+
+
+class ServerUnavailable(KitError):
+    """The server could not be reached, or went away during the call."""
+
+
+class CallTimeout(KitError, TimeoutError):
+    """No answer within the call's deadline."""
+
+
+@dataclass(frozen=True)
+class Handshake:
+    """What one connection negotiated: which handshake ran (``server/discover``, or the
+    legacy ``initialize`` after the server refused discover), the protocol revision,
+    the server's identity and its capabilities."""
+
+    method: Literal["server/discover", "initialize", "none"]
+    protocol_version: str
+    server_name: str | None
+    server_version: str | None
+    instructions: str | None
+    capabilities: dict[str, Any]
+    generation: int
+
+    @classmethod
+    def of(cls, client: Any, mode: str, generation: int) -> Handshake:
+        session = client.session
+        # In mode "auto" the SDK keeps a DiscoverResult only when server/discover
+        # answered; a pinned modern mode adopts a synthesized one without a handshake.
+        if session.discover_result is not None:
+            method = "server/discover" if mode == "auto" else "none"
+        else:
+            method = "initialize"
+        info = client.server_info
+        return cls(
+            method=method,  # type: ignore[arg-type]
+            protocol_version=client.protocol_version,
+            server_name=info.name if info else None,
+            server_version=info.version if info else None,
+            instructions=client.instructions,
+            capabilities=client.server_capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
+            generation=generation,
+        )
+
+
+@dataclass(eq=False)
+class _Request(Generic[T]):
+    op: Callable[[Any], Awaitable[T]]
+    deadline: float  # anyio.current_time() clock
+    trace_id: str
+    what: str
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope | None = None
+    abandoned: bool = False
+    value: Any = None
+    error: BaseException | None = None
+
+    def settle(self, value: Any = None, error: BaseException | None = None) -> None:
+        if not self.finished.is_set():
+            self.value, self.error = value, error
+            self.finished.set()
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (or any exception in its group) means the transport is gone."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if isinstance(exc, BaseExceptionGroup):
+        return any(connection_lost(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED
+    return isinstance(
+        exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, httpx.TransportError, OSError)
+    )
+
+
+@asynccontextmanager
+async def _watch_end(transport: Any, on_end: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """``transport``'s streams, calling ``on_end()`` when the server's side ends (EOF):
+    a stdio server that exits between calls is otherwise noticed only by the next call."""
+    async with transport as (read, write):
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def relay() -> None:
+            async with send:
+                async for item in read:
+                    await send.send(item)
+            on_end()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay)
+            try:
+                yield receive, write
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return _describe(exc.exceptions[0])
+    return (str(exc).replace("\n", " ").strip() or type(exc).__name__)[:300]
+
+
+class ServerSession:
+    """The kit's handle on one server. Use inside ``async with``; ``run(op)`` from any task.
+
+    ``elicitation_callback`` answers the server's elicitation requests (legacy
+    ``elicitation/create`` and the elicitations inside a 2026-07-28
+    ``InputRequiredResult``, which the SDK routes to the same callback);
+    ``on_notification(session, message)`` sees every server notification.
+    ``errlog``: where a stdio server's stderr goes (default: ours);
+    ``on_http_response``: an httpx response hook, e.g. to name an HTTP 401 or 404.
+    A ``ServerUnavailable`` keeps the transport's own exception as ``__cause__``."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        audit: Audit | None = None,
+        elicitation_callback: Any = None,
+        on_notification: Callable[[ServerSession, Any], Awaitable[None]] | None = None,
+        errlog: TextIO | None = None,
+        on_http_response: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
+        self.errlog = errlog
+        self.on_http_response = on_http_response
+        self.config = config
+        self.name = config.name
+        self.audit = audit or Audit()
+        self.elicitation_callback = elicitation_callback
+        self.on_notification = on_notification
+        self.handshake: Handshake | None = None
+        self.handshakes: list[Handshake] = []  # one per connection, oldest first
+        self._generation = 0
+        self._send: Any = None
+        self._owner_scope: anyio.CancelScope | None = None
+        self._lock = anyio.Lock()
+        self._closing = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> ServerSession:
+        self._stack = AsyncExitStack()
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop taking requests, let the owner close the connection (bounded), and wait."""
+        self._closing, self._tg = True, None
+        if self._send is not None:
+            self._retire(self._send)
+        if self._owner_scope is not None:
+            # Calls still in flight are cancelled; closing is bounded like any call.
+            self._owner_scope.deadline = min(self._owner_scope.deadline, anyio.current_time() + 5)
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+            self.audit.emit("close", server=self.name)
+
+    # -- the caller side ---------------------------------------------------------------
+
+    async def run(self, op: Callable[[Any], Awaitable[T]], *, deadline_seconds: float, what: str) -> T:
+        """Run ``op(client)`` on the owner task, with the connected ``mcp.Client``.
+
+        Raises ``CallTimeout`` when ``deadline_seconds`` pass (connecting included),
+        ``ServerUnavailable`` when the server cannot be reached or goes away, and
+        whatever ``op`` raised otherwise."""
+        request: _Request[T] = _Request(
+            op, deadline=anyio.current_time() + deadline_seconds, trace_id=current_trace_id(), what=what
+        )
+        send = await self._owner(request.trace_id)
+        try:
+            send.send_nowait(request)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise ServerUnavailable(f"server {self.name}: closed") from exc
+        try:
+            with anyio.CancelScope(deadline=request.deadline):
+                await request.finished.wait()
+        finally:
+            if not request.finished.is_set():  # the deadline, or the caller was cancelled
+                request.abandon()
+        if not request.finished.is_set():
+            state = "" if self.handshake is not None else " (no connection was established)"
+            raise CallTimeout(f"server {self.name}: {what}: no answer within {deadline_seconds:g} s{state}")
+        if request.error is not None:
+            raise request.error
+        return request.value
+
+    async def _owner(self, trace_id: str) -> Any:
+        async with self._lock:
+            if self._send is None:
+                if self._tg is None:
+                    raise ServerUnavailable(f"server {self.name}: the session is not open (use it inside `async with`)")
+                send, receive = anyio.create_memory_object_stream[_Request[Any]](math.inf)
+                self._send = send
+                self._generation += 1
+                self._tg.start_soon(self._own, send, receive, self._generation, trace_id)
+            return self._send
+
+    # -- the owner side ----------------------------------------------------------------
+
+    def _client(self, stack: AsyncExitStack, on_end: Callable[[], None]) -> Any:
+        from mcp import Client, StdioServerParameters
+
+        config = self.config
+        if config.transport == "stdio":
+            from mcp.client.stdio import get_default_environment, stdio_client
+
+            assert config.command
+            env = {**get_default_environment(), **(config.env or {})}
+            params = StdioServerParameters(command=config.command[0], args=config.command[1:], env=env, cwd=config.cwd)
+            transport: Any = _watch_end(
+                stdio_client(params, **({"errlog": self.errlog} if self.errlog else {})), on_end
+            )
+            shown = " ".join(config.command)
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+
+            token = config.auth.token() if config.auth else None
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            hooks = {"response": [self.on_http_response]} if self.on_http_response else None
+            http = httpx.AsyncClient(
+                headers=headers, timeout=httpx.Timeout(config.deadline_seconds), event_hooks=hooks
+            )
+            stack.push_async_callback(http.aclose)
+            transport = streamable_http_client(config.url, http_client=http)
+            shown = config.url
+        self.audit.emit("connect", server=self.name, transport=config.transport, target=shown, pid=os.getpid())
+        return Client(
+            transport,
+            mode=config.mode,
+            elicitation_callback=self.elicitation_callback,
+            message_handler=self._message,
+            read_timeout_seconds=config.deadline_seconds,
+        )
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.audit.emit("transport_error", server=self.name, error=_describe(message))
+            return
+        root = getattr(message, "root", message)
+        self.audit.emit("notification", server=self.name, method=getattr(root, "method", type(root).__name__))
+        if self.on_notification is not None:
+            await self.on_notification(self, root)
+
+    async def _own(self, send: Any, receive: Any, generation: int, trace_id: str) -> None:
+        _trace_id.set(trace_id)  # the connection is logged under the turn that caused it
+        why, cause = "closed", None
+        try:
+            with anyio.CancelScope() as scope:
+                self._owner_scope = scope
+                scope.deadline = anyio.current_time() + self.config.connect_seconds
+                async with AsyncExitStack() as stack:
+                    client = self._client(stack, lambda: self._ended(send, generation))
+                    await stack.enter_async_context(client)
+                    scope.deadline = math.inf
+                    self.handshake = Handshake.of(client, self.config.mode, generation)
+                    self.handshakes.append(self.handshake)
+                    self.audit.emit(
+                        "handshake",
+                        server=self.name,
+                        method=self.handshake.method,
+                        protocol_version=self.handshake.protocol_version,
+                        server_name=self.handshake.server_name,
+                        server_version=self.handshake.server_version,
+                        capabilities=sorted(self.handshake.capabilities),
+                        generation=generation,
+                    )
+                    async with anyio.create_task_group() as calls:
+                        async for request in receive:
+                            calls.start_soon(self._serve, client, request, send, scope)
+            if scope.cancelled_caught and not self._closing:
+                why = "connection lost" if self._connected(generation) else (
+                    f"could not connect within {self.config.connect_seconds:g} s"
+                )
+        except Exception as exc:  # every failure of the connection ends this owner
+            cause = exc
+            why = f"{'connection lost' if self._connected(generation) else 'could not connect'}: {_describe(exc)}"
+        finally:
+            self._retire(send)
+            leftover = ServerUnavailable(f"server {self.name}: {why}")
+            leftover.__cause__ = cause
+            with anyio.CancelScope(shield=True):
+                async for request in receive:
+                    request.settle(error=leftover)
+            if why != "closed":
+                self.audit.emit("disconnect", server=self.name, reason=why, generation=generation)
+
+    def _ended(self, send: Any, generation: int) -> None:
+        """The stdio server closed its stdout (exited) while this connection was current,
+        with or without a call in flight: the next call starts a new connection."""
+        if self._send is send and not self._closing:
+            self.audit.emit("disconnect", server=self.name, reason="the server closed the connection",
+                            generation=generation)
+            self._retire(send)
+
+    def _connected(self, generation: int) -> bool:
+        return self.handshake is not None and self.handshake.generation == generation
+
+    def _retire(self, send: Any) -> None:
+        """No new request reaches this connection's queue; the next call starts a new owner."""
+        if self._send is send:
+            self._send = None
+        send.close()
+
+    async def _serve(self, client: Any, request: _Request[Any], send: Any, owner: anyio.CancelScope) -> None:
+        _trace_id.set(request.trace_id)  # this task's own context: events it causes carry the turn
+        try:
+            with anyio.CancelScope(deadline=request.deadline) as scope:
+                request.scope = scope
+                if request.abandoned:
+                    scope.cancel()
+                try:
+                    request.settle(await request.op(client))
+                except Exception as exc:
+                    if connection_lost(exc):
+                        self._retire(send)
+                        owner.cancel()
+                        gone = ServerUnavailable(f"server {self.name}: went away ({_describe(exc)})")
+                        gone.__cause__ = exc
+                        request.settle(error=gone)
+                    else:
+                        request.settle(error=exc)
+            if scope.cancelled_caught:
+                request.settle(error=CallTimeout(f"server {self.name}: {request.what}: deadline passed"))
+        finally:
+            request.settle(error=ServerUnavailable(f"server {self.name}: connection lost during {request.what}"))
