@@ -46,10 +46,6 @@ class Settings(BaseSettings):
     database_timeout: float = Field(
         default=5.0, gt=0, description="Seconds a query may wait for the database before failing."
     )
-    search_rank_window: int = Field(
-        default=1000, ge=10, le=100_000,
-        description="search_tickets_v2 ranks matches by relevance in windows of this many, newest first.",
-    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
     host: str = Field(default="127.0.0.1", description="HTTP bind address.")

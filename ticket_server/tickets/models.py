@@ -72,6 +72,10 @@ class Ticket(Base):
     customer: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Subject and body as the search analyzer's tokens (tickets.analyzer.search_text),
+    # written with them by the repository; the full-text indexes are built on these.
+    search_subject: Mapped[str] = mapped_column(Text, server_default=" ")
+    search_body: Mapped[str] = mapped_column(Text, server_default=" ")
 
     __table_args__ = (
         Index("ix_tickets_updated_at", "updated_at", "pk"),
@@ -79,3 +83,14 @@ class Ticket(Base):
         Index("ix_tickets_status", "status"),
         Index("ix_tickets_owner", "owner"),
     )
+
+
+class SearchTerm(Base):
+    """How many tickets hold each search token (their subject or body analyzed), for
+    the weight of a query word and for spelling suggestions. The row with the empty
+    term counts the tickets indexed."""
+
+    __tablename__ = "search_terms"
+
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tickets: Mapped[int] = mapped_column(Integer)
