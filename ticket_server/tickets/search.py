@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Select, and_, case, cast, column, exists, func, literal, literal_column, or_, select, table,
+    Connection, Select, and_, case, cast, column, func, literal, literal_column, or_, select, table,
 )
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -316,8 +316,11 @@ def explain(
         named = filters.named_conditions()
         candidates, _ = sort_keys(dialect, query.words, "newest")
         base = filters.scope() + ([candidates] if candidates is not None else [])
-        if named and conn.execute(select(exists().where(*base))).scalar():
-            alone = [n for n, c in named.items() if not conn.execute(select(exists().where(*base, c))).scalar()]
+        def some(*where: ColumnElement[bool]) -> bool:
+            return conn.execute(select(Ticket.pk).where(*where).limit(1)).first() is not None
+
+        if named and some(*base):
+            alone = [n for n, c in named.items() if not some(*base, c)]
             what = "the words" if query.words else "the tickets you can see"
             if alone:
                 notes.append(f"Some of {what} match, but none with {' and none with '.join(alone)} as given; "
