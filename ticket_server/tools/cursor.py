@@ -58,10 +58,8 @@ class CursorCodec:
 
     def encode(self, position: Position, search: str) -> str:
         payload: dict[str, Any] = {"f": search, "k": position.pk, "t": position.updated_at.isoformat()}
-        if position.matched is not None:
-            payload["m"] = position.matched
-        if position.score is not None:
-            payload["s"] = position.score
+        if position.rank is not None:
+            payload["r"] = position.rank
         body = json.dumps(payload, separators=(",", ":")).encode()
         return f"{_b64(body)}.{_b64(self._tag(body))}"
 
@@ -85,10 +83,9 @@ class CursorCodec:
             updated_at = datetime.fromisoformat(payload["t"])
             if updated_at.tzinfo is None:
                 raise CursorError("naive time")
-            matched = _key(payload["m"]) if "m" in payload else None
-            score = _key(payload["s"]) if "s" in payload else None
+            rank = _key(payload["r"]) if "r" in payload else None
         except CursorError:
             raise
         except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError) as exc:
             raise CursorError("malformed") from exc
-        return Position(updated_at=updated_at, pk=pk, matched=matched, score=score)
+        return Position(updated_at=updated_at, pk=pk, rank=rank)
