@@ -41,7 +41,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
-    has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
+    fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
 )
 from ticket_server.tickets.models import SearchTerm, Ticket, TicketPriority, TicketStatus
 
@@ -134,8 +134,6 @@ class SearchFilters:
 def resolve_queue(name: str, visible: Iterable[str]) -> tuple[str, ...] | None:
     """The queues among ``visible`` that ``name`` means, ignoring case and accents
     (None when none does)."""
-    from ticket_server.tickets.analyzer import fold
-
     wanted = fold(name.strip())
     found = tuple(q for q in visible if fold(q) == wanted)
     return found or None
