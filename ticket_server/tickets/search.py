@@ -47,6 +47,7 @@ from ticket_server.tickets.models import SearchTerm, Ticket, TicketPriority, Tic
 
 Sort = Literal["relevance", "newest"]
 SUBJECT_WEIGHT, BODY_WEIGHT = 2, 1
+MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
 MATCHED = 10_000_000  # above any score: 16 words x 3 x a weight of at most ~1,400 (idf of 1 in 10^6)
 TOTAL = ""  # the search_terms row that counts the tickets indexed
 
@@ -181,7 +182,8 @@ def _weight(total: int, holding: int) -> int:
 
 def analyze_query(conn: Connection, text: str) -> Query:
     """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
-    word no ticket holds, for its one-letter neighbours)."""
+    word no ticket holds, for its one-letter neighbours, for the first
+    ``MAX_CORRECTIONS`` such words)."""
     query = Query(text, stop_words=stop_words_in(text))
     words = query_words(text)
     if not words:
@@ -189,20 +191,19 @@ def analyze_query(conn: Connection, text: str) -> Query:
     tokens = [t for t, _ in words]
     counts = dict(conn.execute(select(_TERMS.c.term, _TERMS.c.tickets).where(_TERMS.c.term.in_([TOTAL, *tokens]))).all())
     total = max(counts.get(TOTAL, 0), 1)
+    corrections = MAX_CORRECTIONS
     for token, typed in words:
         holding = counts.get(token, 0)
         if holding > 0:
             query.words.append(Word(token, typed, _weight(total, holding)))
             continue
-        candidates = spelling_candidates(typed)
-        best = None
-        if candidates:
-            rows = conn.execute(
-                select(_TERMS.c.term, _TERMS.c.tickets)
-                .where(_TERMS.c.term.in_(sorted(candidates)), _TERMS.c.tickets > 0)
-                .order_by(_TERMS.c.tickets.desc(), _TERMS.c.term).limit(1)
-            ).first()
-            best = rows
+        candidates = spelling_candidates(typed) if corrections > 0 else {}
+        corrections -= 1
+        best = conn.execute(
+            select(_TERMS.c.term, _TERMS.c.tickets)
+            .where(_TERMS.c.term.in_(sorted(candidates)), _TERMS.c.tickets > 0)
+            .order_by(_TERMS.c.tickets.desc(), _TERMS.c.term).limit(1)
+        ).first() if candidates else None
         if best is not None and best.term not in tokens:
             query.words.append(Word(best.term, typed, _weight(total, best.tickets), instead=candidates[best.term]))
         else:
@@ -268,14 +269,20 @@ def build_page(
     dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters, sort: Sort,
     after: Position | None, limit: int,
 ) -> Select[Any]:
-    """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the next ``limit`` tickets after ``after``, in page order."""
+    """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the
+    next ``limit`` tickets after ``after``, in page order."""
     candidates, keys = sort_keys(dialect, words, sort)
-    where = filters.conditions() + ([candidates] if candidates is not None else [])
-    ranked = select(*keys).where(*where).subquery("ranked")
-    sort_columns = [ranked.c[k.name] for k in keys]
-    stmt = select(*columns, *sort_columns).join_from(ranked, Ticket, Ticket.pk == ranked.c.pk)
+    names = {k.name for k in keys}
+    selected = [c for c in columns if c.name not in names]
+    if candidates is None:  # newest first: straight down ix_tickets_updated_at
+        stmt = select(*selected, *keys).where(*filters.conditions())
+        sort_columns = [Ticket.updated_at, Ticket.pk]
+    else:  # the rank is computed once per candidate, in the subquery
+        ranked = select(*selected, *keys).where(*filters.conditions(), candidates).subquery("ranked")
+        stmt = select(ranked)
+        sort_columns = [ranked.c[k.name] for k in keys]
     if after is not None:
-        stmt = stmt.where(_after(sort_columns, position_values(after, bool(words))))
+        stmt = stmt.where(_after(sort_columns, position_values(after, candidates is not None)))
     return stmt.order_by(*(c.desc() for c in sort_columns)).limit(limit)
 
 
