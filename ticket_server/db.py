@@ -127,7 +127,7 @@ def open_repository(settings: Settings) -> TicketRepository:
     from ticket_server.tickets.repository import TicketRepository
 
     return TicketRepository(
-        create_engine(settings), timeout=settings.database_timeout, rank_window=settings.search_rank_window,
+        create_engine(settings), timeout=settings.database_timeout,
         reader=create_sqlite_reader(settings),
     )
 

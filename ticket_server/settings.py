@@ -39,10 +39,6 @@ class Settings(BaseSettings):
     database_timeout: float = Field(
         default=5.0, gt=0, description="Seconds a query may wait for the database before failing."
     )
-    search_rank_window: int = Field(
-        default=1000, ge=10, le=100_000,
-        description="search_tickets_v2 ranks matches by relevance in windows of this many, newest first.",
-    )
     tool_timeout: float = Field(
         default=30.0, gt=0,
         description="Seconds a tools/call may run; past it the call is cancelled and answered "

@@ -79,6 +79,10 @@ class Ticket(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # Subject and body as the search analyzer's tokens (tickets.analyzer.search_text),
+    # written with them by the repository; the full-text indexes are built on these.
+    search_subject: Mapped[str] = mapped_column(Text, server_default=" ")
+    search_body: Mapped[str] = mapped_column(Text, server_default=" ")
 
     __mapper_args__ = {"version_id_col": version}
     __table_args__ = (
@@ -141,3 +145,14 @@ class TicketEvent(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
     __table_args__ = (Index("ix_ticket_events_ticket_created_at", "ticket_id", "created_at", "pk"),)
+
+
+class SearchTerm(Base):
+    """How many tickets hold each search token (their subject or body analyzed), for
+    the weight of a query word and for spelling suggestions. The row with the empty
+    term counts the tickets indexed."""
+
+    __tablename__ = "search_terms"
+
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tickets: Mapped[int] = mapped_column(Integer)

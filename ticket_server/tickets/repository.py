@@ -12,32 +12,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.domain import OPEN_STATUSES, bounded
 from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
-    CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketView,
+    CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
 )
 from ticket_server.tickets.search import (
-    RANK_WINDOW, Position, SearchFilters, build_listing, build_window, search_terms,
+    TOTAL, Position, SearchFilters, Sort, analyze_query, build_page, count_terms, explain, row_position,
+    search_columns, ticket_terms,
 )
 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
+_SUMMARY_COLUMNS = [_TICKETS.c[name] for name in TicketSummaryV2.model_fields]
 _GET = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == bindparam("ticket_id"))
 _CUSTOMERS, _COMMENTS, _EVENTS = Customer.__table__, Comment.__table__, TicketEvent.__table__
 _CUSTOMER_COLUMNS = [_CUSTOMERS.c[name] for name in CustomerRecord.model_fields]
 _COMMENT_COLUMNS = [_COMMENTS.c[name] for name in CommentRecord.model_fields]
 _EVENT_COLUMNS = [_EVENTS.c[name] for name in EventRecord.model_fields]
-T = TypeVar("T")
 
 
 def _in_queues(stmt: Any, queues: frozenset[str] | None) -> Any:
@@ -47,6 +50,25 @@ def _in_queues(stmt: Any, queues: frozenset[str] | None) -> Any:
 def _prefix(column: Any, prefix: str) -> Any:
     """``column`` starts with ``prefix``, any case; ``%`` and ``_`` literal."""
     return func.lower(column).startswith(prefix.lower(), autoescape=True)
+
+# The distinct queues by a loose index scan (one index probe per queue), on both engines.
+_QUEUES = text("""
+    WITH RECURSIVE q(name) AS (
+        SELECT min(queue) FROM tickets
+        UNION ALL
+        SELECT (SELECT min(queue) FROM tickets WHERE queue > q.name) FROM q WHERE q.name IS NOT NULL
+    ) SELECT name FROM q WHERE name IS NOT NULL""")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One page of search: tickets with the position a page ending on each continues
+    from, whether more follow, and a note on what the search did (see ``explain``)."""
+
+    tickets: list[tuple[TicketSummaryV2, Position]]
+    more: bool
+    note: str | None
 
 
 class TicketRepository:
@@ -58,19 +80,11 @@ class TicketRepository:
     cost under concurrent callers.
     """
 
-    def __init__(
-        self, engine: AsyncEngine, timeout: float, rank_window: int = RANK_WINDOW, reader: Engine | None = None
-    ) -> None:
+    def __init__(self, engine: AsyncEngine, timeout: float, reader: Engine | None = None) -> None:
         self._engine = engine
         self._reader = reader
-        self._rank_window = rank_window
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
-
-    @property
-    def rank_window(self) -> int:
-        """How many of the newest matches a ranked search ranks together."""
-        return self._rank_window
 
     @property
     def dialect(self) -> str:
@@ -253,40 +267,27 @@ class TicketRepository:
         return await self._read(read)
 
     async def search(
-        self, query: str, filters: SearchFilters, after: Position | None, limit: int
-    ) -> list[tuple[TicketRecord, Position]]:
-        """One page of at most ``limit`` tickets of full-text search (see ``tickets.search``),
-        each with the position a page ending on it continues from: best match first within
-        each ranking window, windows newest first; an empty query lists newest first."""
-        terms = search_terms(query)
-        dialect, size = self.dialect, self._rank_window
+        self, query: str, filters: SearchFilters, sort: Sort, after: Position | None, limit: int
+    ) -> SearchResult:
+        """One page of at most ``limit`` tickets of full-text search, after ``after``;
+        ranking and paging are described in ``tickets.search``."""
+        dialect = self.dialect
 
-        def listing(conn: Connection) -> list[tuple[TicketRecord, Position]]:
-            rows = conn.execute(build_listing(filters, after, limit)).mappings()
-            return [(TicketRecord.model_validate(dict(r)), Position(r["sort"], r["pk"])) for r in rows]
+        def read(conn: Connection) -> SearchResult:
+            analyzed = analyze_query(conn, query)
+            if analyzed.has_words and not analyzed.words:
+                return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
+            stmt = build_page(dialect, _SUMMARY_COLUMNS, analyzed.words, filters, sort, after, limit + 1)
+            rows = conn.execute(stmt).all()
+            page = [(TicketSummaryV2.model_validate(dict(r._mapping)), row_position(r)) for r in rows[:limit]]
+            note = explain(conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None)
+            return SearchResult(page, len(rows) > limit, note)
 
-        def ranked(conn: Connection) -> list[tuple[TicketRecord, Position]]:
-            page: list[Position] = []
-            upto = after.window if after is not None else None
-            while len(page) < limit:
-                window = conn.execute(build_window(dialect, terms, filters, upto, size)).all()
-                if not window:
-                    break
-                newest = window[0].pk
-                order = sorted(window, key=lambda row: (row.sort, row.pk))
-                start = after.sort + 1 if after is not None and after.window == upto else 0
-                page.extend(Position(place, order[place].pk, newest)
-                            for place in range(start, min(len(order), start + limit - len(page))))
-                if len(window) < size:  # no older matches
-                    break
-                upto = window[-1].pk - 1
-            if not page:
-                return []
-            stmt = select(_TICKETS.c.pk, *_RECORD_COLUMNS).where(_TICKETS.c.pk.in_([p.pk for p in page]))
-            found = {row["pk"]: row for row in conn.execute(stmt).mappings()}
-            return [(TicketRecord.model_validate(dict(found[p.pk])), p) for p in page if p.pk in found]
+        return await self._read(read)
 
-        return await self._read(ranked if terms else listing)
+    async def queues(self) -> list[str]:
+        """Every queue that holds a ticket, sorted."""
+        return await self._read(lambda conn: [r[0] for r in conn.execute(_QUEUES)])
 
     async def count(self) -> int:
         async with self._session() as session:
@@ -296,16 +297,23 @@ class TicketRepository:
         self, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
         events: Iterable[dict[str, Any]] = (),
     ) -> int:
-        """Insert tickets, then comments and events (dicts of column values; a comment or
-        event names its ticket by ``ticket_id``, already stored or in ``tickets``) in one
-        transaction; returns how many tickets."""
-        batches = [(Ticket, list(tickets)), (Comment, list(comments)), (TicketEvent, list(events))]
-        if any(rows for _, rows in batches):
-            async with self._session() as session, session.begin():
-                for model, rows in batches:
-                    if rows:
-                        await session.execute(insert(model), rows)
-        return len(batches[0][1])
+        """Insert tickets (with their search columns; ``search_terms`` follows), then
+        comments and events (dicts of column values; a comment or event names its ticket
+        by ``ticket_id``, already stored or in ``tickets``) in one transaction; returns
+        how many tickets."""
+        rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
+        comment_rows, event_rows = list(comments), list(events)
+
+        def write(conn: Connection) -> int:
+            written = _write_text(conn, rows, insert_rows=True) if rows else 0
+            for model, batch in ((Comment, comment_rows), (TicketEvent, event_rows)):
+                if batch:
+                    conn.execute(insert(model), batch)
+            return written
+
+        if rows or comment_rows or event_rows:
+            await self._write(write)
+        return len(rows)
 
     async def add_customers(self, customers: Iterable[dict[str, Any]]) -> int:
         """Insert customers (dicts of column values) in one transaction; returns how many."""
@@ -315,7 +323,46 @@ class TicketRepository:
                 await session.execute(insert(Customer), rows)
         return len(rows)
 
+    async def set_text(self, ticket_id: str, subject: str, body: str) -> bool:
+        """Change a ticket's subject and body, keeping its search index in step;
+        False when there is no such ticket. Every write of subject or body goes here."""
+        row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
+        return await self._write(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
+
+    async def _write(self, write: Callable[[Connection], T]) -> T:
+        """``write(connection)`` in one transaction (see ``_read``)."""
+        async with bounded(self._timeout), self._engine.begin() as conn:
+            return await conn.run_sync(write)
+
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the tickets table answers."""
         async with self._session() as session:
             await session.execute(select(Ticket.id).limit(1))
+
+
+def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bool) -> int:
+    """Insert ``rows`` (whole tickets), or update subject and body of the tickets with
+    their ids, with their search columns; ``search_terms`` follows. Returns how many
+    tickets were written. The one write path of ticket text: the full-text indexes are
+    built on the search columns (by trigger on SQLite, a generated column on PostgreSQL)."""
+    delta: Counter[str] = Counter()
+    written: list[dict[str, Any]] = []
+    if insert_rows:
+        conn.execute(insert(Ticket), rows)
+        written = rows
+    for row in [] if insert_rows else rows:
+        old = conn.execute(
+            select(_TICKETS.c.search_subject, _TICKETS.c.search_body).where(_TICKETS.c.id == row["id"])
+        ).mappings().first()
+        if old is None:
+            continue
+        delta.subtract(ticket_terms(dict(old)))
+        delta[TOTAL] -= 1
+        conn.execute(update(Ticket).where(Ticket.id == row["id"]).values(
+            {k: row[k] for k in ("subject", "body", "search_subject", "search_body")}))
+        written.append(row)
+    for row in written:
+        delta.update(ticket_terms(row))
+    delta[TOTAL] += len(written)
+    count_terms(conn, delta)
+    return len(written)

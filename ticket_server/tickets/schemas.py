@@ -70,9 +70,11 @@ class TicketSummaryV2(BaseModel):
 
 
 class SearchPage(BaseModel):
-    # One page of `search_tickets_v2` results; next_cursor is null on the last page.
+    # One page of `search_tickets_v2` results; next_cursor is null on the last page;
+    # note says what the search did with words or filters that matched nothing.
     tickets: list[TicketSummaryV2]
     next_cursor: str | None
+    note: str | None = None
 
 
 # --- records of the conversation, history and customers (read-only) -------------------

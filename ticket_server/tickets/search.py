@@ -1,143 +1,340 @@
 """Full-text search over tickets: the user's words, filters, ranking and keyset paging.
 
-The query is words, never query syntax: it is split into word tokens (Unicode letters
-and digits) and each token is passed to the engine as a quoted term, so quotes, `*`,
-`-`, `AND`, `NEAR(` and parentheses are plain text. All tokens must match (AND).
+Text goes through ``tickets.analyzer`` on the way in (the repository stores a ticket's
+subject and body as tokens, ``search_subject``/``search_body``) and the query through
+the same analyzer, so SQLite and PostgreSQL see the same tokens: the query is words,
+never query syntax. The engines only find candidates, tickets with any query word:
+- SQLite: FTS5 table ``tickets_fts`` over the token columns (``unicode61``,
+  ``tokenchars '_'``), ``MATCH '"w1" OR "w2"'``.
+- PostgreSQL: ``search_vector``, the token columns cast to ``tsvector`` (no parser),
+  GIN-indexed, ``@@ 'w1' | 'w2'``.
 
-Ranking is relevance within recency windows. The matches are cut, newest ticket first
-(by the integer key, i.e. creation order), into windows of ``RANK_WINDOW`` tickets; the
-first window is ranked best first, then the second, and so on. A search with at most
-``RANK_WINDOW`` matches is therefore ranked exactly; a frequent word ranks the newest
-matches, and only they are scored, so the cost of a page is bounded by the window
-instead of growing with the number of matches (exact top-k over every match of a word
-found in a quarter of a million tickets takes hundreds of milliseconds on both engines).
-Every match is still reachable by paging, exactly once while the tickets do not change
-(keyset paging; bm25 uses whole-table statistics, so many new tickets can also reorder a
-window between two pages).
-- SQLite: FTS5 ``bm25(tickets_fts, 2.0, 1.0)`` (subject weighs twice the body;
-  lower is better), tokenizer ``unicode61 remove_diacritics 2`` (case and accents folded).
-- PostgreSQL: ``-ts_rank(search_vector, query)`` over a ``simple`` tsvector of
-  ``unaccent(lower(text))`` (subject weight A, body weight B).
-Ties are broken by the integer key, so a page boundary is a total order.
-An empty query lists the filtered tickets newest first (``updated_at`` descending).
+Ranking, the same SQL on both engines, so both return the same order:
+1. matched: how many query words the ticket holds (all the words first, then most);
+2. score: BM25 with binary term frequency and no length normalisation, subject
+   above body: the sum over the words it holds of ``idf(word) x (2 in subject + 1 in
+   body)``, ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))`` (N tickets, n holding the word),
+   in integer hundredths, so both engines compute exactly the same number;
+3. recency, ``updated_at`` newest first, then the integer key.
+``sort="newest"`` drops the score: the tickets with the most query words, newest first.
+A word no ticket holds is left out of the query, or replaced by the most frequent
+word one letter away (a typo); ``explain`` says so. An empty query lists the filtered
+tickets newest first. Paging is keyset paging on the sort key, so every match comes
+once while the tickets do not change.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import Select, and_, column, func, literal_column, or_, select, table
+from sqlalchemy import (
+    Connection, Select, and_, case, cast, column, func, literal, literal_column, or_, select, table,
+)
+from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from ticket_server.settings import Settings
-from ticket_server.tickets.models import Ticket, TicketStatus
+from ticket_server.tickets.analyzer import (
+    fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
+)
+from ticket_server.tickets.models import SearchTerm, Ticket, TicketPriority, TicketStatus
 
-MAX_TERMS = 16
-MAX_TERM_LENGTH = 64
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits; `_` separates like FTS5 does
+Sort = Literal["relevance", "newest"]
+SUBJECT_WEIGHT, BODY_WEIGHT = 2, 1
+MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
+MATCHED = 10_000_000  # above any score: 16 words x 3 x a weight of at most ~1,400 (idf of 1 in 10^6)
+TOTAL = ""  # the search_terms row that counts the tickets indexed
 
 _fts = table("tickets_fts", column("rowid"))
 _FTS_TABLE = literal_column("tickets_fts")
+_VECTOR = literal_column("tickets.search_vector")
+_TERMS = SearchTerm.__table__
 
 
-def search_terms(query: str) -> list[str]:
-    """The word tokens of ``query``: at most ``MAX_TERMS``, each at most ``MAX_TERM_LENGTH``."""
-    return [w[:MAX_TERM_LENGTH] for w in _WORD.findall(query)][:MAX_TERMS]
+# -- writing ------------------------------------------------------------------------
 
 
-def fts5_match(terms: list[str]) -> str:
-    """An FTS5 MATCH expression requiring every term, each quoted as a literal string."""
-    return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+def search_columns(subject: str, body: str) -> dict[str, str]:
+    """The stored search columns of a ticket with this subject and body."""
+    return {"search_subject": search_text(index_tokens(subject)), "search_body": search_text(index_tokens(body))}
+
+
+def ticket_terms(columns: dict[str, str]) -> set[str]:
+    """The distinct tokens of a ticket's search columns."""
+    return set(columns["search_subject"].split()) | set(columns["search_body"].split())
+
+
+def count_terms(conn: Connection, delta: Counter[str]) -> None:
+    """Add ``delta`` (term -> change in the number of tickets holding it) to
+    ``search_terms``. Terms are written in sorted order, so concurrent writers lock
+    rows in the same order."""
+    rows = [{"term": t, "tickets": n} for t, n in sorted(delta.items()) if n]
+    if not rows:
+        return
+    insert = sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+    stmt = insert(_TERMS)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[_TERMS.c.term], set_={"tickets": _TERMS.c.tickets + stmt.excluded.tickets}
+    )
+    for start in range(0, len(rows), 5000):
+        conn.execute(stmt, rows[start:start + 5000])
+
+
+# -- reading ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class SearchFilters:
     """What narrows a search. ``queues`` is the caller's scope (None = every queue);
-    ``queue`` the one queue asked for."""
+    ``queue`` the queue names asked for (already resolved to names that exist)."""
 
     statuses: tuple[TicketStatus, ...] | None = None
-    queue: str | None = None
+    priorities: tuple[TicketPriority, ...] | None = None
+    queue: tuple[str, ...] | None = None
     owner: str | None = None
+    customer: str | None = None
+    created_after: datetime | None = None
     updated_after: datetime | None = None
+    updated_before: datetime | None = None
     queues: frozenset[str] | None = None
 
-    def conditions(self) -> list[ColumnElement[bool]]:
-        out: list[ColumnElement[bool]] = []
+    def named_conditions(self) -> dict[str, ColumnElement[bool]]:
+        """The caller's filters (not the scope), by argument name."""
+        out: dict[str, ColumnElement[bool]] = {}
         if self.statuses:
-            out.append(Ticket.status.in_(self.statuses))
+            out["status"] = Ticket.status.in_(self.statuses)
+        if self.priorities:
+            out["priority"] = Ticket.priority.in_(self.priorities)
         if self.queue is not None:
-            out.append(Ticket.queue == self.queue)
-        if self.queues is not None:
-            out.append(Ticket.queue.in_(sorted(self.queues)))
+            out["queue"] = Ticket.queue.in_(self.queue)
         if self.owner is not None:
-            out.append(Ticket.owner == self.owner)
+            out["owner"] = func.lower(Ticket.owner) == self.owner.lower()
+        if self.customer is not None:
+            out["customer"] = Ticket.customer.icontains(self.customer, autoescape=True)
+        if self.created_after is not None:
+            out["created_after"] = Ticket.created_at > self.created_after
         if self.updated_after is not None:
-            out.append(Ticket.updated_at > self.updated_after)
+            out["updated_after"] = Ticket.updated_at > self.updated_after
+        if self.updated_before is not None:
+            out["updated_before"] = Ticket.updated_at < self.updated_before
         return out
 
+    def scope(self) -> list[ColumnElement[bool]]:
+        return [] if self.queues is None else [Ticket.queue.in_(sorted(self.queues))]
 
-RANK_WINDOW: int = Settings.model_fields["search_rank_window"].default
-"""How many matches, newest first, are ranked together by default (see the module
-docstring): the default of the setting ``TICKET_SERVER_SEARCH_RANK_WINDOW``."""
+    def conditions(self) -> list[ColumnElement[bool]]:
+        return [*self.scope(), *self.named_conditions().values()]
+
+
+def resolve_queue(name: str, visible: Iterable[str]) -> tuple[str, ...] | None:
+    """The queues among ``visible`` that ``name`` means, ignoring case and accents
+    (None when none does)."""
+    wanted = fold(name.strip())
+    found = tuple(q for q in visible if fold(q) == wanted)
+    return found or None
 
 
 @dataclass(frozen=True)
 class Position:
-    """Where a page ended: the last ticket's integer key and its place in the order.
+    """Where a page ended: the last ticket's sort key; ``rank`` is set for a search with
+    words (see ``sort_keys``)."""
 
-    Newest-first listing: ``sort`` is the ticket's ``updated_at``. Ranked search:
-    ``window`` is the ranking window (its highest key: its newest match) and ``sort`` the
-    ticket's 0-based place in that window's ranking. A place, not a score: bm25's
-    scores move whenever a ticket is added (whole-table statistics) while the order
-    inside a window, whose members are fixed by their keys, rarely does.
-    """
-
-    sort: Any
+    updated_at: datetime
     pk: int
-    window: int | None = None
+    rank: int | None = None
 
 
-def build_listing(filters: SearchFilters, after: Position | None, limit: int) -> Select[Any]:
-    """The newest-first listing (empty query): ticket columns and ``sort`` (updated_at), in page order."""
-    sort = Ticket.updated_at
-    after_cond = []
-    if after is not None:
-        after_cond.append(or_(sort < after.sort, and_(sort == after.sort, Ticket.pk < after.pk)))
-    return (
-        select(*Ticket.__table__.c, sort.label("sort"))
-        .where(*filters.conditions(), *after_cond)
-        .order_by(sort.desc(), Ticket.pk.desc())
-        .limit(limit)
-    )
+@dataclass(frozen=True)
+class Word:
+    """A query word as searched: its token, as the user typed it, its weight (0 when
+    no ticket holds it) and, for a typo, the word searched instead."""
+
+    token: str
+    typed: str
+    weight: int
+    instead: str | None = None
 
 
-def build_window(
-    dialect: str, terms: list[str], filters: SearchFilters, upto: int | None, size: int = RANK_WINDOW
-) -> Select[Any]:
-    """(pk, sort) of one ranking window: the ``size`` newest matches with a key
-    at most ``upto`` (None: the newest matches), newest first. Only these rows are
-    scored: the engines compute a score per row the LIMIT lets through."""
-    where = filters.conditions()
+@dataclass
+class Query:
+    """The analyzed query: the words searched (weight > 0), the ones left out, and the
+    stop words dropped."""
+
+    text: str
+    words: list[Word] = field(default_factory=list)
+    missing: list[Word] = field(default_factory=list)
+    stop_words: list[str] = field(default_factory=list)
+
+    @property
+    def has_words(self) -> bool:
+        return has_words(self.text)
+
+
+def _weight(total: int, holding: int) -> int:
+    return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
+
+
+def analyze_query(conn: Connection, text: str) -> Query:
+    """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
+    word no ticket holds, for its one-letter neighbours, for the first
+    ``MAX_CORRECTIONS`` such words)."""
+    query = Query(text, stop_words=stop_words_in(text))
+    words = query_words(text)
+    if not words:
+        return query
+    tokens = [t for t, _ in words]
+    counts = dict(conn.execute(select(_TERMS.c.term, _TERMS.c.tickets).where(_TERMS.c.term.in_([TOTAL, *tokens]))).all())
+    total = max(counts.get(TOTAL, 0), 1)
+    corrections = MAX_CORRECTIONS
+    for token, typed in words:
+        holding = counts.get(token, 0)
+        if holding > 0:
+            query.words.append(Word(token, typed, _weight(total, holding)))
+            continue
+        candidates = spelling_candidates(typed) if corrections > 0 else {}
+        corrections -= 1
+        best = conn.execute(
+            select(_TERMS.c.term, _TERMS.c.tickets)
+            .where(_TERMS.c.term.in_(sorted(candidates)), _TERMS.c.tickets > 0)
+            .order_by(_TERMS.c.tickets.desc(), _TERMS.c.term).limit(1)
+        ).first() if candidates else None
+        if best is not None and best.term not in tokens:
+            query.words.append(Word(best.term, typed, _weight(total, best.tickets), instead=candidates[best.term]))
+        else:
+            query.missing.append(Word(token, typed, 0))
+    return query
+
+
+def _has(dialect: str, column_: Any, token: str) -> ColumnElement[bool]:
+    # instr/strpos: a plain substring test, cheaper than LIKE; the same answer on both.
+    find = func.instr if dialect == "sqlite" else func.strpos
+    return find(column_, f" {token} ") > 0
+
+
+def _candidates(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
+    """Tickets holding any of ``words``, from the engine's full-text index."""
     if dialect == "sqlite":
-        score: ColumnElement[Any] = func.bm25(_FTS_TABLE, 2.0, 1.0)
-        key: ColumnElement[Any] = _fts.c.rowid  # FTS5 walks its index backwards by rowid
-        window = select(key.label("pk"), score.label("sort")).select_from(_fts)
-        if where:  # filters need the tickets row
-            window = window.join(Ticket, Ticket.pk == key)
-        where.append(_FTS_TABLE.op("MATCH")(fts5_match(terms)))
-    elif dialect == "postgresql":
-        vector = literal_column("tickets.search_vector")
-        tsquery = func.plainto_tsquery(
-            literal_column("'simple'::regconfig"), func.ticket_search_text(" ".join(terms))
-        )
-        key = Ticket.pk
-        window = select(key.label("pk"), (-func.ts_rank(vector, tsquery)).label("sort"))
-        where.append(vector.op("@@")(tsquery))
-    else:
-        raise NotImplementedError(f"full-text search is not implemented for {dialect}")
-    if upto is not None:
-        where.append(key <= upto)
-    return window.where(*where).order_by(key.desc()).limit(size)
+        match = " OR ".join(f'"{w.token}"' for w in words)  # tokens hold no quotes
+        return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(match)))
+    if dialect == "postgresql":
+        tsquery = " | ".join(f"'{w.token}'" for w in words)
+        return _VECTOR.op("@@")(cast(literal(tsquery), TSQUERY))
+    raise NotImplementedError(f"full-text search is not implemented for {dialect}")
+
+
+def sort_keys(dialect: str, words: Sequence[Word], sort: Sort) -> tuple[ColumnElement[bool] | None, list[Any]]:
+    """(the candidates' condition, the sort key's columns, best first and all descending).
+
+    With words the key starts with ``rank`` = ``matched x MATCHED + score`` (see the module
+    docstring; ``score`` is 0 for ``sort="newest"``): one integer, so each word is looked
+    up once per ticket (a simple CASE evaluates its operand once)."""
+    if not words:
+        return None, [Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
+    parts = []
+    for w in words:
+        in_subject, in_body = _has(dialect, Ticket.search_subject, w.token), _has(dialect, Ticket.search_body, w.token)
+        if sort == "newest":
+            parts.append(case((or_(in_subject, in_body), MATCHED), else_=0))
+            continue
+        where = case((in_subject, SUBJECT_WEIGHT), else_=0) + case((in_body, BODY_WEIGHT), else_=0)
+        parts.append(case(
+            {SUBJECT_WEIGHT + BODY_WEIGHT: MATCHED + (SUBJECT_WEIGHT + BODY_WEIGHT) * w.weight,
+             SUBJECT_WEIGHT: MATCHED + SUBJECT_WEIGHT * w.weight, BODY_WEIGHT: MATCHED + BODY_WEIGHT * w.weight},
+            value=where, else_=0,
+        ))
+    rank = sum(parts[1:], parts[0])
+    return _candidates(dialect, words), [rank.label("rank"), Ticket.updated_at.label("updated_at"),
+                                         Ticket.pk.label("pk")]
+
+
+def _after(keys: list[Any], values: list[Any]) -> ColumnElement[bool]:
+    """Rows after ``values`` in the descending order of ``keys`` (a row-value ``<``)."""
+    cond = keys[-1] < values[-1]
+    for key, value in zip(reversed(keys[:-1]), reversed(values[:-1])):
+        cond = or_(key < value, and_(key == value, cond))
+    return cond
+
+
+def position_values(position: Position, ranked: bool) -> list[Any]:
+    return [position.rank, position.updated_at, position.pk] if ranked else [position.updated_at, position.pk]
+
+
+def build_page(
+    dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters, sort: Sort,
+    after: Position | None, limit: int,
+) -> Select[Any]:
+    """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the
+    next ``limit`` tickets after ``after``, in page order."""
+    candidates, keys = sort_keys(dialect, words, sort)
+    names = {k.name for k in keys}
+    selected = [c for c in columns if c.name not in names]
+    if candidates is None:  # newest first: straight down ix_tickets_updated_at
+        stmt = select(*selected, *keys).where(*filters.conditions())
+        sort_columns = [Ticket.updated_at, Ticket.pk]
+    else:  # the rank is computed once per candidate, in the subquery
+        ranked = select(*selected, *keys).where(*filters.conditions(), candidates).subquery("ranked")
+        stmt = select(ranked)
+        sort_columns = [ranked.c[k.name] for k in keys]
+    if after is not None:
+        stmt = stmt.where(_after(sort_columns, position_values(after, candidates is not None)))
+    return stmt.order_by(*(c.desc() for c in sort_columns)).limit(limit)
+
+
+def row_position(row: Any) -> Position:
+    m = row._mapping
+    return Position(updated_at=m["updated_at"], pk=m["pk"], rank=m.get("rank"))
+
+
+def _quoted(words: Iterable[Word | str]) -> str:
+    return ", ".join(f"'{w.typed if isinstance(w, Word) else w}'" for w in words)
+
+
+def explain(
+    conn: Connection, dialect: str, query: Query, filters: SearchFilters, first: Any | None, continued: bool,
+) -> str | None:
+    """A note for the model on what the search did with its words and filters, or None
+    when the page simply holds tickets with every word. ``first`` is the page's first
+    row (None when the page is empty); ``continued``: a page after the first."""
+    notes: list[str] = []
+    for w in query.words:
+        if w.instead:
+            notes.append(f"No ticket contains '{w.typed}'; searched '{w.instead}' instead.")
+    if query.missing and query.words:
+        notes.append(f"No ticket contains {_quoted(query.missing)}; left out of the search.")
+    if query.has_words and not query.words:
+        if query.missing:
+            notes.append(f"No ticket contains any of {_quoted(query.missing)}. Try other words or synonyms; "
+                         "for a known ticket id use get_ticket_status_v2.")
+        else:
+            notes.append(f"The query has only common words ({_quoted(query.stop_words)}), which are not "
+                         "searched; add a more specific word.")
+        return " ".join(notes)
+    matched = first._mapping["rank"] // MATCHED if first is not None and query.words else len(query.words)
+    if matched < len(query.words):
+        notes.append(f"No ticket matches all of {_quoted(query.words)} with these filters; "
+                     f"first are tickets with {matched} of the {len(query.words)} words.")
+    if first is None and not continued:
+        named = filters.named_conditions()
+        candidates, _ = sort_keys(dialect, query.words, "newest")
+        base = filters.scope() + ([candidates] if candidates is not None else [])
+        def some(*where: ColumnElement[bool]) -> bool:
+            return conn.execute(select(Ticket.pk).where(*where).limit(1)).first() is not None
+
+        if named and some(*base):
+            alone = [n for n, c in named.items() if not some(*base, c)]
+            what = "the words" if query.words else "the tickets you can see"
+            if alone:
+                notes.append(f"Some of {what} match, but none with {' and none with '.join(alone)} as given; "
+                             f"drop or widen {', '.join(alone)}.")
+            else:
+                notes.append(f"Some of {what} match each filter, but none all of {', '.join(named)} together; "
+                             "drop one of them.")
+        elif not query.words:
+            notes.append("No tickets in the queues you can see.")
+    return " ".join(notes) or None

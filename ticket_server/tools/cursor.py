@@ -57,17 +57,16 @@ class CursorCodec:
         return hmac.new(self._key, body, hashlib.sha256).digest()[:_TAG_BYTES]
 
     def encode(self, position: Position, search: str) -> str:
-        if isinstance(position.sort, datetime):
-            sort: dict[str, Any] = {"t": position.sort.isoformat()}
-        else:
-            sort = {"i": int(position.sort), "w": position.window}
-        body = json.dumps({"f": search, "k": position.pk, **sort}, separators=(",", ":")).encode()
+        payload: dict[str, Any] = {"f": search, "k": position.pk, "t": position.updated_at.isoformat()}
+        if position.rank is not None:
+            payload["r"] = position.rank
+        body = json.dumps(payload, separators=(",", ":")).encode()
         return f"{_b64(body)}.{_b64(self._tag(body))}"
 
-    def decode(self, cursor: str, search: str, *, ranked: bool) -> Position:
-        """The position in ``cursor``; ``CursorError`` unless it is intact, was made by this
-        server for the same ``search`` fingerprint, and is of the search's kind (``ranked``:
-        a place in a ranking window; else an ``updated_at`` of the newest-first listing)."""
+    def decode(self, cursor: str, search: str) -> Position:
+        """The position in ``cursor``; ``CursorError`` unless it is intact and was made by
+        this server for the same ``search`` fingerprint (which fixes the sort, hence
+        which parts of the sort key the position holds)."""
         from ticket_server.tickets.search import Position
 
         try:
@@ -81,16 +80,12 @@ class CursorCodec:
             if payload["f"] != search:
                 raise CursorError("other search")
             pk = _key(payload["k"])
-            window = None
-            if ranked:  # cursors without a window predate ranking windows
-                sort: Any = _key(payload["i"])
-                window = _key(payload["w"])
-            else:
-                sort = datetime.fromisoformat(payload["t"])
-                if sort.tzinfo is None:
-                    raise CursorError("naive time")
+            updated_at = datetime.fromisoformat(payload["t"])
+            if updated_at.tzinfo is None:
+                raise CursorError("naive time")
+            rank = _key(payload["r"]) if "r" in payload else None
         except CursorError:
             raise
         except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError) as exc:
             raise CursorError("malformed") from exc
-        return Position(sort=sort, pk=pk, window=window)
+        return Position(updated_at=updated_at, pk=pk, rank=rank)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
@@ -12,7 +12,7 @@ from pydantic import AwareDatetime, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
-from ticket_server.tickets.domain import TicketStatus
+from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSummaryV2
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
@@ -70,48 +70,77 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)] | SkipJsonSchema[None],
             Field(description="next_cursor of the last page."),
         ] = None,
+        sort: Annotated[Literal["relevance", "newest"] | None, Field(description="Default relevance.")] = None,
+        priority: Annotated[
+            Annotated[list[TicketPriority], Field(min_length=1, max_length=4)] | None,
+            Field(description="Any of these."),
+        ] = None,
+        customer: Annotated[
+            Annotated[str, Field(max_length=200)] | None, Field(description="Part of the customer name.")
+        ] = None,
+        created_after: Annotated[AwareDatetime | None, Field(description="RFC 3339 time.")] = None,
+        updated_before: Annotated[AwareDatetime | None, Field(description="RFC 3339 time.")] = None,
     ) -> SearchPage:
-        """Search tickets by words in subject and body (all must match; case, accents and
-        query syntax ignored), best first per block of newest matches; empty query: newest
-        first. Filters: AND. Next page: pass next_cursor back as cursor, same query and
-        filters (null on the last). A page holds at most `limit` tickets and 16 KiB of JSON.
+        """Search tickets by words in subject and body. Best match first: tickets with all
+        the words, then most; subject above body; newer first on ties (sort=newest: newest
+        first among the best matches). Case, accents, word endings, common words and
+        one-letter typos are handled; ids like INV-20931 match whole or by parts. Empty
+        query: newest first. Filters: AND; queue, owner and customer ignore case; an
+        unknown queue is an error listing yours. `note` explains thin or empty results.
+        Next page: pass next_cursor back as cursor, same arguments (null on the last).
+        A page holds at most `limit` tickets and 16 KiB of JSON.
         """
-        from ticket_server.tickets.search import SearchFilters, search_terms
+        from ticket_server.tickets.search import SearchFilters, resolve_queue
 
-        terms = search_terms(query)
+        queues = current_queues()  # the caller's scope, from the access room
+        queue_names = None
+        if queue:
+            visible = sorted(queues) if queues is not None else None
+            if visible is None:
+                with domain_errors():
+                    visible = await repo.queues()
+            queue_names = resolve_queue(queue, visible)
+            if queue_names is None:
+                raise ToolError(
+                    f"There is no queue '{queue}' among the queues you can see: "
+                    f"{', '.join(visible) or 'none'}. Use one of these names, or leave queue out."
+                )
         filters = SearchFilters(
             statuses=tuple(dict.fromkeys(status)) if status else None,
-            queue=queue, owner=owner, updated_after=updated_after,
-            queues=current_queues(),  # the caller's scope, from the access room
+            priorities=tuple(dict.fromkeys(priority)) if priority else None,
+            queue=queue_names, owner=owner or None, customer=customer or None,
+            created_after=created_after, updated_after=updated_after, updated_before=updated_before,
+            queues=queues,
         )
+        order = sort or "relevance"
         search = fingerprint(
-            terms=terms, status=sorted(filters.statuses or ()), queue=queue, owner=owner,
-            updated_after=updated_after.isoformat() if updated_after else None,
-            window=repo.rank_window,  # a cursor's place means nothing under another window size
+            query=query.strip(), sort=order, status=sorted(filters.statuses or ()),
+            priority=sorted(filters.priorities or ()), queue=queue_names, owner=filters.owner,
+            customer=filters.customer, created_after=created_after, updated_after=updated_after,
+            updated_before=updated_before,
         )
         after = None
         if cursor:
             try:
-                after = cursors.decode(cursor, search, ranked=bool(terms))
+                after = cursors.decode(cursor, search)
             except CursorError as exc:
                 raise ToolError(
                     "The cursor is not valid for this search (damaged, or made for other "
                     "query or filters). Repeat the search without a cursor to start again."
                 ) from exc
         with domain_errors():
-            rows = await repo.search(query, filters, after, limit + 1)
+            result = await repo.search(query, filters, order, after, limit)
         tickets: list[TicketSummaryV2] = []
-        size = len(json.dumps({"tickets": [], "next_cursor": "x" * MAX_CURSOR_LENGTH}))
-        for ticket, _ in rows[:limit]:
-            item = TicketSummaryV2.model_validate(ticket, from_attributes=True)
+        size = len(json.dumps({"tickets": [], "next_cursor": "x" * MAX_CURSOR_LENGTH, "note": result.note}))
+        for item, _ in result.tickets:
             item_size = len(item.model_dump_json().encode()) + 1
             if tickets and size + item_size > MAX_PAGE_BYTES:
                 break
             tickets.append(item)
             size += item_size
-        more = len(rows) > len(tickets)
-        next_cursor = cursors.encode(rows[len(tickets) - 1][1], search) if more and tickets else None
-        return SearchPage(tickets=tickets, next_cursor=next_cursor)
+        more = result.more or len(tickets) < len(result.tickets)
+        next_cursor = cursors.encode(result.tickets[len(tickets) - 1][1], search) if more and tickets else None
+        return SearchPage(tickets=tickets, next_cursor=next_cursor, note=result.note)
 
     tool = Tool.from_function(
         search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"}

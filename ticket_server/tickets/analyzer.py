@@ -1,0 +1,154 @@
+"""The one text analyzer of ticket search, the same for SQLite and PostgreSQL.
+
+Tickets are analyzed here when they are written (``index_tokens``), and the engines index
+the resulting tokens with a trivial tokenizer; a query is analyzed by the same rules
+(``query_words``), so both engines see identical tokens. The rules:
+
+- Unicode folding: NFKD, combining marks dropped, ``casefold`` (``Straße`` ->
+  ``strasse``, ``Łódź`` -> ``lodz``, ``São`` -> ``sao``); apostrophes dropped
+  (``can't`` -> ``cant``).
+- A *chunk* is a run of letters and digits joined by ``- _ . / : @`` (``e-mail``,
+  ``INV-20931``, ``req_dc6affc60c81``, ``203.0.113.4``, ``/v2/users/bulk``).
+- A plain word is stemmed with the Snowball English stemmer (PyStemmer) unless it is a
+  stop word.
+- A chunk of letters only (``e-mail``, ``double-charged``) is also one word, joined and
+  stemmed (``email``, ``doublecharg``); an *identifier* (a chunk with a digit or an
+  underscore) is kept whole, lower-cased and joined by ``_`` (``inv_20931``).
+  Documents index the whole chunk and each of its parts (as plain words), so
+  ``INV-20931``, ``20931`` and ``INV 20931`` all find the ticket; a query keeps a chunk
+  whole.
+
+Tokens contain only letters, digits and ``_``, never spaces or quotes. This module
+imports nothing but PyStemmer and the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+
+import Stemmer
+
+MAX_WORDS = 16
+MAX_TOKEN_LENGTH = 64
+
+# Snowball's English stop word list (snowballstem.org/algorithms/english/stop.txt)
+# without the negated contractions, which carry meaning in a support ticket
+# ("can't log in"), and with the apostrophes dropped as the analyzer drops them (less the
+# contractions that would then read as another word: "we'll", "I'd", "she'd", "let's").
+STOP_WORDS = frozenset("""
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+she her hers herself it its itself they them their theirs themselves what which who whom
+this that these those am is are was were be been being have has had having do does did
+doing would should could ought im youre theyre ive youve weve theyve youd theyd youll
+theyll thats whos whats heres theres whens wheres whys hows a an the and but if or because as until while of at by for
+with about against between into through during before after above below to from up down
+in out on off over under again further then once here there when where why how all any
+both each few more most other some such no nor not only own same so than too very
+""".split())
+
+# Letters that NFKD does not decompose into a base letter and a mark.
+_FOLD = str.maketrans({"ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "œ": "oe", "ı": "i"})
+_APOSTROPHES = re.compile(r"['\u2019\u02bc]")
+_CHUNK = re.compile(r"\w+(?:[-_./:@]\w+)*")
+_PART = re.compile(r"[^\W_]+")
+_DIGIT = re.compile(r"\d")
+_local = threading.local()  # a PyStemmer Stemmer is not safe to share between threads
+
+
+def _stem(word: str) -> str:
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer.stemWord(word)
+
+
+def fold(text: str) -> str:
+    """``text`` case- and accent-folded, apostrophes removed."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _APOSTROPHES.sub("", bare.casefold().translate(_FOLD))
+
+
+def _word(part: str) -> str | None:
+    """A plain word's token: its stem, or None for a stop word or a single letter."""
+    if part in STOP_WORDS or (len(part) == 1 and not part.isdigit()):
+        return None
+    return _stem(part)[:MAX_TOKEN_LENGTH]
+
+
+def _chunk(chunk: str) -> tuple[str | None, list[str]]:
+    """(the chunk's whole token, or None for a plain word; the tokens of its parts)."""
+    parts = _PART.findall(chunk)
+    if len(parts) == 1 and "_" not in chunk:
+        token = _word(parts[0])
+        return None, [token] if token else []
+    tokens = [t for t in map(_word, parts) if t]
+    if "_" in chunk or _DIGIT.search(chunk):
+        return "_".join(parts)[:MAX_TOKEN_LENGTH], tokens
+    return _stem("".join(parts))[:MAX_TOKEN_LENGTH], tokens
+
+
+def index_tokens(text: str) -> list[str]:
+    """The distinct tokens ``text`` is found by, in order of first appearance."""
+    out: dict[str, None] = {}
+    for chunk in _CHUNK.findall(fold(text)):
+        whole, parts = _chunk(chunk)
+        if whole:
+            out[whole] = None
+        out.update(dict.fromkeys(parts))
+    return list(out)
+
+
+def query_words(query: str) -> list[tuple[str, str]]:
+    """The distinct words of a query as ``(token, as typed)``: at most ``MAX_WORDS``;
+    stop words left out; a chunk (``e-mail``, ``INV-20931``) is one word."""
+    out: dict[str, str] = {}
+    for chunk in _CHUNK.findall(fold(query)):
+        whole, parts = _chunk(chunk)
+        tokens = [whole] if whole else parts
+        for token in tokens:
+            out.setdefault(token, chunk)
+    return list(out.items())[:MAX_WORDS]
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds any letter or digit (else it is an empty query)."""
+    return bool(_PART.search(fold(text)))
+
+
+def stop_words_in(query: str) -> list[str]:
+    """The stop words of ``query`` that were left out of it."""
+    return [w for w in _PART.findall(fold(query)) if w in STOP_WORDS]
+
+
+def one_edit_away(word: str) -> set[str]:
+    """Every string one letter away from ``word`` (delete, swap, replace, insert of
+    a-z): the candidates for a typo of one letter."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    swaps = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in letters}
+    inserts = {a + c + b for a, b in splits for c in letters}
+    return (deletes | swaps | replaces | inserts) - {word}
+
+
+def spelling_candidates(typed: str) -> dict[str, str]:
+    """For a query word that no ticket contains: ``{token: word}`` for every word one
+    letter away from ``typed`` (a plain word of 4 to 24 letters; else empty)."""
+    if not (4 <= len(typed) <= 24 and typed.isalpha() and typed.isascii()):
+        return {}
+    out: dict[str, str] = {}
+    for candidate in sorted(one_edit_away(typed)):
+        token = _word(candidate)
+        if token:
+            out.setdefault(token, candidate)
+    return out
+
+
+def search_text(tokens: list[str]) -> str:
+    """Tokens as stored for the engines: separated and surrounded by one space, so that
+    ``' token '`` is a substring exactly when the token is present."""
+    return " " + " ".join(tokens) + " " if tokens else " "
