@@ -7,6 +7,7 @@ result, protocol errors as JSON-RPC errors). Internal detail stays in the log.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +25,14 @@ DATABASE_DETAIL = "ticket database unavailable"
 DATABASE_UNAVAILABLE = (
     "The ticket database is unavailable right now; nothing was changed. Try again in a few seconds."
 )
+
+
+def model_error(message: str) -> ToolError:
+    """A ``ToolError`` the model can fix by itself (unknown id, invalid argument, stale
+    cursor): FastMCP logs it at INFO, not ERROR. ERROR is kept for what an operator
+    must look at (the database unavailable, a bug): a plain ``ToolError`` or any other
+    exception."""
+    return ToolError(message, log_level=logging.INFO)
 
 
 @contextmanager
@@ -165,13 +174,13 @@ class ArgumentErrorMiddleware(Middleware):
     ) -> ToolResult:
         unusable = describe_unusable_arguments(context.message.name, context.message.arguments or {})
         if unusable is not None:
-            raise ToolError(unusable)
+            raise model_error(unusable)
         try:
             return await call_next(context)
         except ValidationError as exc:
             cause = exc.__cause__
             if not isinstance(cause, PydanticValidationError) or context.fastmcp_context is None:
-                raise ToolError(f"Invalid arguments for {context.message.name}.") from exc
+                raise model_error(f"Invalid arguments for {context.message.name}.") from exc
             tool = await context.fastmcp_context.fastmcp.get_tool(context.message.name)
             schema = tool.parameters if tool is not None else {}
-            raise ToolError(describe_invalid_arguments(context.message.name, cause, schema)) from exc
+            raise model_error(describe_invalid_arguments(context.message.name, cause, schema)) from exc

@@ -6,7 +6,6 @@ import json
 from typing import TYPE_CHECKING, Annotated
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
 from fastmcp.tools import Tool
 from pydantic import AwareDatetime, Field
 
@@ -16,7 +15,7 @@ from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSumm
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import find_ticket
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -82,7 +81,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             try:
                 after = cursors.decode(cursor, search, ranked=bool(terms))
             except CursorError as exc:
-                raise ToolError(
+                raise model_error(
                     "The cursor is not valid for this search (damaged, or made for other "
                     "query or filters). Repeat the search without a cursor to start again."
                 ) from exc
