@@ -12,6 +12,7 @@ from importlib.metadata import version
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
 
 
 def connection_for(config: dict) -> dict:
@@ -25,7 +26,13 @@ async def main(config: dict) -> dict:
     out: dict = {"framework": "langchain", "tools": {}, "calls": [],
                  "versions": {p: version(p) for p in ("langchain-mcp-adapters", "langchain-core", "mcp")}}
     client = MultiServerMCPClient({"tickets": connection_for(config)})
-    tools = {tool.name: tool for tool in await client.get_tools()}
+    # One session for all calls (client.get_tools() alone opens one per call: a new
+    # server process per call over stdio).
+    async with client.session("tickets") as session:
+        return await use(out, config, {tool.name: tool for tool in await load_mcp_tools(session)})
+
+
+async def use(out: dict, config: dict, tools: dict) -> dict:
     for name, tool in tools.items():
         out["tools"][name] = {"schema": convert_to_openai_tool(tool)["function"]["parameters"],
                               "strict_schema": convert_to_openai_tool(tool, strict=True)["function"]["parameters"]}

@@ -43,7 +43,8 @@ async def main(config: dict) -> dict:
             ctx = ToolContext(context=None, tool_name=call["tool"], tool_call_id=f"call_{n}", tool_arguments=arguments)
             text = await tools[call["tool"]].on_invoke_tool(ctx, arguments)
             raw = await server.call_tool(call["tool"], call["arguments"])
-            out["calls"].append({"is_error": bool(raw.isError), "text": str(text)})
+            is_error = raw.is_error if hasattr(raw, "is_error") else raw.isError  # mcp 2.x / 1.x
+            out["calls"].append({"is_error": bool(is_error), "text": str(text)})
     return out
 
 

@@ -17,11 +17,14 @@ from pydantic_ai.usage import RunUsage
 
 
 def toolset_for(config: dict) -> MCPToolset:
+    # The default 5 s to initialize is tight for a server process on a busy CI machine.
+    timeouts = {"init_timeout": 30, "read_timeout": 60}
     if config["transport"] == "stdio":
         from fastmcp.client.transports import StdioTransport
 
-        return MCPToolset(StdioTransport(command=config["command"], args=config["args"], env=config["env"]))
-    return MCPToolset(config["url"], headers={"Authorization": f"Bearer {config['token']}"})
+        transport = StdioTransport(command=config["command"], args=config["args"], env=config["env"])
+        return MCPToolset(transport, **timeouts)
+    return MCPToolset(config["url"], headers={"Authorization": f"Bearer {config['token']}"}, **timeouts)
 
 
 async def main(config: dict) -> dict:
