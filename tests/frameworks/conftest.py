@@ -35,7 +35,6 @@ PINS = ROOT / ".ci" / "frameworks"
 INSTALL = PINS / "install.sh"
 UNKNOWN_ID = "SUP-999999"
 TICKET_ID = re.compile(r"SUP-\d+")
-pytestmark = pytest.mark.sqlite_only
 
 
 def install(name: str) -> Path:
@@ -79,6 +78,31 @@ def call_plan(tools: list[Any]) -> list[dict[str, Any]]:
     if "get_ticket_status_v2" in names:
         plan.append({"tool": "get_ticket_status_v2", "arguments": {"ticket_id": UNKNOWN_ID}, "expect": "error"})
     return plan
+
+
+README = ROOT / "README.md"
+README_URL = "http://127.0.0.1:8000/mcp"
+
+
+def readme_snippet(name: str) -> tuple[str, str]:
+    """(language, code) of the block after `<!-- framework-snippet: NAME -->` in the README."""
+    match = re.search(rf"<!-- framework-snippet: {re.escape(name)} -->\s*```(\w+)\n(.*?)```", README.read_text(), re.S)
+    assert match, f"no `framework-snippet: {name}` in README.md"
+    assert README_URL in match.group(2), "a snippet names the default local URL, which the test replaces"
+    return match.group(1), match.group(2)
+
+
+def run_readme_snippet(name: str, python: Path, server: HttpServer, tmp_path: Path) -> str:
+    """Run the README's Python snippet for ``name`` against ``server``; its stdout."""
+    language, code = readme_snippet(name)
+    assert language == "python"
+    script = tmp_path / f"readme_{name.replace('-', '_')}.py"
+    script.write_text(code.replace(README_URL, server.url))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TICKET_SERVER_", "VIRTUAL_ENV", "PYTHON"))}
+    env.update(HOME=str(tmp_path), TICKETS_TOKEN=server.token or "")
+    done = subprocess.run([str(python), str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, f"README snippet {name} failed:\n{done.stderr[-3000:]}"
+    return done.stdout
 
 
 def run_framework(command: list[str], config: dict[str, Any], tmp_path: Path, timeout: float = 300) -> dict[str, Any]:

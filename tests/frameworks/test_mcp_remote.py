@@ -1,9 +1,11 @@
 """mcp-remote (npm, pinned in .ci/frameworks/mcp-remote): the stdio-to-HTTP bridge desktop
-apps launch, with `--header "Authorization: Bearer ..."`, in front of the real HTTP
-server; an MCP client on its stdio lists the tools and makes every call of the plan."""
+apps launch, configured exactly as the README's snippet (`--header` with the bearer
+token from `env`), in front of the real HTTP server; an MCP client on its stdio lists
+the tools and makes every call of the plan."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -12,10 +14,20 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from tests.frameworks.conftest import call_plan, check_calls, check_schemas, install, listed_tools
+from tests.frameworks.conftest import (
+    PINS,
+    README_URL,
+    call_plan,
+    check_calls,
+    check_schemas,
+    install,
+    listed_tools,
+    readme_snippet,
+)
 from tests.transports.conftest import HttpServer
 
-pytestmark = pytest.mark.sqlite_only
+# A cold run installs the pinned environment first (about a minute each on CI).
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(900)]
 
 
 def node() -> str:
@@ -32,13 +44,19 @@ async def test_mcp_remote_bridge_with_a_bearer_header(http_server: HttpServer, s
     unknown id comes back as isError with its message."""
     env = install("mcp-remote")
     proxy = env / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
+    pinned = json.loads((PINS / "mcp-remote" / "package.json").read_text())["dependencies"]["mcp-remote"]
     tools = await listed_tools(settings)
     plan = call_plan(tools)
+    # The README's desktop-app config, with the pinned bridge in place of `npx -y mcp-remote@...`.
+    language, code = readme_snippet("mcp-remote")
+    entry = json.loads(code)["mcpServers"]["tickets"]
+    assert language == "json" and entry["command"] == "npx" and entry["args"][:2] == ["-y", f"mcp-remote@{pinned}"]
+    args = [a.replace(README_URL, http_server.url) for a in entry["args"][2:]]
+    env = {k: v.replace("<token>", http_server.token or "") for k, v in entry["env"].items()}
     bridge = StdioTransport(
         command=node(),
-        args=[str(proxy), http_server.url, "--transport", "http-only",
-              "--header", f"Authorization: Bearer {http_server.token}"],
-        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},  # its ~/.mcp-auth in tmp
+        args=[str(proxy), *args],
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), **env},  # its ~/.mcp-auth in tmp
         cwd=str(tmp_path),
     )
     out: dict = {"framework": "mcp-remote", "tools": {}, "calls": []}

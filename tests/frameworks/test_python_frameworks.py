@@ -1,6 +1,7 @@
 """pydantic-ai, the OpenAI Agents SDK and langchain-mcp-adapters, each in its own pinned
 environment (.ci/frameworks/NAME), against the real server over stdio and over
-Streamable HTTP with a bearer token: listing, schema conversion, calls, isError."""
+Streamable HTTP with a bearer token: listing, schema conversion, calls, isError; over
+HTTP, the README's snippet for the framework too."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from tests.frameworks.conftest import (
     install,
     listed_tools,
     run_framework,
+    run_readme_snippet,
     server_config,
 )
 
-pytestmark = pytest.mark.sqlite_only
+# A cold run installs the pinned environment first (about a minute each on CI).
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(900)]
 TRANSPORTS = ["stdio", "http"]
 
 
@@ -28,9 +31,13 @@ async def _run(name: str, transport: str, request, db_path: Path, settings, tmp_
     tools = await listed_tools(settings)
     plan = call_plan(tools)
     config = {**server_config(transport, request, db_path), "plan": plan, **extra}
-    out = run_framework([str(env / "venv" / "bin" / "python"), str(PINS / name / "run.py")], config, tmp_path)
+    python = env / "venv" / "bin" / "python"
+    out = run_framework([str(python), str(PINS / name / "run.py")], config, tmp_path)
     check_schemas(out, tools)
     check_calls(out, plan)
+    if transport == "http":  # the README's snippet for this framework works as printed
+        printed = run_readme_snippet(name, python, request.getfixturevalue("http_server"), tmp_path)
+        assert "SUP-" in printed, printed
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
