@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,13 @@ async def test_mcp_remote_bridge_with_a_bearer_header(http_server: HttpServer, s
     check_schemas(out, tools)
     check_calls(out, plan)
     assert {name: t["schema"] for name, t in out["tools"].items()} == {t.name: t.input_schema for t in tools}
+
+    # C23: without --header the bridge tries OAuth discovery, then registration at
+    # POST /register; a plain 404 there makes it stop at once with that reason.
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+    done = subprocess.run([node(), str(proxy), http_server.url, "--transport", "http-only"],
+                          input=initialize + "\n", capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "Registration rejected (HTTP 404)" in done.stderr, done.stderr[-2000:]
