@@ -41,7 +41,7 @@ from ticket_server.access.context import CallRecord, Cause, Outcome, current_cal
 from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.tools.errors import (
-    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_unusable_arguments,
+    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_unusable_arguments, model_error,
 )
 from ticket_server.tools.versions import ToolVersions
 
@@ -245,7 +245,7 @@ class CallPipeline(Middleware):
         unusable = describe_unusable_arguments(name, arguments)
         if unusable is not None:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
-            raise ToolError(unusable)
+            raise model_error(unusable)
 
         # Executor: the tool under the deadline.
         try:
@@ -255,8 +255,8 @@ class CallPipeline(Middleware):
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             cause = exc.__cause__
             if not isinstance(cause, PydanticValidationError):
-                raise ToolError(f"Invalid arguments for {name}.") from exc
-            raise ToolError(describe_invalid_arguments(name, cause, tool.parameters or {})) from exc
+                raise model_error(f"Invalid arguments for {name}.") from exc
+            raise model_error(describe_invalid_arguments(name, cause, tool.parameters or {})) from exc
         except TimeoutError as exc:
             record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
             raise ToolError(

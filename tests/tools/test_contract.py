@@ -49,7 +49,7 @@ def change(live: dict, name: str, edit) -> dict:
     # additive
     (lambda t: t["inputSchema"]["properties"].update(team={"type": "string", "default": ""}), ("additive", "new optional input")),
     (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].update(customer={"type": "string"}), ("additive", "new output field")),
-    (lambda t: t["inputSchema"]["properties"]["queue"].update(type=["string", "integer"]), ("additive", "wider type ['string'] -> ['integer', 'string']")),
+    (lambda t: t["inputSchema"]["properties"]["queue"]["anyOf"][0].update(type=["string", "integer"]), ("additive", "wider type ['null', 'string'] -> ['integer', 'null', 'string']")),
     (lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=100), ("additive", "maximum 50 -> 100")),
     (lambda t: t.update(description="Better words."), ("additive", "description changed")),
     # breaking
@@ -57,9 +57,11 @@ def change(live: dict, name: str, edit) -> dict:
     (lambda t: t["inputSchema"]["properties"].pop("owner"), ("breaking", "input removed or renamed")),
     (lambda t: t["inputSchema"]["properties"].update(assignee=t["inputSchema"]["properties"].pop("owner")), ("breaking", "input removed or renamed")),
     (lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=20), ("breaking", "maximum 50 -> 20")),
-    (lambda t: t["inputSchema"]["properties"]["queue"].update(type="integer"), ("breaking", "narrowed type ['string'] -> ['integer']")),
-    (lambda t: t["inputSchema"]["properties"]["status"]["items"]["enum"].remove("new"), ("breaking", "enum narrowed")),
-    (lambda t: t["inputSchema"]["properties"]["status"].update(maxItems=2), ("breaking", "maxItems 6 -> 2")),
+    (lambda t: t["inputSchema"]["properties"].update(queue={"type": "integer"}), ("breaking", "narrowed type ['null', 'string'] -> ['integer']")),
+    # C22: an optional filter losing its null branch breaks strict clients
+    (lambda t: t["inputSchema"]["properties"].update(queue=t["inputSchema"]["properties"]["queue"]["anyOf"][0]), ("breaking", "narrowed type ['null', 'string'] -> ['string']")),
+    (lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0]["items"]["enum"].remove("new"), ("breaking", "enum narrowed")),
+    (lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0].update(maxItems=2), ("breaking", "maxItems 6 -> 2")),
     (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].pop("owner"), ("breaking", "output field removed or renamed")),
     (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"]["updated_at"].update(type="integer"), ("breaking", "output type changed ['string'] -> ['integer']")),
     (lambda t: t.update(outputSchema={"type": "object", "properties": {"result": {"type": "array"}}, "x-fastmcp-wrap-result": True}), ("breaking", "output shape changed (wrapped result)")),

@@ -199,6 +199,10 @@ def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]
 
 
 def write_contract(contract: dict[str, Any], path: Path = CONTRACT_FILE) -> None:
+    """Write ``contract`` to ``path``, keeping the file's ``history``: dated notes, written
+    by hand, on why the published tools changed (the snapshot cannot know why)."""
+    if path.exists() and (history := read_contract(path).get("history")):
+        contract = {**contract, "history": history}
     path.write_text(json.dumps(contract, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
 
 

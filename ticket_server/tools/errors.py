@@ -7,6 +7,7 @@ result, protocol errors as JSON-RPC errors). Internal detail stays in the log.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,14 @@ class UnavailableError(ToolError):
 
     def __init__(self) -> None:
         super().__init__(DATABASE_UNAVAILABLE)
+
+
+def model_error(message: str) -> ToolError:
+    """A ``ToolError`` the model can fix by itself (unknown id, invalid argument, stale
+    cursor): FastMCP logs it at INFO, not ERROR. ERROR is kept for what an operator
+    must look at (the database unavailable, a bug): a plain ``ToolError`` or any other
+    exception."""
+    return ToolError(message, log_level=logging.INFO)
 
 
 @contextmanager

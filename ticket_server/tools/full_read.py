@@ -25,7 +25,7 @@ from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -246,7 +246,7 @@ def normalise_customer_id(customer_id: str) -> str:
 
 def customer_not_found(customer_id: str) -> ToolError:
     shown = customer_id if len(customer_id) <= MAX_ID_LENGTH else customer_id[:MAX_ID_LENGTH] + "..."
-    return ToolError(
+    return model_error(
         f"No customer with id {shown!r}. Customer ids look like CUS-1042; "
         "get_ticket's customer field gives a ticket's customer."
     )
@@ -279,7 +279,8 @@ def comment_cursors(cursors: CursorCodec, ticket_id: str) -> Callable[[CommentRe
     from ticket_server.tickets.search import Position
 
     search = comments_search(ticket_id)
-    return lambda comment: cursors.encode(Position(comment.created_at, comment.pk), search)
+    # A comment's place: its time in the position's time field, its key as the tiebreak.
+    return lambda comment: cursors.encode(Position(updated_at=comment.created_at, pk=comment.pk), search)
 
 
 def _result(value: dict[str, Any], links: list[ResourceLink]) -> ToolResult:
@@ -315,13 +316,13 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         before = None
         if cursor and "conversation" in wanted:
             try:
-                position = cursors.decode(cursor, search, ranked=False)
+                position = cursors.decode(cursor, search)
             except CursorError as exc:
-                raise ToolError(
+                raise model_error(
                     "The cursor is not valid for this ticket's conversation. "
                     "Call get_ticket without a cursor to start from the newest comments."
                 ) from exc
-            before = (position.sort, position.pk)
+            before = (position.updated_at, position.pk)
         with domain_errors():
             view = await read_ticket(repo, ticket_id, current_queues(), before=before, limit=limit)
         if view is None:

@@ -8,7 +8,7 @@ from fastmcp.exceptions import ToolError
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.schemas import TicketRecord
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, model_error
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
@@ -23,7 +23,7 @@ def normalise_ticket_id(ticket_id: str) -> str:
 
 def not_found(ticket_id: str) -> ToolError:
     shown = ticket_id if len(ticket_id) <= MAX_ID_LENGTH else ticket_id[:MAX_ID_LENGTH] + "..."
-    return ToolError(
+    return model_error(
         f"No ticket with id {shown!r}. Ticket ids look like SUP-4412; "
         "use a search tool to find the id if you only know the subject."
     )

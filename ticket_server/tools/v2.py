@@ -6,17 +6,16 @@ import json
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
 from fastmcp.tools import Tool
 from pydantic import AwareDatetime, Field
-from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSummaryV2
 from ticket_server.tools import READ_ONLY
+from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import find_ticket
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -27,14 +26,6 @@ MAX_PAGE_BYTES = 16_384
 MAX_QUERY_LENGTH = 500
 Name = Annotated[str, Field(max_length=64)]
 # Bounds sit on the non-null type: on the union they would be applied to null too.
-
-
-def _drop_null_defaults(tool: Tool) -> None:
-    # An omitted filter means "any"; a `"default": null` would contradict the type the
-    # schema states, and costs bytes in every tools/list.
-    for schema in tool.parameters.get("properties", {}).values():
-        if "default" in schema and schema["default"] is None:
-            del schema["default"]
 
 
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
@@ -53,33 +44,29 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         query: Annotated[
             str, Field(max_length=MAX_QUERY_LENGTH, description="Words to find.")
         ] = "",
-        # Optional filters are null-able in Python but not in the schema: omitting one is
-        # the way to say "any", and the schema block every model reads stays small.
+        # Optional filters: omitted, null or "" all mean "any" (tools/arguments.py).
         status: Annotated[
-            Annotated[list[TicketStatus], Field(min_length=1, max_length=6)] | SkipJsonSchema[None],
+            Omittable[Annotated[list[TicketStatus], Field(min_length=1, max_length=6)]],
             Field(description="Any of these."),
         ] = None,
-        queue: Annotated[Name | SkipJsonSchema[None], Field(description="e.g. billing")] = None,
-        owner: Annotated[Name | SkipJsonSchema[None], Field(description="Assignee login.")] = None,
-        updated_after: Annotated[
-            AwareDatetime | SkipJsonSchema[None],
-            Field(description="RFC 3339 time."),
-        ] = None,
+        queue: Annotated[Omittable[Name], Field(description="e.g. billing")] = None,
+        owner: Annotated[Omittable[Name], Field(description="Assignee login.")] = None,
+        updated_after: Annotated[Omittable[AwareDatetime], Field(description="RFC 3339 time.")] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Tickets per page, 1-50.")] = 10,
         cursor: Annotated[
-            Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)] | SkipJsonSchema[None],
+            Omittable[Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)]],
             Field(description="next_cursor of the last page."),
         ] = None,
-        sort: Annotated[Literal["relevance", "newest"] | None, Field(description="Default relevance.")] = None,
+        sort: Annotated[Omittable[Literal["relevance", "newest"]], Field(description="Default relevance.")] = None,
         priority: Annotated[
-            Annotated[list[TicketPriority], Field(min_length=1, max_length=4)] | None,
+            Omittable[Annotated[list[TicketPriority], Field(min_length=1, max_length=4)]],
             Field(description="Any of these."),
         ] = None,
         customer: Annotated[
-            Annotated[str, Field(max_length=200)] | None, Field(description="Part of the customer name.")
+            Omittable[Annotated[str, Field(max_length=200)]], Field(description="Part of the customer name.")
         ] = None,
-        created_after: Annotated[AwareDatetime | None, Field(description="RFC 3339 time.")] = None,
-        updated_before: Annotated[AwareDatetime | None, Field(description="RFC 3339 time.")] = None,
+        created_after: Annotated[Omittable[AwareDatetime], Field(description="RFC 3339 time.")] = None,
+        updated_before: Annotated[Omittable[AwareDatetime], Field(description="RFC 3339 time.")] = None,
     ) -> SearchPage:
         """Search tickets by words in subject and body. Best match first: tickets with all
         the words, then most; subject above body; newer first on ties (sort=newest: newest
@@ -101,7 +88,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
                     visible = await repo.queues()
             queue_names = resolve_queue(queue, visible)
             if queue_names is None:
-                raise ToolError(
+                raise model_error(
                     f"There is no queue '{queue}' among the queues you can see: "
                     f"{', '.join(visible) or 'none'}. Use one of these names, or leave queue out."
                 )
@@ -124,7 +111,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             try:
                 after = cursors.decode(cursor, search)
             except CursorError as exc:
-                raise ToolError(
+                raise model_error(
                     "The cursor is not valid for this search (damaged, or made for other "
                     "query or filters). Repeat the search without a cursor to start again."
                 ) from exc
@@ -145,5 +132,4 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
     tool = Tool.from_function(
         search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"}
     )
-    _drop_null_defaults(tool)
-    mcp.add_tool(tool)
+    mcp.add_tool(drop_null_defaults(tool))

@@ -46,8 +46,14 @@ class RequestBodyLimit:
     """ASGI: a request body over ``max_bytes`` is answered 413 with a JSON-RPC error
     (id null), from its Content-Length or as soon as the bytes received pass the limit,
     never reading the rest (the MCP SDK's own limit, 4 MiB, stays behind this one). A
-    POST body that is JSON but not one JSON-RPC message gets 400 with Invalid Request
-    (-32600) here: the SDK would answer -32602 with its validator's internals."""
+    POST body to the MCP endpoint that is JSON but not one JSON-RPC message gets 400
+    with Invalid Request (-32600) here: the SDK would answer -32602 with its validator's
+    internals. Only the MCP endpoint speaks JSON-RPC: other paths are left to the router
+    (404/405, as a plain web server answers a client probing for OAuth endpoints such as
+    `POST /register`). A request to the MCP endpoint without a verified bearer token is
+    passed on unread, so it is answered 401 with `WWW-Authenticate` (MCP authorization,
+    RFC 6750 section 3) whatever its body; this middleware runs after authentication
+    has set ``scope["user"]`` and before the endpoint enforces it."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -61,7 +67,8 @@ class RequestBodyLimit:
         await response(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        mcp = scope["type"] == "http" and scope["path"] == MCP_PATH
+        if scope["type"] != "http" or (mcp and getattr(scope.get("user"), "access_token", None) is None):
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
@@ -81,7 +88,7 @@ class RequestBodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        if scope.get("method") == "POST":
+        if mcp and scope.get("method") == "POST":
             problem = frame_problem(b"".join(m.get("body", b"") for m in received if m["type"] == "http.request"))
             if problem is not None:
                 await self._refuse(scope, receive, send, problem)

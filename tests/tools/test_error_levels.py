@@ -1,0 +1,58 @@
+"""Log levels of tool errors: ERROR means an operator should look (the database is down,
+a bug); a mistake the model can fix by itself (unknown id, invalid argument, stale
+cursor) is logged below ERROR."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from tests.helpers import text_of
+from ticket_server.server import build_server
+
+pytestmark = pytest.mark.sqlite_only
+
+
+def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_model_fixable_errors_below_error_and_an_outage_at_error(
+    server, settings, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """C24: 20 unknown ids, invalid arguments, a bad cursor and a rate-limit refusal are
+    not ERROR; the database made unavailable then is."""
+    caplog.set_level(logging.DEBUG)
+    async with Client(server) as client:
+        for n in range(20):
+            result = await client.call_tool("get_ticket_status_v2", {"ticket_id": f"SUP-{90000 + n}"},
+                                            raise_on_error=False)
+            assert result.is_error is True and "No ticket with id" in text_of(result)
+        fixable = [
+            ("get_ticket_status_v2", {"ticket_id": 12}),  # invalid argument (type)
+            ("search_tickets_v2", {"query": "invoice", "limit": 500}),  # invalid argument (bound)
+            ("search_tickets_v2", {"query": "invoice", "cursor": "not-a-cursor"}),  # bad cursor
+            ("search_tickets_v2", {"query": "invoice", "nonsense": True}),  # unknown argument
+        ]
+        for tool, arguments in fixable:
+            result = await client.call_tool(tool, arguments, raise_on_error=False)
+            assert result.is_error is True, (tool, arguments)
+        seen = [r for r in caplog.records if r.name.startswith("fastmcp") and "get_ticket_status_v2" in r.getMessage()]
+        assert seen, "FastMCP logs each failed call; the level is what this test is about"
+        assert errors(caplog) == []
+
+        limited = build_server(settings.model_copy(update={"tool_rate_limit": "2/minute"}))
+        async with Client(limited) as other:
+            answers = [await other.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"},
+                                             raise_on_error=False) for _ in range(3)]
+        assert answers[-1].is_error is True and "Rate limit" in text_of(answers[-1])
+        assert errors(caplog) == []
+
+        db_path.write_bytes(b"this is not a database" * 100)
+        caplog.clear()
+        broken = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False)
+        assert broken.is_error is True and "unavailable" in text_of(broken)
+        assert any("ticket database unavailable" in e for e in errors(caplog)), errors(caplog)

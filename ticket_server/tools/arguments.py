@@ -1,0 +1,55 @@
+"""Optional tool arguments that a strict client can leave empty: one convention for every tool.
+
+Strict function calling (OpenAI ``strict: true``; the OpenAI Agents SDK's
+``convert_schemas_to_strict``; LangChain's ``bind_tools(strict=True)``) marks every
+property required, so the model must send a value even for a filter it does not want.
+An optional argument therefore publishes a ``null`` branch (``anyOf: [<type>, {"type":
+"null"}]``, a form OpenAI strict mode, Anthropic and Gemini's ``parametersJsonSchema``
+all accept), and the server treats ``null``, and empty or blank text, as "not given".
+
+Use ``Omittable[T]`` (default ``None``) for every optional argument without a natural
+"everything" value; bounds go on ``T``, not on the union, or they would apply to null::
+
+    queue: Annotated[Omittable[Name], Field(description="e.g. billing")] = None
+
+and pass the tool through :func:`drop_null_defaults` before adding it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+from fastmcp.tools import Tool
+from pydantic import AfterValidator, Field, StringConstraints
+
+T = TypeVar("T")
+BLANK = r"^\s*$"
+
+# Blank text is matched as its own branch of the union, tried first, rather than mapped
+# to None by a before-validator: FastMCP validates JSON arguments in strict mode, and a
+# before-validator hands the inner type a Python value (an RFC 3339 string would then
+# no longer be accepted as a datetime).
+_Blank = Annotated[str, StringConstraints(pattern=BLANK), AfterValidator(lambda _: None)]
+
+
+def _unpublish_blank(schema: dict[str, Any]) -> None:
+    # Blank text is a courtesy to strict clients, not something to offer a model.
+    schema["anyOf"] = [v for v in schema["anyOf"] if v.get("pattern") != BLANK]
+
+
+Omittable = Annotated[
+    _Blank | T | None, Field(union_mode="left_to_right", json_schema_extra=_unpublish_blank)
+]
+"""``T``, or absent: an omitted argument, ``null`` and blank text all arrive as ``None``.
+Published as ``anyOf: [<T's schema>, {"type": "null"}]``."""
+
+
+def drop_null_defaults(tool: Tool) -> Tool:
+    """Remove ``"default": null`` from ``tool``'s published input schema; returns ``tool``.
+
+    An omitted argument is absent anyway, and every byte of tools/list is paid on each
+    model request (strict converters drop a null default themselves)."""
+    for schema in tool.parameters.get("properties", {}).values():
+        if "default" in schema and schema["default"] is None:
+            del schema["default"]
+    return tool
