@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from fastmcp.tools import ToolResult
+from fastmcp.tools import Tool, ToolResult
 from mcp.types import ResourceLink, TextContent
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,7 @@ from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
+from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
 
@@ -295,15 +296,12 @@ def _link(uri: str, name: str) -> ResourceLink:
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
     """Add `get_ticket` and `get_customer` to ``mcp``."""
 
-    @mcp.tool(name="get_ticket", annotations=READ_ONLY, tags={"tickets:read"})
     async def get_ticket(
         ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
-        fields: Annotated[
-            list[TicketField] | None, Field(description="Keys to return besides id; null: all.")
-        ] = None,
+        fields: Annotated[Omittable[list[TicketField]], Field(description="Keys to return besides id; null: all.")] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Comments per page.")] = 10,
         cursor: Annotated[
-            Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)] | None,
+            Omittable[Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)]],
             Field(description="conversation.next_cursor, for older comments."),
         ] = None,
     ) -> FullTicket:
@@ -333,6 +331,10 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         if view.customer is not None and "customer" in wanted:
             links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))
         return _result(value, links)  # type: ignore[return-value]
+
+    mcp.add_tool(drop_null_defaults(
+        Tool.from_function(get_ticket, name="get_ticket", annotations=READ_ONLY, tags={"tickets:read"})
+    ))
 
     @mcp.tool(name="get_customer", annotations=READ_ONLY, tags={"tickets:read"})
     async def get_customer(

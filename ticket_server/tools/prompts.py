@@ -77,12 +77,17 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
         owner: Annotated[str | None, Field(description="Only this owner's tickets.")] = None,
     ) -> PromptResult:
         """Triage a queue's open tickets: what to handle first, and who should."""
-        from ticket_server.tickets.search import SearchFilters
+        from ticket_server.tickets.search import SearchFilters, resolve_queue
 
-        filters = SearchFilters(statuses=tuple(sorted(OPEN_STATUSES)), queue=queue.strip().lower(),
-                                owner=owner.strip() if owner else None, queues=current_queues())
+        queues = current_queues()
         with domain_errors():
-            rows = await repo.search("", filters, None, TRIAGE_LIMIT)
+            visible = sorted(queues) if queues is not None else await repo.queues()
+            names = resolve_queue(queue, visible)
+            rows = []
+            if names is not None:
+                filters = SearchFilters(statuses=tuple(sorted(OPEN_STATUSES)), queue=names,
+                                        owner=owner.strip() if owner else None, queues=queues)
+                rows = (await repo.search("", filters, "newest", None, TRIAGE_LIMIT)).tickets
         if not rows:
             raise PromptError(f"No open tickets in a queue named {queue[:64]!r}.")
         name = rows[0][0].queue
