@@ -3,6 +3,9 @@ server on it, and in-memory clients in both protocol revisions.
 
 Every test that uses `settings` (or `database_url`) runs once per backend; a test that
 needs the SQLite file itself (`db_path`) or is marked `sqlite_only` runs on SQLite only.
+
+No test may skip: a run with a skipped test fails (`pytest_sessionfinish` below), so a
+machine without PostgreSQL, redis-server or npm cannot pass by leaving their tests out.
 """
 
 from __future__ import annotations
@@ -28,8 +31,31 @@ BACKENDS = ["sqlite", "postgresql"]
 _databases = itertools.count()
 
 
+# Tests allowed to skip, by node id, each with its reason. Empty: every test must run.
+ALLOWED_SKIPS: dict[str, str] = {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
+
+
+def _unexpected_skips(stats: dict[str, list]) -> list[pytest.TestReport]:
+    return [r for r in stats.get("skipped", []) if r.nodeid not in ALLOWED_SKIPS]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any test skipped (outside ALLOWED_SKIPS), CI or not."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if exitstatus == pytest.ExitCode.OK and reporter is not None and _unexpected_skips(reporter.stats):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    skipped = _unexpected_skips(terminalreporter.stats)
+    if skipped:
+        terminalreporter.write_line(
+            f"FAILED: {len(skipped)} test(s) skipped; no test may skip "
+            "(install what they need: sudo bash .ci/install-services.sh)", red=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
