@@ -37,6 +37,7 @@ ALLOWED_SKIPS: dict[str, str] = {}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
+    config.addinivalue_line("markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)")
 
 
 def _unexpected_skips(stats: dict[str, list]) -> list[pytest.TestReport]:
@@ -61,7 +62,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         only_sqlite = "db_path" in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("backend", ["sqlite"] if only_sqlite else BACKENDS)
+        only_postgresql = metafunc.definition.get_closest_marker("postgresql_only")
+        metafunc.parametrize("backend", ["sqlite"] if only_sqlite else ["postgresql"] if only_postgresql else BACKENDS)
 
 
 def sqlite_url(path: Path) -> str:
