@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2 as httpx
@@ -96,6 +97,48 @@ def audit_records(logs: str) -> list[dict]:
         if isinstance(record, dict) and record.get("logger") == "ticket_server.audit":
             records.append(record["audit"])
     return records
+
+
+@contextmanager
+def database_locked(database_url: str) -> Iterator[None]:
+    """Every read of the tickets waits until the block ends: an SQLite EXCLUSIVE lock on
+    the file, or a PostgreSQL ACCESS EXCLUSIVE lock on the table."""
+    import sqlite3
+
+    from tests.postgres import table_locked
+
+    if database_url.startswith("postgresql"):
+        with table_locked(database_url):
+            yield
+        return
+    lock = sqlite3.connect(database_url.removeprefix("sqlite+aiosqlite:///"), timeout=1)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        yield
+    finally:
+        lock.rollback()
+        lock.close()
+
+
+def wait_until_waiting(database_url: str, read_logs: Callable[[], str], tool: str, count: int, earlier: int = 0) -> None:
+    """Return once ``count`` calls of ``tool`` wait on the locked database
+    (``database_locked``): on PostgreSQL, seen waiting in pg_stat_activity; on SQLite
+    (which shows no sign of a waiting reader), seen reaching the tool in the server's
+    DEBUG log (after the ``earlier`` calls of it), after which the locked database is the
+    only thing left for them to wait on when the caller is cached (WAITING below)."""
+    from tests.postgres import wait_for_lock_waiters
+
+    if database_url.startswith("postgresql"):
+        wait_for_lock_waiters(database_url, count)
+    else:
+        wait_for_log(read_logs, tool_handler_called(tool), earlier + count)
+
+
+# Settings for a server whose calls wait on `database_locked`: a long query deadline, the
+# caller cached (over HTTP the token is looked up in the callers table, which on SQLite
+# the lock also holds), DEBUG for the handler records `wait_until_waiting` reads.
+WAITING = dict(TICKET_SERVER_DATABASE_TIMEOUT="60", TICKET_SERVER_CALLER_CACHE_SECONDS="600",
+               TICKET_SERVER_LOG_LEVEL="DEBUG")
 
 
 class HttpServer:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import httpx2 as httpx
@@ -15,43 +12,8 @@ from mcp import Client
 
 from tests.postgres import server_at, table_locked, wait_for_lock_waiters
 from tests.transports.conftest import (
-    add_caller, audit_records, start_http_server, stop, tool_handler_called, wait_for_log,
+    WAITING, add_caller, audit_records, database_locked, start_http_server, stop, wait_for_log, wait_until_waiting,
 )
-
-
-@contextmanager
-def database_locked(database_url: str) -> Iterator[None]:
-    """Every read of the tickets waits until the block ends: an SQLite EXCLUSIVE lock on
-    the file, or a PostgreSQL ACCESS EXCLUSIVE lock on the table."""
-    if database_url.startswith("postgresql"):
-        with table_locked(database_url):
-            yield
-        return
-    lock = sqlite3.connect(database_url.removeprefix("sqlite+aiosqlite:///"), timeout=1)
-    try:
-        lock.execute("BEGIN EXCLUSIVE")
-        yield
-    finally:
-        lock.rollback()
-        lock.close()
-
-
-async def wait_until_waiting(database_url: str, server, tool: str, count: int, earlier: int = 0) -> None:
-    """Return once ``count`` calls of ``tool`` wait on the locked database: on PostgreSQL
-    seen waiting in pg_stat_activity; on SQLite (which shows no sign of a waiting reader)
-    seen reaching the tool in the server's DEBUG log (after the ``earlier`` calls of it),
-    after which the locked database is the only thing left for them to wait on (the
-    caller is cached, limits are in memory)."""
-    if database_url.startswith("postgresql"):
-        await asyncio.to_thread(wait_for_lock_waiters, database_url, count)
-    else:
-        await asyncio.to_thread(wait_for_log, server.logs, tool_handler_called(tool), earlier + count)
-
-
-# Over HTTP the bearer token is looked up in the callers table: cached for the whole
-# test so that only the ticket reads meet the lock. DEBUG for the handler log records.
-WAITING = dict(TICKET_SERVER_DATABASE_TIMEOUT="60", TICKET_SERVER_CALLER_CACHE_SECONDS="600",
-               TICKET_SERVER_LOG_LEVEL="DEBUG")
 
 
 def _interval(record: dict) -> tuple[datetime, datetime]:
@@ -74,7 +36,7 @@ async def test_c09_database_work_never_blocks_the_event_loop(database_url: str, 
             with database_locked(database_url):
                 first = asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "invoice"}))
                 second = asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "password"}))
-                await wait_until_waiting(database_url, server, "search_tickets_v2", 2, earlier=1)
+                await asyncio.to_thread(wait_until_waiting, database_url, server.logs, "search_tickets_v2", 2, 1)
                 async with httpx.AsyncClient(timeout=10) as http:  # answered while both searches wait
                     metadata = await http.get(f"{server.base}/.well-known/oauth-protected-resource/mcp")
                 assert metadata.status_code == 200
