@@ -106,10 +106,15 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
         shutil.copy(request.getfixturevalue("template_db"), path)
         yield sqlite_url(path)
         return
-    postgres: PostgresServer = request.getfixturevalue("postgres")
-    template = request.getfixturevalue("postgres_template")
+    yield request.getfixturevalue("postgres_database_url")
+
+
+@pytest.fixture
+def postgres_database_url(postgres: PostgresServer, postgres_template: str) -> Iterator[str]:
+    """A fresh copy of the sample database on PostgreSQL, whatever ``backend`` says: for
+    the chosen PostgreSQL variants of SQLite-based process tests."""
     name = f"test_{os.getpid()}_{next(_databases)}"
-    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {template}")
+    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {postgres_template}")
     yield postgres.url(name)
     postgres.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
