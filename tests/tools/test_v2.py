@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,9 +88,17 @@ async def test_search_ranks_subject_matches_first(client: Client) -> None:
     "\\", "%", "_", ":", "+", "refund -card", "\x00", "é" * 600,
 ])
 async def test_search_query_syntax_is_plain_text(client: Client, query: str) -> None:
-    result = await search(client, query=query[:500])
+    """FTS5 / tsquery / LIKE syntax in a query is text: the query finds exactly what its
+    words alone find (same tickets, same order), so `refund -card` is not a negation,
+    `invoice*` not a prefix, `%` not a wildcard, and a query with no words finds what an
+    empty one does."""
+    query = query[:500]
+    result = await search(client, query=query, limit=50)
     assert result.is_error is False, text_of(result)
-    assert "tickets" in result.structured_content
+    words = " ".join(re.findall(r"\w+", query))
+    plain = await search(client, query=words, limit=50)
+    assert plain.is_error is False, text_of(plain)
+    assert [t["id"] for t in result.structured_content["tickets"]] == [t["id"] for t in plain.structured_content["tickets"]]
 
 
 async def test_search_folds_accents_and_case(client: Client) -> None:
