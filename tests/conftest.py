@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -91,10 +92,17 @@ def postgres() -> Iterator[PostgresServer]:
 def postgres_template(postgres: PostgresServer) -> str:
     """A migrated, seeded PostgreSQL database that each test's database is copied from."""
     name = f"tickets_template_{os.getpid()}"
-    postgres.psql(f"DROP DATABASE IF EXISTS {name}")
-    postgres.psql(f"CREATE DATABASE {name}")
-    db.upgrade(postgres.url(name))
-    asyncio.run(seed(Settings(database_url=postgres.url(name))))
+
+    def create() -> None:
+        postgres.psql(f"DROP DATABASE IF EXISTS {name}")
+        postgres.psql(f"CREATE DATABASE {name}")
+        db.upgrade(postgres.url(name))
+        asyncio.run(seed(Settings(database_url=postgres.url(name))))
+
+    # In a thread of its own: the first test to need it may be running an event loop
+    # (a PostgreSQL variant chosen inside an async test, `postgres_database_url`).
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(create).result()
     return name
 
 

@@ -8,7 +8,7 @@ import pytest
 from fastmcp import FastMCP
 
 from tests.helpers import create_caller
-from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
+from tests.transports.conftest import as_url, http_server  # noqa: F401  (a real HTTP server fixture)
 from ticket_server.access.audit import query
 from ticket_server.access.control import open_store
 from ticket_server.server import build_server
@@ -51,10 +51,22 @@ async def revoke(settings: Settings, name: str) -> None:
         await store.aclose()
 
 
-def support_and_billing_ids(db_path: Path) -> tuple[str, str]:
+def scalar(database: Path | str, sql: str) -> str:
+    """One value of a read-only query, on SQLite (a file or URL) or PostgreSQL (a URL):
+    for tests that check the server's answer against the database itself."""
+    url = as_url(database)
+    if url.startswith("postgresql"):
+        from tests.postgres import server_at
+
+        server, name = server_at(url)
+        return server.psql(sql, name).strip()
     import sqlite3
 
-    with sqlite3.connect(db_path) as conn:
-        support = conn.execute("SELECT id FROM tickets WHERE queue = 'support' ORDER BY pk LIMIT 1").fetchone()[0]
-        billing = conn.execute("SELECT id FROM tickets WHERE queue = 'billing' ORDER BY pk LIMIT 1").fetchone()[0]
-    return support, billing
+    with sqlite3.connect(url.removeprefix("sqlite+aiosqlite:///")) as conn:
+        return str(conn.execute(sql).fetchone()[0])
+
+
+def support_and_billing_ids(database: Path | str) -> tuple[str, str]:
+    """The oldest ticket of the support queue and of the billing queue."""
+    return tuple(scalar(database, f"SELECT id FROM tickets WHERE queue = '{queue}' ORDER BY pk LIMIT 1")
+                 for queue in ("support", "billing"))  # type: ignore[return-value]
