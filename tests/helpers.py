@@ -44,3 +44,22 @@ async def create_caller(database_url: str, name: str, scopes: tuple[str, ...] = 
         return token
     finally:
         await store.aclose()
+
+
+def scalar(database, sql: str) -> str:
+    """Run ``sql`` on SQLite (a file or URL) or PostgreSQL (a URL) and return the first
+    column of its first row as text ("" when none): for tests that change the database
+    behind the server's back or check an answer against the database itself."""
+    from pathlib import Path
+
+    url = f"sqlite+aiosqlite:///{database}" if isinstance(database, Path) else database
+    if url.startswith("postgresql"):
+        from tests.postgres import server_at
+
+        server, name = server_at(url)
+        return server.psql(sql, name).strip().split("\n")[0] if sql else ""
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite+aiosqlite:///")) as conn:
+        row = conn.execute(sql).fetchone()
+    return "" if row is None else str(row[0])

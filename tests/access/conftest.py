@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from fastmcp import FastMCP
 
-from tests.helpers import create_caller
-from tests.transports.conftest import as_url, http_server  # noqa: F401  (a real HTTP server fixture)
+from tests.helpers import create_caller, scalar  # noqa: F401  (re-exported)
+from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
 from ticket_server.access.audit import query
 from ticket_server.access.control import open_store
 from ticket_server.server import build_server
@@ -49,21 +49,6 @@ async def revoke(settings: Settings, name: str) -> None:
         await store.revoke(name)
     finally:
         await store.aclose()
-
-
-def scalar(database: Path | str, sql: str) -> str:
-    """One value of a read-only query, on SQLite (a file or URL) or PostgreSQL (a URL):
-    for tests that check the server's answer against the database itself."""
-    url = as_url(database)
-    if url.startswith("postgresql"):
-        from tests.postgres import server_at
-
-        server, name = server_at(url)
-        return server.psql(sql, name).strip()
-    import sqlite3
-
-    with sqlite3.connect(url.removeprefix("sqlite+aiosqlite:///")) as conn:
-        return str(conn.execute(sql).fetchone()[0])
 
 
 def support_and_billing_ids(database: Path | str) -> tuple[str, str]:
