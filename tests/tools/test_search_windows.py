@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from fastmcp import Client
 
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.tickets.search import fts5_match, search_terms
 from ticket_server.tools.cursor import CursorCodec, CursorError
-from tests.helpers import text_of
+from tests.helpers import column, text_of
 from tests.tools.test_v2 import page_through, search
 
 WINDOW = 25
@@ -60,16 +57,13 @@ async def test_paging_across_windows_returns_every_match_once(
     assert sorted(got) == sorted(truth)
 
 
-@pytest.mark.sqlite_only
-async def test_windows_are_newest_first_and_each_is_ranked(windowed: Client, exact: Client, db_path: Path) -> None:
+async def test_windows_are_newest_first_and_each_is_ranked(windowed: Client, exact: Client, settings: Settings) -> None:
+    """Both engines (FTS5 rank and ts_rank, each windowed in its own SQL): the windows
+    follow the matches newest first (by key), and inside each window the exact order."""
     exact_order = ids(await page_through(exact, query="customer", limit=50))
     got = ids(await page_through(windowed, query="customer", limit=9))
-    with sqlite3.connect(db_path) as conn:
-        newest_first = [row[0] for row in conn.execute(
-            "SELECT t.id FROM tickets_fts JOIN tickets t ON t.pk = tickets_fts.rowid "
-            "WHERE tickets_fts MATCH ? ORDER BY tickets_fts.rowid DESC",
-            (fts5_match(search_terms("customer")),),
-        )]
+    listed = ", ".join(f"'{i}'" for i in exact_order)
+    newest_first = column(settings.database_url, f"SELECT id FROM tickets WHERE id IN ({listed}) ORDER BY pk DESC")
     assert sorted(newest_first) == sorted(exact_order)
     for start in range(0, len(newest_first), WINDOW):
         members = set(newest_first[start:start + WINDOW])
@@ -77,16 +71,15 @@ async def test_windows_are_newest_first_and_each_is_ranked(windowed: Client, exa
         assert got[start:start + WINDOW] == [i for i in exact_order if i in members]
 
 
-@pytest.mark.sqlite_only
-async def test_a_ticket_added_between_pages_is_not_mixed_into_later_windows(windowed: Client, db_path: Path) -> None:
+async def test_a_ticket_added_between_pages_is_not_mixed_into_later_windows(windowed: Client, settings: Settings) -> None:
+    """Both engines: a cursor holds its window's upper key, so a ticket added after the
+    first page (the newest, and the best match) never appears in later pages."""
     first = await search(windowed, query="customer", limit=10)
     cursor = first.structured_content["next_cursor"]
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, created_at, updated_at) "
-            "VALUES ('SUP-9900001', 'customer customer customer', 'customer', 'open', 'normal', NULL, 'billing', "
-            "'Acme', '2026-11-30 00:00:00.000000', '2026-11-30 00:00:00.000000')"
-        )
+    column(settings.database_url,
+           "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, created_at, updated_at) "
+           "VALUES ('SUP-9900001', 'customer customer customer', 'customer', 'open', 'normal', NULL, 'billing', "
+           "'Acme', '2026-11-30 00:00:00', '2026-11-30 00:00:00') RETURNING id")
     rest: list[dict] = []
     while cursor:
         page = await search(windowed, query="customer", limit=10, cursor=cursor)
