@@ -176,3 +176,16 @@ def test_c05a_database_folder_missing(tmp_path: Path) -> None:
     assert len(err.splitlines()) == 1, err
     assert "TICKET_SERVER_DATABASE_URL" in err and "does not exist" in err
     assert "Traceback" not in err
+
+
+def test_raw_stdio_read_deadline_fires(db_path: Path) -> None:
+    """The tests' own stdio reader gives up when the server sends nothing (here: no
+    request at all), instead of blocking on readline for ever."""
+    raw = RawStdio(db_path)
+    try:
+        with pytest.raises(AssertionError, match="no answer within 1 s"):
+            raw.read(timeout=1)
+        assert raw.process.poll() is None
+    finally:
+        raw.close()
+        stop(raw.process)
