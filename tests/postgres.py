@@ -9,10 +9,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 POSTGRES_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
@@ -75,7 +75,8 @@ def start_private_server() -> PostgresServer:
     """initdb + pg_ctl start in a new temp directory (pytest's own is private to root,
     and the server runs as the postgres user); RuntimeError when not installed."""
     if not POSTGRES_BIN_DIRS or shutil.which("psql") is None:
-        raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
+        raise RuntimeError("PostgreSQL is not installed: run `sudo bash .ci/install-services.sh` "
+                           "(Debian packages postgresql, postgresql-contrib, postgresql-client)")
     bin_dir = POSTGRES_BIN_DIRS[0]
     root = Path(tempfile.mkdtemp(prefix="ticket-server-pg-"))
     data = root / "pgdata"
@@ -97,16 +98,61 @@ def start_private_server() -> PostgresServer:
 
 
 def postgres_for_tests() -> PostgresServer:
-    """The server to test against; skips (outside CI) when none can be had."""
+    """The server to test against. When none can be had the tests that need it fail
+    (never skip): `make test` runs .ci/install-services.sh first."""
     url = os.environ.get("TICKET_SERVER_TEST_POSTGRES_URL")
     if url:
         from sqlalchemy.engine import make_url
 
         u = make_url(url)
         return PostgresServer(u.host or "127.0.0.1", u.port or 5432, u.username or "postgres")
+    return start_private_server()
+
+
+def server_at(url: str) -> tuple[PostgresServer, str]:
+    """The server and database name of a PostgreSQL URL (as the `database_url` fixture gives)."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    return PostgresServer(u.host or "127.0.0.1", u.port or 5432, u.username or "postgres"), str(u.database)
+
+
+@contextmanager
+def table_locked(url: str, table: str = "tickets") -> Iterator[None]:
+    """Hold ACCESS EXCLUSIVE on ``table`` in an open transaction (a psql session of its
+    own) until the block ends: every query on it waits, visibly, in pg_stat_activity."""
+    server, database = server_at(url)
+    session = subprocess.Popen(
+        ["psql", "-h", server.host, "-p", str(server.port), "-U", server.user, "-d", database,
+         "-v", "ON_ERROR_STOP=1", "-qAt"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert session.stdin is not None and session.stdout is not None
     try:
-        return start_private_server()
-    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no PostgreSQL for the tests: {exc}")
+        session.stdin.write(f"BEGIN;\nLOCK TABLE {table} IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n")
+        session.stdin.flush()
+        assert session.stdout.readline().strip() == "locked", session.stderr.read() if session.stderr else ""
+        yield
+    finally:
+        if session.poll() is None:
+            session.stdin.write("ROLLBACK;\n")
+            session.stdin.close()
+            session.wait(timeout=30)
+
+
+def lock_waiters(url: str) -> int:
+    """How many queries of this database wait on a lock right now (pg_stat_activity)."""
+    server, database = server_at(url)
+    return int(server.psql(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        database,
+    ))
+
+
+def wait_for_lock_waiters(url: str, count: int, timeout: float = 30) -> None:
+    """Return once at least ``count`` queries of this database wait on a lock: the event
+    a test waits for instead of sleeping and hoping a call has reached the database."""
+    deadline = time.monotonic() + timeout
+    while (seen := lock_waiters(url)) < count:
+        assert time.monotonic() < deadline, f"{seen} of {count} queries waiting on the lock after {timeout} s"
+        time.sleep(0.02)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -18,10 +17,8 @@ from tests.transports.conftest import free_port
 class RedisServer:
     def __init__(self, directory: Path) -> None:
         binary = shutil.which("redis-server")
-        if binary is None:
-            if os.environ.get("CI"):
-                pytest.fail("redis-server is missing in CI (.ci/install-services.sh installs it)")
-            pytest.skip("redis-server is not installed")
+        if binary is None:  # fails, never skips: `make test` installs it first
+            pytest.fail("redis-server is not installed: run `sudo bash .ci/install-services.sh`")
         self.binary, self.directory, self.port = binary, directory, free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fastmcp import FastMCP
 
-from tests.helpers import create_caller
+from tests.helpers import create_caller, scalar  # noqa: F401  (re-exported)
 from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
 from ticket_server.admin.reports import query
 from ticket_server.access.callers import open_store
@@ -51,10 +51,7 @@ async def revoke(settings: Settings, name: str) -> None:
         await store.aclose()
 
 
-def support_and_billing_ids(db_path: Path) -> tuple[str, str]:
-    import sqlite3
-
-    with sqlite3.connect(db_path) as conn:
-        support = conn.execute("SELECT id FROM tickets WHERE queue = 'support' ORDER BY pk LIMIT 1").fetchone()[0]
-        billing = conn.execute("SELECT id FROM tickets WHERE queue = 'billing' ORDER BY pk LIMIT 1").fetchone()[0]
-    return support, billing
+def support_and_billing_ids(database: Path | str) -> tuple[str, str]:
+    """The oldest ticket of the support queue and of the billing queue."""
+    return tuple(scalar(database, f"SELECT id FROM tickets WHERE queue = '{queue}' ORDER BY pk LIMIT 1")
+                 for queue in ("support", "billing"))  # type: ignore[return-value]

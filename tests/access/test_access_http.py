@@ -13,7 +13,7 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 
-from tests.access.conftest import support_and_billing_ids
+from tests.access.conftest import scalar, support_and_billing_ids
 from tests.helpers import text_of
 from tests.transports.conftest import TICKET_SERVER, add_caller, server_env, start_http_server, stop
 from ticket_server.access.ratelimit import META_KEY
@@ -54,14 +54,18 @@ def _revoke(db_path: Path, name: str) -> None:
         conn.execute("UPDATE callers SET revoked_at = '2026-11-30 00:00:00' WHERE name = ?", (name,))
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "engine"), [("legacy", "sqlite"), ("2026-07-28", "sqlite"), ("2026-07-28", "postgresql")])
+async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str, engine: str,
+                                        request: pytest.FixtureRequest) -> None:
     """The issue's "done when": a billing token sees only billing tickets, is refused
-    with isError and a retry time after its limit, and each call is in the audit."""
-    token = add_caller(db_path, "billing", queues=["billing"], tool_rate_limit="2/minute")
-    noscope = add_caller(db_path, "noscope", scopes=("other:read",))
-    support, billing = support_and_billing_ids(db_path)
-    server = start_http_server(db_path, tmp_path)
+    with isError and a retry time after its limit, and each call is in the audit. Both
+    revisions on SQLite; once more on PostgreSQL (a server process whose callers, queue
+    scope and audit trail live in PostgreSQL), where the revision adds nothing new."""
+    database = db_path if engine == "sqlite" else request.getfixturevalue("postgres_database_url")
+    token = add_caller(database, "billing", queues=["billing"], tool_rate_limit="2/minute")
+    noscope = add_caller(database, "noscope", scopes=("other:read",))
+    support, billing = support_and_billing_ids(database)
+    server = start_http_server(database, tmp_path)
     try:
         async with Client(server.transport(token), mode=mode) as client:
             ok = await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})
@@ -79,21 +83,23 @@ async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str
             assert denied.is_error and text_of(denied) == "Unknown tool: 'search_tickets_v2'"
     finally:
         stop(server.process)  # SIGTERM: the audit trail is flushed
-    with sqlite3.connect(db_path) as conn:
-        rows = conn.execute("SELECT caller, tool, outcome, transport FROM audit_events ORDER BY pk").fetchall()
-    assert rows == [
-        ("billing", "get_ticket_status_v2", "ok", "http"),
-        ("billing", "get_ticket_status_v2", "tool_error", "http"),
-        ("billing", "search_tickets_v2", "ok", "http"),
-        ("billing", "get_ticket_status_v2", "rate_limited", "http"),
-        ("noscope", "search_tickets_v2", "denied", "http"),
+    rows = scalar(database, "SELECT string_agg(caller || ' ' || tool || ' ' || outcome || ' ' || transport, ',' "
+                            "ORDER BY pk) FROM audit_events" if engine == "postgresql" else
+                  "SELECT group_concat(caller || ' ' || tool || ' ' || outcome || ' ' || transport, ',') "
+                  "FROM (SELECT * FROM audit_events ORDER BY pk)")
+    assert rows.split(",") == [
+        "billing get_ticket_status_v2 ok http",
+        "billing get_ticket_status_v2 tool_error http",
+        "billing search_tickets_v2 ok http",
+        "billing get_ticket_status_v2 rate_limited http",
+        "noscope search_tickets_v2 denied http",
     ]
-    audit = _cli(db_path, "audit", "--caller", "billing", "--json")
+    audit = _cli(database, "audit", "--caller", "billing", "--json")
     assert [json.loads(line)["outcome"] for line in audit.splitlines()] == ["ok", "tool_error", "ok", "rate_limited"]
     assert token not in server.logs() and token not in audit
 
 
-def _cli(db_path: Path, *args: str) -> str:
+def _cli(db_path: Path | str, *args: str) -> str:
     import subprocess
 
     done = subprocess.run([*TICKET_SERVER, *args], env=server_env(db_path), capture_output=True, timeout=60)

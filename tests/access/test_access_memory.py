@@ -12,7 +12,7 @@ from fastmcp import Client
 from pydantic import Field
 from pydantic import SecretStr
 
-from tests.access.conftest import audit_rows, revoke, support_and_billing_ids
+from tests.access.conftest import audit_rows, revoke, scalar, support_and_billing_ids
 from tests.helpers import text_of
 from ticket_server.access.ratelimit import META_KEY
 
@@ -23,8 +23,8 @@ async def names(client: Client) -> set[str]:
     return {t.name for t in await client.list_tools()}
 
 
-async def test_builtin_local_caller_reads_every_queue(server_as, db_path: Path, mode: str) -> None:
-    support, billing = support_and_billing_ids(db_path)
+async def test_builtin_local_caller_reads_every_queue(server_as, settings, mode: str) -> None:
+    support, billing = support_and_billing_ids(settings.database_url)
     async with Client(server_as(), mode=mode) as client:
         assert ALL_TOOLS <= await names(client)
         for ticket in (support, billing):
@@ -32,11 +32,12 @@ async def test_builtin_local_caller_reads_every_queue(server_as, db_path: Path, 
             assert result.is_error is False
 
 
-async def test_queue_limited_caller_sees_only_its_queue(server_as, add_caller, db_path: Path, mode: str) -> None:
+async def test_queue_limited_caller_sees_only_its_queue(server_as, add_caller, settings, mode: str) -> None:
     """A caller limited to billing: a support ticket is "no ticket" exactly as a missing
-    one, by id (v1, v2) and by search (v1, v2 with every page)."""
+    one, by id (v1, v2) and by search (v1, v2 with every page). Both engines: the scope
+    is a condition in each engine's own queries (FTS5 / tsvector, LIKE / pg_trgm)."""
     await add_caller("billing", queues=["billing"])
-    support, billing = support_and_billing_ids(db_path)
+    support, billing = support_and_billing_ids(settings.database_url)
     async with Client(server_as(stdio_caller="billing"), mode=mode) as client:
         assert (await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})).is_error is False
         for tool in ("get_ticket_status", "get_ticket_status_v2"):
@@ -60,11 +61,7 @@ async def test_queue_limited_caller_sees_only_its_queue(server_as, add_caller, d
         explicit = await client.call_tool("search_tickets_v2", {"queue": "support"})
         assert explicit.structured_content["tickets"] == []
     # the whole billing queue, nothing else
-    import sqlite3
-
-    with sqlite3.connect(db_path) as conn:
-        count = conn.execute("SELECT count(*) FROM tickets WHERE queue = 'billing'").fetchone()[0]
-    assert len(seen) == count
+    assert len(seen) == int(scalar(settings.database_url, "SELECT count(*) FROM tickets WHERE queue = 'billing'"))
 
 
 async def _queue(client: Client, ticket_id: str) -> str:
@@ -99,9 +96,9 @@ async def test_no_valid_identity_gets_nothing(server_as, add_caller, settings, c
         assert result.is_error and text_of(result) == "Unknown tool: 'get_ticket_status'"
 
 
-async def test_token_names_the_caller(server_as, add_caller, db_path: Path) -> None:
+async def test_token_names_the_caller(server_as, add_caller, settings) -> None:
     token = await add_caller("billing", queues=["billing"])
-    support, _ = support_and_billing_ids(db_path)
+    support, _ = support_and_billing_ids(settings.database_url)
     async with Client(server_as(token=SecretStr(token))) as client:
         result = await client.call_tool("get_ticket_status_v2", {"ticket_id": support}, raise_on_error=False)
         assert result.is_error and support in text_of(result)

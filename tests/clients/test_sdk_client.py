@@ -13,17 +13,33 @@ from mcp import Client
 
 from tests.clients.conftest import example_arguments, stdio_params
 from tests.helpers import assert_no_leak, text_of
+from tests.transports.conftest import add_caller, start_http_server, stop
 
 MODES = [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")]
 
 
-@pytest.fixture(params=["stdio", "http"])
-def target(request: pytest.FixtureRequest, db_path: Path):
+@pytest.fixture(params=["stdio", "http", "http-postgresql"])
+def target(request: pytest.FixtureRequest, db_path: Path, tmp_path: Path):
     """What `mcp.Client(...)` connects to: stdio parameters, or an HTTP transport with
-    the test caller's bearer token. (Both on the SQLite sample: `db_path`.)"""
+    a caller's bearer token. stdio and HTTP on the SQLite sample; HTTP once more on the
+    PostgreSQL sample, so that every tool and resource is called through a real server
+    process on each engine (stdio on PostgreSQL would add nothing HTTP does not)."""
     if request.param == "stdio":
         return stdio_params(db_path)
-    return request.getfixturevalue("http_server").transport()
+    if request.param == "http":
+        return request.getfixturevalue("http_server").transport()
+    url = request.getfixturevalue("postgres_database_url")
+    token = add_caller(url, "tester")
+    server = start_http_server(url, tmp_path)
+    request.addfinalizer(lambda: stop(server.process))
+    return server.transport(token)
+
+
+def published_tool_names() -> set[str]:
+    """The tools of the published contract (tool-contract.json): what a caller with
+    `tickets:read` on every queue must see, no more and no fewer."""
+    contract = json.loads((Path(__file__).resolve().parents[2] / "tool-contract.json").read_text())
+    return {tool["name"] for tool in contract["tools"]}
 
 
 async def list_all_tools(client: Client) -> list:
@@ -56,7 +72,7 @@ async def test_every_tool_and_resource(target, mode: str, revision: str) -> None
         tools = await list_all_tools(client)
         names = [t.name for t in tools]
         assert len(names) == len(set(names)), f"a tool is listed twice: {names}"
-        assert names, "the test caller sees no tools"
+        assert set(names) == published_tool_names(), names
         for tool in tools:
             jsonschema.Draft202012Validator.check_schema(tool.input_schema)
             arguments = example_arguments(tool.input_schema)

@@ -86,16 +86,9 @@ async def test_redis_down_then_back_follows_the_failure_policy(
 def private_postgres():
     """A PostgreSQL cluster of this test's own (stopping it touches no other test) with
     the sample database `tickets`."""
-    import os
-
     from tests.postgres import start_private_server
 
-    try:
-        server = start_private_server()
-    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no PostgreSQL for the tests: {exc}")
+    server = start_private_server()
     try:
         import asyncio
 
@@ -144,3 +137,38 @@ async def test_c05b_postgresql_stopped_then_back(private_postgres) -> None:
             result = await client.call_tool_mcp(tool, arguments)
             assert result.isError is False, text_of(result)
         assert (await client.call_tool_mcp("get_ticket_status_v2", ARGS)).structuredContent["id"] == "SUP-4412"
+
+
+def _database_errors(server) -> float:
+    import httpx2 as httpx
+
+    text = httpx.get(f"{server.base}/metrics", timeout=10).text
+    return float(next(line.split()[1] for line in text.splitlines()
+                      if line.startswith("ticket_server_database_errors_total ")))
+
+
+async def test_database_errors_metric_rises_on_a_real_outage(private_postgres, tmp_path: Path) -> None:
+    """The HTTP server's /metrics counts each call that found PostgreSQL down: 0 before,
+    exactly 2 after two calls during the outage (each answered isError "ticket database
+    is unavailable"), still 2 after PostgreSQL is back and a call succeeds."""
+    url = private_postgres.url("tickets")
+    token = add_caller(url, "tester")
+    # The caller stays cached, so the outage meets the ticket reads and nothing else.
+    server = start_http_server(url, tmp_path, TICKET_SERVER_DATABASE_TIMEOUT="2",
+                               TICKET_SERVER_CALLER_CACHE_SECONDS="600")
+    try:
+        async with Client(server.transport(token), mode="2026-07-28") as client:
+            assert (await client.call_tool("get_ticket_status_v2", ARGS)).is_error is False
+            assert _database_errors(server) == 0
+
+            private_postgres.stop()
+            for tool, arguments in (("get_ticket_status_v2", ARGS), ("search_tickets_v2", {"query": "invoice"})):
+                failed = await client.call_tool(tool, arguments)
+                assert failed.is_error and "ticket database is unavailable" in text_of(failed), text_of(failed)
+            assert _database_errors(server) == 2
+
+            private_postgres.start()
+            assert (await client.call_tool("get_ticket_status_v2", ARGS)).is_error is False
+            assert _database_errors(server) == 2
+    finally:
+        stop(server.process)

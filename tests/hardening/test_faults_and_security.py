@@ -13,7 +13,7 @@ import pytest
 from fastmcp import Client
 
 from tests.hardening.support import add_caller, assert_no_leak_beyond_echo, result_text
-from tests.transports.conftest import start_http_server, stop
+from tests.transports.conftest import http_server, start_http_server, stop  # noqa: F401  (fixture)
 from tests.transports.test_stdio import INIT
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
@@ -73,6 +73,25 @@ def test_query_string_token_is_refused_and_never_logged(db_path: Path, tmp_path:
     assert "Bearer " not in logs
 
 
-def test_loopback_bind_by_default() -> None:
-    """The HTTP server binds to loopback unless told otherwise."""
-    assert Settings().host == "127.0.0.1"
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses with a TCP socket listening on ``port`` (/proc/net/tcp, tcp6)."""
+    import ipaddress
+
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            # The kernel prints each 32-bit word in host (little-endian) order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
+def test_loopback_bind_by_default(http_server) -> None:
+    """The HTTP server started without --host (and no TICKET_SERVER_HOST) listens on
+    127.0.0.1 only: the socket the kernel holds, not the setting's default."""
+    assert _listening_addresses(http_server.port) == {"127.0.0.1"}

@@ -12,8 +12,7 @@ import jsonschema
 import pytest
 from fastmcp import Client
 
-from tests.conftest import sqlite_url
-from tests.transports.conftest import TICKET_SERVER, add_caller
+from tests.transports.conftest import TICKET_SERVER, add_caller, as_url
 from ticket_server.server import build_server
 from ticket_server.admin.export import measure
 
@@ -84,9 +83,9 @@ GEMINI_TOOLS = {
 }
 
 
-def export(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def export(db_path: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
-    env["TICKET_SERVER_DATABASE_URL"] = sqlite_url(db_path)
+    env["TICKET_SERVER_DATABASE_URL"] = as_url(db_path)
     return subprocess.run(
         [*TICKET_SERVER, "tools", "export", *args], capture_output=True, text=True, env=env, timeout=60
     )
@@ -145,18 +144,20 @@ async def test_mcp_export_is_the_tools_list_result(db_path: Path, settings) -> N
     assert {"get_ticket_status", "search_tickets"} <= deprecated
 
 
-def test_export_for_a_caller(db_path: Path) -> None:
-    add_caller(db_path, "reader", ("tickets:read",))
-    add_caller(db_path, "auditor", ("audit:read",))
-    everything = json.loads(export(db_path, "--format", "openai").stdout)
-    done = export(db_path, "--format", "openai", "--caller", "reader")
+def test_export_for_a_caller(database_url: str) -> None:
+    """Both engines: `--caller` reads the caller's scopes from the callers table. (The
+    format tests above run on SQLite only: without --caller no table is read.)"""
+    add_caller(database_url, "reader", ("tickets:read",))
+    add_caller(database_url, "auditor", ("audit:read",))
+    everything = json.loads(export(database_url, "--format", "openai").stdout)
+    done = export(database_url, "--format", "openai", "--caller", "reader")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == everything
-    done = export(db_path, "--format", "openai", "--caller", "auditor")
+    done = export(database_url, "--format", "openai", "--caller", "auditor")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
     assert "0 tool(s)" in done.stderr
-    done = export(db_path, "--caller", "nobody")
+    done = export(database_url, "--caller", "nobody")
     assert done.returncode == 2
     assert done.stdout == ""
     assert "nobody" in done.stderr

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,7 +44,7 @@ async def test_sdk_client_over_stdio(db_path: Path, mode: str, revision: str) ->
 class RawStdio:
     """A spawned server driven frame by frame, keeping every stdout line."""
 
-    def __init__(self, db_path: Path, **env: str) -> None:
+    def __init__(self, db_path: Path | str, **env: str) -> None:
         # stderr goes to a file: an unread pipe would fill up and block the server's logging.
         self.stderr_file = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
@@ -50,6 +52,17 @@ class RawStdio:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
         )
         self.lines: list[bytes] = []
+        # stdout is read by a thread into a queue, so that `read` has a deadline that
+        # fires even when the server sends nothing (a blocking readline never returns).
+        self._frames: queue.Queue[bytes] = queue.Queue()
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in iter(self.process.stdout.readline, b""):
+            self._frames.put(line)
+        self._frames.put(b"")  # end of output
 
     def send(self, raw: bytes | dict) -> None:
         data = raw if isinstance(raw, bytes) else json.dumps(raw).encode()
@@ -58,10 +71,10 @@ class RawStdio:
         self.process.stdin.flush()
 
     def read(self, timeout: float = 20) -> dict:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        line = self.process.stdout.readline()
-        assert time.monotonic() < deadline, "no answer in time"
+        try:
+            line = self._frames.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no answer within {timeout} s; stderr: {self.stderr()[-2000:]}") from None
         assert line, f"server closed stdout; stderr: {self.stderr()}"
         self.lines.append(line)
         return json.loads(line)
@@ -73,9 +86,19 @@ class RawStdio:
                 return message
 
     def close(self) -> tuple[bytes, bytes]:
-        out, _ = self.process.communicate(timeout=20)
-        self.lines.extend(out.splitlines())
-        return out, self.stderr().encode()
+        """Close stdin (end of input) and wait for the process; every stdout line is kept."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=20)
+        self._reader.join(20)
+        while True:
+            try:
+                line = self._frames.get_nowait()
+            except queue.Empty:
+                break
+            if line:
+                self.lines.append(line)
+        return b"".join(self.lines), self.stderr().encode()
 
     def stderr(self) -> str:
         self.stderr_file.seek(0)
@@ -153,3 +176,16 @@ def test_c05a_database_folder_missing(tmp_path: Path) -> None:
     assert len(err.splitlines()) == 1, err
     assert "TICKET_SERVER_DATABASE_URL" in err and "does not exist" in err
     assert "Traceback" not in err
+
+
+def test_raw_stdio_read_deadline_fires(db_path: Path) -> None:
+    """The tests' own stdio reader gives up when the server sends nothing (here: no
+    request at all), instead of blocking on readline for ever."""
+    raw = RawStdio(db_path)
+    try:
+        with pytest.raises(AssertionError, match="no answer within 1 s"):
+            raw.read(timeout=1)
+        assert raw.process.poll() is None
+    finally:
+        raw.close()
+        stop(raw.process)

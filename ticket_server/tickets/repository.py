@@ -256,7 +256,9 @@ class TicketRepository:
 
         ``%`` and ``_`` in ``query`` are literal (LIKE with an escape character).
         """
-        stmt = select(*_RECORD_COLUMNS).where(_TICKETS.c.subject.icontains(query, autoescape=True))
+        # lower(subject) LIKE lower(query), the expression the pg_trgm index is built on
+        # (PostgreSQL); SQLite's lower() is Python's, registered on every connection.
+        stmt = select(*_RECORD_COLUMNS).where(func.lower(_TICKETS.c.subject).contains(query.lower(), autoescape=True))
         if queues is not None:
             stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
         stmt = stmt.order_by(_TICKETS.c.updated_at.desc(), _TICKETS.c.pk.desc()).limit(limit)

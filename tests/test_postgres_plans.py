@@ -1,0 +1,43 @@
+"""Query plans on PostgreSQL: the indexes the migrations create are the ones the
+server's own queries use (read from auto_explain's log of the statements it runs)."""
+
+from __future__ import annotations
+
+import pytest
+from fastmcp import Client
+
+from tests.postgres import PostgresServer, server_at
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+
+pytestmark = pytest.mark.postgresql_only
+
+
+def explain_everything(postgres: PostgresServer, database_url: str) -> None:
+    """Every later session in this database logs the plan of each statement it runs."""
+    _, name = server_at(database_url)
+    for setting in ("session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0",
+                    # The 2,400-ticket sample is small enough that a sequential scan is the
+                    # cheapest plan; forbidding it asks whether the index can serve the
+                    # server's query at all (the expression and operator class match), which
+                    # is what a change to the query or the migration would break.
+                    "enable_seqscan = off"):
+        postgres.psql(f"ALTER DATABASE {name} SET {setting}")
+
+
+async def test_deprecated_search_uses_the_trigram_index(postgres: PostgresServer, database_url: str) -> None:
+    """search_tickets (deprecated) finds subjects containing the query through the
+    pg_trgm GIN index on lower(subject) (ix_tickets_subject_trgm, migration 0002)."""
+    assert postgres.data_dir is not None, "reads the plans from the tests' own PostgreSQL server log"
+    explain_everything(postgres, database_url)
+    log = postgres.data_dir / "server.log"
+    start = log.stat().st_size
+    async with Client(build_server(Settings(database_url=database_url)), mode="legacy") as client:
+        result = await client.call_tool("search_tickets", {"query": "invoice"})
+    assert result.is_error is False and result.structured_content["result"], result
+    with log.open("rb") as f:
+        f.seek(start)
+        plans = f.read().decode(errors="replace")
+    searches = [block for block in plans.split(" LOG:  ") if "FROM tickets" in block and "subject" in block]
+    assert len(searches) == 1, plans[-3000:]
+    assert "ix_tickets_subject_trgm" in searches[0], f"the substring search does not use the trigram index:\n{searches[0]}"
