@@ -53,6 +53,14 @@ def _connect_hint(settings: Settings, token: str) -> str:
 
 def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
                 tool_limit: str | None, http_limit: str | None) -> None:
+    from ticket_server.access.identity import KNOWN_SCOPES
+
+    unknown = sorted(set(scopes) - set(KNOWN_SCOPES))
+    if unknown:
+        raise CommandError(
+            f"callers add: unknown scope(s) {', '.join(unknown)}: no tool needs them; "
+            f"the known scopes are {', '.join(KNOWN_SCOPES)}"
+        )
     token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit))
     assert token is not None
     print(token)
@@ -97,9 +105,14 @@ def callers_revoke(settings: Settings, name: str) -> None:
 
 
 def callers_rotate(settings: Settings, name: str) -> None:
-    token = _run(settings, lambda s: s.rotate(name))
+    """A new token for ``name``; a revoked caller is restored with it (and says so)."""
+    token, restored = _run(settings, lambda s: s.rotate(name))
     print(token)
-    print(f"new token for {name!r} (shown only once); the old one no longer works", file=sys.stderr)
+    if restored:
+        print(f"caller {name!r} was revoked and is restored with a new token (shown only once)",
+              file=sys.stderr)
+    else:
+        print(f"new token for {name!r} (shown only once); the old one no longer works", file=sys.stderr)
 
 
 def audit(settings: Settings, caller: str | None, tool: str | None, since: str | None,

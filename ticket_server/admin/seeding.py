@@ -3,14 +3,16 @@ the deterministic generator for any count."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ticket_server.settings import Settings
+from ticket_server.admin import CommandError
 from ticket_server.admin.generator import generate_tickets, ticket_from_json
+from ticket_server.settings import Settings
 
 SAMPLE_FILE = Path(__file__).resolve().parents[2] / "seed" / "tickets.jsonl"
 SAMPLE_COUNT = 2400  # seed/tickets.jsonl is generate_tickets(SAMPLE_COUNT); see seed/README.md
@@ -18,10 +20,52 @@ BATCH = 5000
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield ticket_from_json(line)
+    """The tickets of a JSON Lines file; ``CommandError`` naming the file and line for a
+    missing file, a line that is not a JSON ticket or one that lacks a required field."""
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(
+            f"db seed --file {path}: {exc.strerror}; give a JSON Lines file, one ticket per line"
+        ) from None
+    return _read_tickets(fh, path)
+
+
+def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
+    from ticket_server.tickets.models import Ticket
+
+    columns = [c for c in Ticket.__table__.columns if not c.primary_key]
+    required = [c.name for c in columns if not c.nullable]
+    with fh:
+        number = 0
+        try:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    ticket = ticket_from_json(line)
+                except KeyError as exc:  # a timestamp field, read first
+                    raise ValueError(f"lacks {exc.args[0]}") from None
+                except TypeError:
+                    raise ValueError("is not a JSON object") from None
+                missing = [name for name in required if name not in ticket]
+                if missing:
+                    raise ValueError(f"lacks {', '.join(missing)}")
+                for column in columns:
+                    ticket.setdefault(column.name, None)
+                yield ticket
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise CommandError(
+                f"db seed --file {path}: line {number} {_reason(exc)}; fix or remove that line "
+                "(nothing was written)"
+            ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not JSON ({exc.msg})"
+    text = str(exc)
+    return text if text.startswith(("lacks", "is not ")) else f"has an unusable value ({text})"
 
 
 def sample_tickets() -> Iterator[dict[str, Any]]:
@@ -46,17 +90,31 @@ async def seed(
     if_empty: bool = False,
     progress: bool = False,
 ) -> int:
-    """Insert tickets into the migrated database at ``settings.database_url``.
+    """Insert tickets into the migrated database at ``settings.database_url``, all in
+    one transaction: on any error or interrupt none of them are kept.
 
-    Returns how many were added (0 when ``if_empty`` and tickets exist). With
-    ``progress``, a progress bar on stderr (rich) counts the tickets as batches of
-    ``BATCH`` are committed. On SQLite the seeding connection runs with
-    ``synchronous=OFF`` and a large page cache (a crash mid-seed can lose the last
-    batches, never the schema): 1,000,000 tickets take about two minutes.
+    Returns how many were added (0 when ``if_empty`` and tickets exist). Raises
+    ``CommandError`` (one line) when a ticket's id exists already (naming the first
+    ids), for an unreadable ``path`` or line, and ``DatabaseSetupError`` when the
+    schema is missing or old. With ``progress``, a progress bar on stderr (rich)
+    counts the tickets as batches of ``BATCH`` are written. On SQLite the seeding
+    connection runs with ``synchronous=OFF`` and a large page cache; the transaction
+    holds the write lock until the end (1,000,000 tickets take about two minutes).
     """
-    from ticket_server.db import create_engine
-    from ticket_server.tickets.repository import TicketRepository
+    from sqlalchemy import func, insert, select
 
+    from ticket_server.db import create_engine, require_current_schema
+    from ticket_server.tickets.models import Ticket
+
+    await require_current_schema(settings)
+    if count is not None and count < 0:
+        raise CommandError("db seed --count: give 0 or more tickets")
+    if count is not None:
+        tickets: Iterable[dict[str, Any]] = generate_tickets(count)
+    elif path is not None:
+        tickets = read_jsonl(Path(path))
+    else:
+        tickets = sample_tickets()
     engine = create_engine(settings)
     if settings.sqlite_path is not None:
         from sqlalchemy import event
@@ -68,25 +126,31 @@ async def seed(
             cursor.execute("PRAGMA cache_size=-262144")  # 256 MiB
             cursor.close()
 
-    repo = TicketRepository(engine, timeout=max(settings.database_timeout, 60.0))
     try:
-        if if_empty and await repo.count() > 0:
-            return 0
-        if count is not None:
-            tickets: Iterable[dict[str, Any]] = generate_tickets(count)
-        elif path is not None:
-            tickets = read_jsonl(Path(path))
-        else:
-            tickets = sample_tickets()
-        with _progress_bar(progress, count) as advance:
+        async with engine.begin() as conn:
+            if if_empty and await conn.scalar(select(Ticket.pk).limit(1)) is not None:
+                return 0
             added = 0
-            for batch in _batches(tickets):
-                n = await repo.add_all(batch)
-                added += n
-                advance(n)
+            with _progress_bar(progress, count) as advance:
+                for batch in _batches(tickets):
+                    ids = [t["id"] for t in batch]
+                    taken = (await conn.scalars(
+                        select(Ticket.id).where(Ticket.id.in_(ids)).order_by(Ticket.id).limit(4)
+                    )).all()
+                    if taken:
+                        total = await conn.scalar(select(func.count()).select_from(Ticket))
+                        raise CommandError(
+                            f"db seed: tickets with these ids exist already: {', '.join(taken[:3])}"
+                            f"{', ...' if len(taken) > 3 else ''} (the database holds {total} "
+                            "tickets); nothing was written. Use --if-empty to skip a seeded "
+                            "database, or load a file with other ids"
+                        )
+                    await conn.execute(insert(Ticket), batch)
+                    added += len(batch)
+                    advance(len(batch))
         return added
     finally:
-        await repo.aclose()
+        await engine.dispose()
 
 
 @contextmanager
@@ -106,6 +170,6 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Callable[[int], 
         columns += [TaskProgressColumn(), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn()]
     else:
         columns += [TimeElapsedColumn()]
-    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("seed", total=total)
         yield lambda n: bar.advance(task, n)
