@@ -156,10 +156,14 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
         elif args.db_command == "seed":
             from ticket_server.admin.seeding import seed
 
-            added = asyncio.run(
-                seed(settings, count=args.count, path=args.file, if_empty=args.if_empty,
-                     progress=sys.stderr.isatty())
-            )
+            try:
+                added = asyncio.run(
+                    seed(settings, count=args.count, path=args.file, if_empty=args.if_empty,
+                         progress=sys.stderr.isatty())
+                )
+            except KeyboardInterrupt:
+                _fail("db seed: interrupted; nothing was written (seeding keeps every ticket or none)")
+                raise
             log.info(f"seeded {added} tickets", extra={"added": added})
     except db.DatabaseSetupError as exc:
         raise CommandError(f"db {args.db_command}: {exc}") from exc

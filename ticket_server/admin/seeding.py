@@ -4,6 +4,7 @@ the deterministic generator for any count."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
@@ -14,6 +15,7 @@ from ticket_server.admin import CommandError
 from ticket_server.admin.generator import generate_tickets, ticket_from_json
 from ticket_server.settings import Settings
 
+log = logging.getLogger(__name__)
 SAMPLE_FILE = Path(__file__).resolve().parents[2] / "seed" / "tickets.jsonl"
 SAMPLE_COUNT = 2400  # seed/tickets.jsonl is generate_tickets(SAMPLE_COUNT); see seed/README.md
 BATCH = 5000
@@ -148,6 +150,7 @@ async def seed(
                     await conn.execute(insert(Ticket), batch)
                     added += len(batch)
                     advance(len(batch))
+                    log.debug(f"wrote {added} tickets, kept once all are written", extra={"written": added})
         return added
     finally:
         await engine.dispose()
