@@ -167,9 +167,15 @@ def _migrate(step, database_url: str, revision: str) -> None:  # type: ignore[no
     from alembic.util.exc import CommandError as AlembicError
     from sqlalchemy.exc import SQLAlchemyError
 
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import RevisionError
+
+    config = alembic_config(database_url)
     try:
-        step(alembic_config(database_url), revision)
-    except AlembicError as exc:
+        if revision not in ("head", "heads", "base") and not revision.lstrip("+-").isdigit():
+            ScriptDirectory.from_config(config).get_revision(revision)  # before connecting
+        step(config, revision)
+    except (AlembicError, RevisionError) as exc:
         raise DatabaseSetupError(
             f"revision {revision!r}: {_first_line(exc)}; give `head`, `base`, -1 or a revision id "
             f"(ticket_server/migrations/versions/)"
