@@ -249,3 +249,22 @@ async def test_known_scopes_are_the_scopes_tools_declare(server) -> None:
 
     declared = {tag for tool in await server.list_tools() for tag in tool.tags if ":" in tag}
     assert declared == set(KNOWN_SCOPES)
+
+
+@pytest.mark.parametrize("args", [
+    ["db", "upgrade"], ["db", "downgrade", "-1"], ["db", "seed"], ["callers", "list"],
+    ["callers", "add", "bob", "--scope", "tickets:read"], ["audit"], ["report", "deprecated"],
+    ["tools", "export", "--caller", "bob"], ["serve", "--transport", "http"],
+])
+def test_c05_every_command_on_a_database_that_does_not_answer(args: list[str]) -> None:
+    """C05's kind: a database that refuses connections (nothing listens on port 1) is one
+    line naming TICKET_SERVER_DATABASE_URL for every command; no logged traceback."""
+    proc = run("postgresql+asyncpg://tickets@127.0.0.1:1/tickets", *args)
+    line = one_line(proc)
+    assert "TICKET_SERVER_DATABASE_URL" in line and "cannot open the database" in line, line
+
+
+@pytest.mark.parametrize("args", [["callers", "list"], ["audit"], ["db", "seed"]])
+def test_commands_before_db_upgrade_say_run_it(tmp_path: Path, args: list[str]) -> None:
+    line = one_line(run(f"sqlite+aiosqlite:///{tmp_path / 'new.db'}", *args))
+    assert "run `ticket-server db upgrade`" in line, line

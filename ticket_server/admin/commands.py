@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable, open_store
 from ticket_server.admin import CommandError
 from ticket_server.admin.reports import parse_since, query
+from ticket_server.db import DatabaseSetupError, require_current_schema
 from ticket_server.settings import Settings
 
 T = TypeVar("T")
@@ -25,6 +26,7 @@ BOOTSTRAP_NAME = "admin"
 
 def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
     async def main() -> T:
+        await require_current_schema(settings)  # says what to run, or that the database is down
         store = open_store(settings)
         try:
             return await work(store)
@@ -33,7 +35,7 @@ def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(main())
-    except CallerError as exc:
+    except (CallerError, DatabaseSetupError) as exc:
         raise CommandError(str(exc)) from exc
     except RegistryUnavailable as exc:
         raise CommandError(
