@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from platformdirs import user_data_path
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 APP_NAME = "ticket-server"
@@ -21,6 +23,11 @@ ENV_PREFIX = "TICKET_SERVER_"
 DATABASE_URL_FORMS = (
     "sqlite+aiosqlite:///PATH (an SQLite file) or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
 )
+JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the type and an example
+    "allowed_hosts": (list, '["tickets.example.com"]'),
+    "allowed_origins": (list, '["http://localhost:6274"]'),
+    "retirement_dates": (dict, '{"get_ticket_status": "2027-01-31"}'),
+}
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
 
 def default_data_dir() -> Path:
@@ -126,28 +133,18 @@ class Settings(BaseSettings):
     def _choice_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", "retirement_dates", mode="before")
     @classmethod
-    def _json_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                value = None
-            if not isinstance(value, list):
-                raise ValueError('not a JSON list; write it like \'["tickets.example.com"]\'')
-        return value
-
-    @field_validator("retirement_dates", mode="before")
-    @classmethod
-    def _json_object(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                value = None
-            if not isinstance(value, dict):
-                raise ValueError('not a JSON object; write it like \'{"get_ticket_status": "2027-01-31"}\'')
+    def _json(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        kind, example = JSON_SETTINGS[info.field_name]  # type: ignore[index]
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+        if not isinstance(value, kind):
+            raise ValueError(f"not a JSON {kind.__name__.replace('dict', 'object')}; write it like '{example}'")
         return value
 
     @model_validator(mode="after")
