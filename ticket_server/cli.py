@@ -143,9 +143,11 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
             db.upgrade(settings.database_url, args.revision)
             log.info("database upgraded", extra={"revision": args.revision})
         elif args.db_command == "downgrade":
-            tables = [t for t in asyncio.run(db.table_names(settings))
-                      if t != "alembic_version" and "_fts_" not in t]  # FTS5's own tables
-            if args.revision == "base" and tables and not args.yes:
+            tables = [] if args.revision != "base" or args.yes else [
+                t for t in asyncio.run(db.table_names(settings))
+                if t != "alembic_version" and "_fts_" not in t  # FTS5's own tables
+            ]
+            if tables:
                 raise CommandError(
                     f"db downgrade base drops every table and its rows ({', '.join(tables)}), "
                     "the callers and the audit trail included; add --yes to do it, or give a "
@@ -328,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     toolsp = commands.add_parser("tools", help="the published tool contract")
     tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)
     for name, text in (
-        ("check", "compare the live tools with the published contract; exit 1 on a breaking change"),
+        ("check", "compare the live tools with the published contract; exit 2 on a breaking change"),
         ("snapshot", "rewrite the published contract from the live tools"),
     ):
         sub = tools_commands.add_parser(name, help=text)
