@@ -23,10 +23,10 @@ ENV_PREFIX = "TICKET_SERVER_"
 DATABASE_URL_FORMS = (
     "sqlite+aiosqlite:///PATH (an SQLite file) or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
 )
-JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the type and an example
-    "allowed_hosts": (list, '["tickets.example.com"]'),
-    "allowed_origins": (list, '["http://localhost:6274"]'),
-    "retirement_dates": (dict, '{"get_ticket_status": "2027-01-31"}'),
+JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the type, and what to write
+    "allowed_hosts": (list, 'a JSON list; write it like \'["tickets.example.com"]\''),
+    "allowed_origins": (list, 'a JSON list; write it like \'["http://localhost:6274"]\''),
+    "retirement_dates": (dict, 'a JSON object; write it like \'{"get_ticket_status": "2027-01-31"}\''),
 }
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
 
@@ -101,7 +101,7 @@ class Settings(BaseSettings):
         scheme, found, rest = value.partition("://")
         if not found:
             raise ValueError(f"{value!r} is not a URL; use {DATABASE_URL_FORMS}")
-        dialect, _, driver = scheme.partition("+")
+        dialect = scheme.partition("+")[0]
         wanted = DRIVERS.get(dialect)
         if wanted is None:
             raise ValueError(f"the database {dialect!r} is not supported; use {DATABASE_URL_FORMS}")
@@ -138,13 +138,13 @@ class Settings(BaseSettings):
     def _json(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
             return value
-        kind, example = JSON_SETTINGS[info.field_name]  # type: ignore[index]
+        kind, wanted = JSON_SETTINGS[info.field_name]  # type: ignore[index]
         try:
             value = json.loads(value)
         except ValueError:
             value = None
         if not isinstance(value, kind):
-            raise ValueError(f"not a JSON {kind.__name__.replace('dict', 'object')}; write it like '{example}'")
+            raise ValueError(f"not {wanted}")
         return value
 
     @model_validator(mode="after")
