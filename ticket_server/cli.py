@@ -306,7 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--name", default="admin")
     lst = callers_commands.add_parser("list", help="list callers (never their tokens)")
     lst.add_argument("--json", action="store_true", help="one JSON object per caller")
-    for name, text in (("revoke", "revoke a caller's token"), ("rotate", "replace a caller's token; prints the new one once")):
+    for name, text in (
+        ("revoke", "revoke a caller's token"),
+        ("rotate", "replace a caller's token (a revoked caller is restored); prints the new one once"),
+    ):
         callers_commands.add_parser(name, help=text).add_argument("name")
     callersp.set_defaults(handler=_callers)
 
