@@ -10,12 +10,13 @@ import asyncio
 import logging
 import os
 import sys
+import typing
 from collections.abc import Sequence
 
 from ticket_server import __version__
 from ticket_server.admin import CommandError
 from ticket_server.logging import configure_logging
-from ticket_server.settings import Settings
+from ticket_server.settings import Settings, SettingsInvalid, load_settings
 
 log = logging.getLogger("ticket_server")
 
@@ -24,9 +25,52 @@ def _fail(message: str) -> None:
     print(f"ticket-server: {message}", file=sys.stderr)
 
 
+def _require_free_port(host: str, port: int) -> None:
+    """``CommandError`` unless ``host:port`` can be bound now: checked before anything is
+    built or logged, with the socket options uvicorn binds with (SO_REUSEADDR)."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise CommandError(
+            f"serve: cannot resolve the HTTP address {host!r} ({exc.strerror}); "
+            "set TICKET_SERVER_HOST or --host to an address of this machine, e.g. 127.0.0.1"
+        ) from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"serve: port {port} on {host} is already in use by another process; "
+                    f"stop it or pick another port with TICKET_SERVER_PORT={port + 1} or --port {port + 1}"
+                ) from None
+            raise CommandError(
+                f"serve: cannot listen on {host}:{port} ({exc.strerror}); choose another "
+                "address or port with TICKET_SERVER_HOST / --host and TICKET_SERVER_PORT / --port"
+            ) from None
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.server import build_runtime
 
+    http_only = [flag for flag, value in (("--host", args.host), ("--port", args.port),
+                                          ("--workers", args.workers)) if value is not None]
+    if args.transport == "stdio" and http_only:
+        raise CommandError(
+            f"serve: {' and '.join(http_only)} {'apply' if len(http_only) > 1 else 'applies'} only to HTTP; add --transport http "
+            "(stdio, the default, listens on no address)"
+        )
+    workers = 1 if args.workers is None else args.workers
+    if workers < 1:
+        raise CommandError("serve: --workers must be 1 or more")
     if args.transport == "stdio":
         from ticket_server.transports.stdio import serve_stdio
 
@@ -45,17 +89,18 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     settings = settings.model_copy(update={
         "host": args.host or settings.host, "port": args.port if args.port is not None else settings.port,
     })
+    _require_free_port(settings.host, settings.port)
     url = f"http://{settings.host}:{settings.port}{http.MCP_PATH}"
-    if args.workers > 1:
+    if workers > 1:
         import uvicorn
 
         http.export_to_workers(settings)
         if settings.rate_limit_storage_url.startswith("memory://"):
             log.warning("rate-limit counters are per worker with memory:// storage; "
                         "set TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis://... to share them")
-        log.info(f"serving MCP over Streamable HTTP on {url} with {args.workers} workers",
-                 extra={"url": url, "version": __version__, "workers": args.workers})
-        uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=args.workers,
+        log.info(f"serving MCP over Streamable HTTP on {url} with {workers} workers",
+                 extra={"url": url, "version": __version__, "workers": workers})
+        uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=workers,
                     host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10)
         return
     app = http.build_http_app(build_runtime(settings))
@@ -93,22 +138,37 @@ def _report(settings: Settings, args: argparse.Namespace) -> None:
 def _db(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server import db
 
-    if args.db_command == "upgrade":
-        try:
+    try:
+        if args.db_command == "upgrade":
             db.upgrade(settings.database_url, args.revision)
-        except db.DatabaseSetupError as exc:
-            raise CommandError(str(exc)) from exc
-        log.info("database upgraded", extra={"revision": args.revision})
-    elif args.db_command == "downgrade":
-        db.downgrade(settings.database_url, args.revision)
-        log.info("database downgraded", extra={"revision": args.revision})
-    elif args.db_command == "seed":
-        from ticket_server.admin.seeding import seed
+            log.info("database upgraded", extra={"revision": args.revision})
+        elif args.db_command == "downgrade":
+            tables = [] if args.revision != "base" or args.yes else [
+                t for t in asyncio.run(db.table_names(settings))
+                if t != "alembic_version" and "_fts_" not in t  # FTS5's own tables
+            ]
+            if tables:
+                raise CommandError(
+                    f"db downgrade base drops every table and its rows ({', '.join(tables)}), "
+                    "the callers and the audit trail included; add --yes to do it, or give a "
+                    "revision to go back to (-1: one step)"
+                )
+            db.downgrade(settings.database_url, args.revision)
+            log.info("database downgraded", extra={"revision": args.revision})
+        elif args.db_command == "seed":
+            from ticket_server.admin.seeding import seed
 
-        added = asyncio.run(
-            seed(settings, count=args.count, path=args.file, if_empty=args.if_empty, progress=True)
-        )
-        log.info(f"seeded {added} tickets", extra={"added": added})
+            try:
+                added = asyncio.run(
+                    seed(settings, count=args.count, path=args.file, if_empty=args.if_empty,
+                         progress=sys.stderr.isatty())
+                )
+            except KeyboardInterrupt:
+                _fail("db seed: interrupted; nothing was written (seeding keeps every ticket or none)")
+                raise
+            log.info(f"seeded {added} tickets", extra={"added": added})
+    except db.DatabaseSetupError as exc:
+        raise CommandError(f"db {args.db_command}: {exc}") from exc
 
 
 def _tools(settings: Settings, args: argparse.Namespace) -> None:
@@ -183,19 +243,31 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
         raise SystemExit(status)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes as one line that points at --help, exit status 2, like every error."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ticket-server", description="An MCP server in front of a support-ticket database."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="serve the MCP tools (stdio by default)")
+    serve = commands.add_parser(
+        "serve", help="serve the MCP tools (stdio by default)",
+        description="Serve the MCP tools over stdio (the default) or Streamable HTTP. "
+        "--host, --port and --workers apply to HTTP only: without --transport http they are "
+        "refused. Over HTTP a port already in use is refused before anything is served.",
+    )
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     serve.add_argument("--host", help="HTTP bind address (default: TICKET_SERVER_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="HTTP port (default: TICKET_SERVER_PORT or 8000)")
     serve.add_argument(
-        "--workers", type=int, default=1,
+        "--workers", type=int,
         help="HTTP worker processes (default 1); more than one serves legacy clients stateless",
     )
     serve.set_defaults(handler=_serve)
@@ -204,11 +276,21 @@ def build_parser() -> argparse.ArgumentParser:
     db_commands = dbp.add_subparsers(dest="db_command", required=True)
     up = db_commands.add_parser("upgrade", help="migrate the schema to the latest revision")
     up.add_argument("revision", nargs="?", default="head")
-    down = db_commands.add_parser("downgrade", help="migrate the schema back to a revision")
-    down.add_argument("revision", nargs="?", default="base")
-    seedp = db_commands.add_parser("seed", help="load tickets: the committed sample by default")
-    seedp.add_argument("--count", type=int, help="generate this many tickets instead of the sample")
-    seedp.add_argument("--file", help="load this JSON Lines file instead of the sample")
+    down = db_commands.add_parser(
+        "downgrade", help="migrate the schema back to a revision",
+        description="Migrate the schema back to REVISION (an Alembic revision id, or -1 for "
+        "one step). `base` drops every table, callers and audit trail included: it needs --yes.",
+    )
+    down.add_argument("revision", help="the revision to go back to: an id, -1, or base (with --yes)")
+    down.add_argument("--yes", action="store_true", help="confirm `base`: drop every table")
+    seedp = db_commands.add_parser(
+        "seed", help="load tickets: the committed sample by default",
+        description="Load tickets in one transaction: all of them or, on any error or "
+        "interrupt (Ctrl-C), none. Tickets whose ids exist already are refused.",
+    )
+    source = seedp.add_mutually_exclusive_group()
+    source.add_argument("--count", type=int, help="generate this many tickets instead of the sample")
+    source.add_argument("--file", help="load this JSON Lines file instead of the sample")
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
     dbp.set_defaults(handler=_db)
 
@@ -224,7 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--name", default="admin")
     lst = callers_commands.add_parser("list", help="list callers (never their tokens)")
     lst.add_argument("--json", action="store_true", help="one JSON object per caller")
-    for name, text in (("revoke", "revoke a caller's token"), ("rotate", "replace a caller's token; prints the new one once")):
+    for name, text in (
+        ("revoke", "revoke a caller's token"),
+        ("rotate", "replace a caller's token (a revoked caller is restored); prints the new one once"),
+    ):
         callers_commands.add_parser(name, help=text).add_argument("name")
     callersp.set_defaults(handler=_callers)
 
@@ -248,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     toolsp = commands.add_parser("tools", help="the published tool contract")
     tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)
     for name, text in (
-        ("check", "compare the live tools with the published contract; exit 1 on a breaking change"),
+        ("check", "compare the live tools with the published contract; exit 2 on a breaking change"),
         ("snapshot", "rewrite the published contract from the live tools"),
     ):
         sub = tools_commands.add_parser(name, help=text)
@@ -303,9 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings()
-    except Exception as exc:  # pydantic's ValidationError names the variable and the problem
-        print(f"ticket-server: invalid settings: {exc}".replace("\n", " "), file=sys.stderr)
+        settings = load_settings()
+    except SettingsInvalid as exc:
+        for line in exc.lines:
+            _fail(line)
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:

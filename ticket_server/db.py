@@ -148,17 +148,68 @@ def head_revision(database_url: str) -> str | None:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """Run Alembic migrations up to ``revision`` (creates an SQLite file if missing)."""
+    """Run Alembic migrations up to ``revision`` (creates an SQLite file if missing).
+    ``DatabaseSetupError`` (one line) for an unknown revision or an unreachable database."""
     from alembic import command
 
     _ensure_sqlite_folder(database_url, create_default=True)
-    command.upgrade(alembic_config(database_url), revision)
+    _migrate(command.upgrade, database_url, revision)
 
 
-def downgrade(database_url: str, revision: str = "base") -> None:
+def downgrade(database_url: str, revision: str) -> None:
+    """Run Alembic migrations back to ``revision`` (``base``: no tables at all)."""
     from alembic import command
 
-    command.downgrade(alembic_config(database_url), revision)
+    _migrate(command.downgrade, database_url, revision)
+
+
+def _migrate(step, database_url: str, revision: str) -> None:  # type: ignore[no-untyped-def]
+    from alembic.util.exc import CommandError as AlembicError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import RevisionError
+
+    config = alembic_config(database_url)
+    try:
+        if revision not in ("head", "heads", "base") and not revision.lstrip("+-").isdigit():
+            ScriptDirectory.from_config(config).get_revision(revision)  # before connecting
+        step(config, revision)
+    except (AlembicError, RevisionError) as exc:
+        raise DatabaseSetupError(
+            f"revision {revision!r}: {_first_line(exc)}; give `head`, `base`, -1 or a revision id "
+            f"(ticket_server/migrations/versions/)"
+        ) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _unreachable(exc) from None
+
+
+async def table_names(settings: Settings) -> list[str]:
+    """The tables in the database at ``settings.database_url``, sorted; [] if it has none."""
+    from sqlalchemy import inspect
+
+    path = settings.sqlite_path
+    if path is not None and not path.exists():
+        return []
+    engine = create_engine(settings)
+    try:
+        async with engine.connect() as conn:
+            return sorted(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+    except Exception as exc:  # the driver's own message says what is wrong
+        raise _unreachable(exc) from None
+    finally:
+        await engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else "no detail"
+
+
+def _unreachable(exc: BaseException) -> DatabaseSetupError:
+    return DatabaseSetupError(
+        f"TICKET_SERVER_DATABASE_URL: cannot open the database ({type(exc).__name__}: "
+        f"{_first_line(exc)}); check that it runs and the URL names it"
+    )
 
 
 def _ensure_sqlite_folder(database_url: str, *, create_default: bool) -> None:
@@ -192,8 +243,10 @@ async def migration_state(settings: Settings) -> MigrationState:
     """
     from ticket_server.migrations import HEAD
 
-    _ensure_sqlite_folder(settings.database_url, create_default=False)
     path = settings.sqlite_path
+    if settings.uses_default_database and path is not None and not path.exists():
+        return MigrationState(current=None, head=HEAD)  # `db upgrade` makes it, folder too
+    _ensure_sqlite_folder(settings.database_url, create_default=False)
     if path is not None and not path.exists():
         return MigrationState(current=None, head=HEAD)
     from sqlalchemy import text
@@ -208,10 +261,7 @@ async def migration_state(settings: Settings) -> MigrationState:
             if has_table:
                 current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     except Exception as exc:  # the driver's own message says what is wrong
-        raise DatabaseSetupError(
-            f"TICKET_SERVER_DATABASE_URL: cannot open the database ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
-        ) from exc
+        raise _unreachable(exc) from exc
     finally:
         await engine.dispose()
     return MigrationState(current=current, head=HEAD)

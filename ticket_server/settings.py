@@ -6,16 +6,29 @@ Everything the deployment decides lives here; nothing comes from a client's requ
 from __future__ import annotations
 
 import hashlib
+import json
 from functools import cached_property
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from platformdirs import user_data_path
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 APP_NAME = "ticket-server"
+ENV_PREFIX = "TICKET_SERVER_"
+DATABASE_URL_FORMS = (
+    "sqlite+aiosqlite:///PATH (an SQLite file) or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
+)
+JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the type, and what to write
+    "allowed_hosts": (list, 'a JSON list; write it like \'["tickets.example.com"]\''),
+    "allowed_origins": (list, 'a JSON list; write it like \'["http://localhost:6274"]\''),
+    "retirement_dates": (dict, 'a JSON object; write it like \'{"get_ticket_status": "2027-01-31"}\''),
+}
+DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
 
 def default_data_dir() -> Path:
     """The user's data directory for this app (e.g. ``~/.local/share/ticket-server`` on Linux)."""
@@ -30,7 +43,7 @@ def default_database_url() -> str:
 class Settings(BaseSettings):
     """Server settings. Each field is read from ``TICKET_SERVER_<FIELD>`` (case-insensitive)."""
 
-    model_config = SettingsConfigDict(env_prefix="TICKET_SERVER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     database_url: str = Field(
         default_factory=default_database_url,
@@ -48,11 +61,11 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     host: str = Field(default="127.0.0.1", description="HTTP bind address.")
     port: int = Field(default=8000, ge=0, le=65535, description="HTTP port.")
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Extra Host header values accepted over HTTP (DNS-rebinding protection).",
     )
-    allowed_origins: list[str] = Field(
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Extra browser Origins accepted over HTTP."
     )
     max_request_bytes: int = Field(
@@ -66,7 +79,7 @@ class Settings(BaseSettings):
         "so any replica can answer any request.",
     )
 
-    retirement_dates: dict[str, date] = Field(
+    retirement_dates: Annotated[dict[str, date], NoDecode] = Field(
         default_factory=dict,
         description="Moves the retirement date of deprecated tools (JSON object, tool name "
         "to date); a tool not named keeps the date in ticket_server/tools/versions.py. On "
@@ -77,6 +90,67 @@ class Settings(BaseSettings):
         description="Key that signs search cursors; default: derived from database_url, "
         "so replicas on one database accept each other's cursors.",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        scheme, found, rest = value.partition("://")
+        if not found:
+            raise ValueError(f"{value!r} is not a URL; use {DATABASE_URL_FORMS}")
+        dialect = scheme.partition("+")[0]
+        wanted = DRIVERS.get(dialect)
+        if wanted is None:
+            raise ValueError(f"the database {dialect!r} is not supported; use {DATABASE_URL_FORMS}")
+        if scheme != wanted:
+            raise ValueError(
+                f"the URL must name the async driver: write {wanted}://{'...' if dialect != 'sqlite' else rest} "
+                f"instead of {scheme}://..."
+            )
+        return value
+
+    @field_validator("tool_rate_limit", "http_rate_limit")
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        from limits import parse
+
+        try:
+            parse(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a rate limit; write it like 60/minute or 1000/hour") from None
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", "auth_mode", "rate_limit_failure", mode="before")
+    @classmethod
+    def _choice_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts", "allowed_origins", "retirement_dates", mode="before")
+    @classmethod
+    def _json(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        kind, wanted = JSON_SETTINGS[info.field_name]  # type: ignore[index]
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+        if not isinstance(value, kind):
+            raise ValueError(f"not {wanted}")
+        return value
+
+    @model_validator(mode="after")
+    def _jwt_keys(self) -> Settings:
+        if self.auth_mode == "jwt" and not (self.jwt_jwks_url or self.jwt_public_key):
+            raise ValueError(
+                f"{ENV_PREFIX}AUTH_MODE=jwt needs the identity provider's keys: set "
+                f"{ENV_PREFIX}JWT_JWKS_URL (its JWKS URL) or {ENV_PREFIX}JWT_PUBLIC_KEY (a PEM public key)"
+            )
+        return self
 
     @property
     def cursor_key(self) -> bytes:
@@ -173,3 +247,35 @@ class Settings(BaseSettings):
     @property
     def uses_default_database(self) -> bool:
         return self.database_url == default_database_url()
+
+
+class SettingsInvalid(Exception):
+    """Settings that cannot be used: ``lines`` holds one line per setting (its environment
+    variable, what is wrong, what to write instead)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
+def load_settings(**values: Any) -> Settings:
+    """``Settings`` from the environment (and ``values``); ``SettingsInvalid`` otherwise."""
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise SettingsInvalid([_problem(error) for error in exc.errors()]) from None
+    except SettingsError as exc:  # a value the environment source itself could not decode
+        raise SettingsInvalid([str(exc)]) from None
+
+
+def _problem(error: Any) -> str:
+    if not error["loc"]:  # a rule across settings: its message names them
+        return str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+    name = str(error["loc"][0])
+    variable = f"{ENV_PREFIX}{name.upper()}"
+    if error["type"] == "value_error":  # our validators: the message says what to write
+        return f"{variable}: {error['ctx']['error']}"
+    field = Settings.model_fields.get(name)
+    shown = "" if field is not None and "Secret" in repr(field.annotation) else f"={error['input']!r}"
+    hint = f" ({field.description})" if field is not None and field.description else ""
+    return f"{variable}{shown}: {error['msg']}{hint}"

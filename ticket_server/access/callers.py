@@ -317,8 +317,13 @@ class CallerStore:
         async with self.session() as session, session.begin():
             if only_if_empty and await session.scalar(select(CallerRow.pk).limit(1)) is not None:
                 return None
-            if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is not None:
-                raise CallerError(f"a caller named {name!r} exists; use `callers rotate {name}`")
+            existing = await session.scalar(select(CallerRow).where(CallerRow.name == name))
+            if existing is not None:
+                state = "revoked " if existing.revoked_at is not None else ""
+                raise CallerError(
+                    f"callers add: a {state}caller named {name!r} exists; `callers rotate {name}` "
+                    f"gives it a new token{' and restores it' if state else ''}, or choose another name"
+                )
             session.add(row)
         _invalidate()
         return token
@@ -356,11 +361,12 @@ class CallerStore:
             )
             if done.rowcount == 0:  # type: ignore[attr-defined]
                 if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is None:
-                    raise CallerError(f"no caller named {name!r}")
+                    raise CallerError(f"no caller named {name!r}; `ticket-server callers list` shows them")
         _invalidate()
 
-    async def rotate(self, name: str) -> str:
-        """A new token for ``name`` (the old one stops working); un-revokes nothing."""
+    async def rotate(self, name: str) -> tuple[str, bool]:
+        """A new token for ``name`` (the old one stops working), and whether the caller was
+        revoked: a revoked caller is restored, with its scopes, queues and limits."""
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
@@ -369,12 +375,12 @@ class CallerStore:
         async with self.session() as session, session.begin():
             row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
             if row is None:
-                raise CallerError(f"no caller named {name!r}")
-            if row.revoked_at is not None:
-                raise CallerError(f"caller {name!r} is revoked; add a new caller instead")
+                raise CallerError(f"no caller named {name!r}; `ticket-server callers list` shows them")
+            restored = row.revoked_at is not None
             row.token_sha256 = token_hash(token)
+            row.revoked_at = None
         _invalidate()
-        return token
+        return token, restored
 
 
 def open_store(settings: Settings) -> CallerStore:

@@ -31,6 +31,7 @@ from ticket_server.access.callers import (
 )
 from ticket_server.settings import Settings
 
+# Every scope a tool declares in its tags (`resource:action`); `callers add` refuses others.
 KNOWN_SCOPES = ["tickets:read"]
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable, open_store
 from ticket_server.admin import CommandError
 from ticket_server.admin.reports import parse_since, query
+from ticket_server.db import DatabaseSetupError, require_current_schema
 from ticket_server.settings import Settings
 
 T = TypeVar("T")
@@ -25,6 +26,7 @@ BOOTSTRAP_NAME = "admin"
 
 def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
     async def main() -> T:
+        await require_current_schema(settings)  # says what to run, or that the database is down
         store = open_store(settings)
         try:
             return await work(store)
@@ -33,7 +35,7 @@ def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(main())
-    except CallerError as exc:
+    except (CallerError, DatabaseSetupError) as exc:
         raise CommandError(str(exc)) from exc
     except RegistryUnavailable as exc:
         raise CommandError(
@@ -53,6 +55,14 @@ def _connect_hint(settings: Settings, token: str) -> str:
 
 def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
                 tool_limit: str | None, http_limit: str | None) -> None:
+    from ticket_server.access.identity import KNOWN_SCOPES
+
+    unknown = sorted(set(scopes) - set(KNOWN_SCOPES))
+    if unknown:
+        raise CommandError(
+            f"callers add: unknown scope(s) {', '.join(unknown)}: no tool needs them; "
+            f"the known scopes are {', '.join(KNOWN_SCOPES)}"
+        )
     token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit))
     assert token is not None
     print(token)
@@ -97,9 +107,14 @@ def callers_revoke(settings: Settings, name: str) -> None:
 
 
 def callers_rotate(settings: Settings, name: str) -> None:
-    token = _run(settings, lambda s: s.rotate(name))
+    """A new token for ``name``; a revoked caller is restored with it (and says so)."""
+    token, restored = _run(settings, lambda s: s.rotate(name))
     print(token)
-    print(f"new token for {name!r} (shown only once); the old one no longer works", file=sys.stderr)
+    if restored:
+        print(f"caller {name!r} was revoked and is restored with a new token (shown only once)",
+              file=sys.stderr)
+    else:
+        print(f"new token for {name!r} (shown only once); the old one no longer works", file=sys.stderr)
 
 
 def audit(settings: Settings, caller: str | None, tool: str | None, since: str | None,

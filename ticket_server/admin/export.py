@@ -51,6 +51,12 @@ async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
         # An in-process client is served as the stdio caller the settings name: the
         # access room's own authorization middleware filters the listing for it.
         from ticket_server.access.identity import IdentityError, check_stdio_identity
+        from ticket_server.db import DatabaseSetupError, require_current_schema
+
+        try:
+            await require_current_schema(settings)
+        except DatabaseSetupError as exc:
+            raise CommandError(f"--caller {caller}: {exc}") from exc
 
         settings = settings.model_copy(update={"stdio_caller": caller, "token": None})
     runtime = build_runtime(settings)

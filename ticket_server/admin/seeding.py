@@ -1,32 +1,81 @@
 """Loading tickets: the committed sample (seed/*.jsonl: tickets, customers, comments,
-events), a JSON Lines file of tickets, or the deterministic generators for any count."""
+events), a JSON Lines file of tickets, or the deterministic generators for any count.
+All of it in one transaction: on any error or interrupt nothing is kept."""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ticket_server.settings import Settings
+from ticket_server.admin import CommandError
 from ticket_server.admin.conversations import (
     generate_conversations, generate_customers, record_from_json,
 )
 from ticket_server.admin.generator import generate_tickets, ticket_from_json
+from ticket_server.settings import Settings
 
+log = logging.getLogger(__name__)
 SEED_DIR = Path(__file__).resolve().parents[2] / "seed"
 SAMPLE_FILE = SEED_DIR / "tickets.jsonl"
 SAMPLE_FILES = {name: SEED_DIR / f"{name}.jsonl" for name in ("customers", "comments", "events")}
 SAMPLE_COUNT = 2400  # seed/tickets.jsonl is generate_tickets(SAMPLE_COUNT); see seed/README.md
 BATCH = 5000
 
-
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield ticket_from_json(line)
+    """The tickets of a JSON Lines file; ``CommandError`` naming the file and line for a
+    missing file, a line that is not a JSON ticket or one that lacks a required field."""
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(
+            f"db seed --file {path}: {exc.strerror}; give a JSON Lines file, one ticket per line"
+        ) from None
+    return _read_tickets(fh, path)
+
+
+def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
+    from ticket_server.tickets.models import Ticket
+
+    # The columns a file must give: the others have defaults (version) or are derived
+    # (the search columns, from subject and body).
+    columns = [c for c in Ticket.__table__.columns
+               if not c.primary_key and c.server_default is None and c.default is None]
+    required = [c.name for c in columns if not c.nullable]
+    with fh:
+        number = 0
+        try:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    ticket = ticket_from_json(line)
+                except KeyError as exc:  # a timestamp field, read first
+                    raise ValueError(f"lacks {exc.args[0]}") from None
+                except TypeError:
+                    raise ValueError("is not a JSON object") from None
+                missing = [name for name in required if name not in ticket]
+                if missing:
+                    raise ValueError(f"lacks {', '.join(missing)}")
+                for column in columns:
+                    ticket.setdefault(column.name, None)
+                yield ticket
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise CommandError(
+                f"db seed --file {path}: line {number} {_reason(exc)}; fix or remove that line "
+                "(nothing was written)"
+            ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not JSON ({exc.msg})"
+    text = str(exc)
+    return text if text.startswith(("lacks", "is not ")) else f"has an unusable value ({text})"
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -77,19 +126,35 @@ async def seed(
     if_empty: bool = False,
     progress: bool = False,
 ) -> int:
-    """Insert tickets into the migrated database at ``settings.database_url``.
+    """Insert tickets into the migrated database at ``settings.database_url``, in one
+    transaction: on any error or interrupt none of them are kept.
 
     Returns how many tickets were added (0 when ``if_empty`` and tickets exist); the
     customers, and the comments and events of the sample or of ``count`` generated
-    tickets, come with them (a file of tickets brings no conversation). With
-    ``progress``, a progress bar on stderr (rich) counts the tickets as batches of
-    ``BATCH`` are committed. On SQLite the seeding connection runs with
-    ``synchronous=OFF`` and a large page cache (a crash mid-seed can lose the last
-    batches, never the schema): 1,000,000 tickets take about two minutes.
+    tickets, come with them (a file of tickets brings no conversation). Raises
+    ``CommandError`` (one line) when a ticket's id exists already (naming the first ids),
+    for an unreadable ``path`` or line, and ``DatabaseSetupError`` when the schema is
+    missing or old. With ``progress``, a progress bar on stderr (rich) counts the
+    tickets as batches of ``BATCH`` are written. On SQLite the seeding connection runs
+    with ``synchronous=OFF`` and a large page cache; the transaction holds the write
+    lock until the end.
     """
-    from ticket_server.db import create_engine
-    from ticket_server.tickets.repository import TicketRepository
+    from sqlalchemy import func, insert, select
 
+    from ticket_server.db import create_engine, require_current_schema
+    from ticket_server.tickets.models import Customer, Ticket
+    from ticket_server.tickets.repository import insert_tickets
+
+    await require_current_schema(settings)
+    if count is not None and count < 0:
+        raise CommandError("db seed --count: give 0 or more tickets")
+    batches: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]]
+    if count is not None:
+        batches, customers = _generated(count), generate_customers()
+    else:
+        tickets = read_jsonl(Path(path)) if path is not None else sample_tickets()
+        batches = ((batch, [], []) for batch in _batches(tickets))
+        customers = list(sample_records("customers"))
     engine = create_engine(settings)
     if settings.sqlite_path is not None:
         from sqlalchemy import event
@@ -101,32 +166,41 @@ async def seed(
             cursor.execute("PRAGMA cache_size=-262144")  # 256 MiB
             cursor.close()
 
-    repo = TicketRepository(engine, timeout=max(settings.database_timeout, 60.0))
     try:
-        if if_empty and await repo.count() > 0:
-            return 0
-        # Every organisation the generators name: tickets from a file may name others,
-        # which then have no customer record.
-        await repo.add_customers(sample_records("customers") if count is None else generate_customers())
-        with _progress_bar(progress, count) as advance:
+        async with engine.begin() as conn:
+            if if_empty and await conn.scalar(select(Ticket.pk).limit(1)) is not None:
+                return 0
+            # Every organisation the generators name; tickets from a file may name
+            # others, which then have no customer record.
+            known = set((await conn.scalars(select(Customer.name))).all())
+            new_customers = [c for c in customers if c["name"] not in known]
+            if new_customers:
+                await conn.execute(insert(Customer), new_customers)
             added = 0
-            if count is not None:
-                for tickets, comments, events in _generated(count):
-                    n = await repo.add_all(tickets, comments, events)
-                    added += n
-                    advance(n)
-                return added
-            for batch in _batches(read_jsonl(Path(path)) if path is not None else sample_tickets()):
-                n = await repo.add_all(batch)
-                added += n
-                advance(n)
-            if path is None:
-                for name in ("comments", "events"):
-                    for batch in _batches(sample_records(name)):
-                        await repo.add_all((), **{name: batch})
+            with _progress_bar(progress, count) as advance:
+                for tickets, comments, events in batches:
+                    ids = [t["id"] for t in tickets]
+                    taken = (await conn.scalars(
+                        select(Ticket.id).where(Ticket.id.in_(ids)).order_by(Ticket.id).limit(4)
+                    )).all()
+                    if taken:
+                        total = await conn.scalar(select(func.count()).select_from(Ticket))
+                        raise CommandError(
+                            f"db seed: tickets with these ids exist already: {', '.join(taken[:3])}"
+                            f"{', ...' if len(taken) > 3 else ''} (the database holds {total} "
+                            "tickets); nothing was written. Use --if-empty to skip a seeded "
+                            "database, or load a file with other ids"
+                        )
+                    added += await conn.run_sync(insert_tickets, tickets, comments, events)
+                    advance(len(tickets))
+                    log.debug(f"wrote {added} tickets, kept once all are written", extra={"written": added})
+                if count is None and path is None:
+                    for name in ("comments", "events"):
+                        for batch in _batches(sample_records(name)):
+                            await conn.run_sync(insert_tickets, [], **{name: batch})
         return added
     finally:
-        await repo.aclose()
+        await engine.dispose()
 
 
 @contextmanager

@@ -299,23 +299,11 @@ class TicketRepository:
         self, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
         events: Iterable[dict[str, Any]] = (),
     ) -> int:
-        """Insert tickets (with their search columns; ``search_terms`` follows), then
-        comments and events (dicts of column values; a comment or event names its ticket
-        by ``ticket_id``, already stored or in ``tickets``) in one transaction; returns
-        how many tickets."""
-        rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
-        comment_rows, event_rows = list(comments), list(events)
-
-        def write(conn: Connection) -> int:
-            written = _write_text(conn, rows, insert_rows=True) if rows else 0
-            for model, batch in ((Comment, comment_rows), (TicketEvent, event_rows)):
-                if batch:
-                    conn.execute(insert(model), batch)
-            return written
-
-        if rows or comment_rows or event_rows:
-            await self._write(write)
-        return len(rows)
+        """``insert_tickets`` in a transaction of its own; returns how many tickets."""
+        rows, comment_rows, event_rows = list(tickets), list(comments), list(events)
+        if not (rows or comment_rows or event_rows):
+            return 0
+        return await self._write(lambda conn: insert_tickets(conn, rows, comment_rows, event_rows))
 
     async def add_customers(self, customers: Iterable[dict[str, Any]]) -> int:
         """Insert customers (dicts of column values) in one transaction; returns how many."""
@@ -340,6 +328,22 @@ class TicketRepository:
         """Raise ``DatabaseUnavailable`` unless the tickets table answers."""
         async with self._session() as session:
             await session.execute(select(Ticket.id).limit(1))
+
+
+def insert_tickets(
+    conn: Connection, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
+    events: Iterable[dict[str, Any]] = (),
+) -> int:
+    """Insert tickets (dicts of column values) with their search columns (``search_terms``
+    follows), then comments and events (each names its ticket by ``ticket_id``, already
+    stored or among ``tickets``), on ``conn``, in the caller's transaction. Returns how
+    many tickets."""
+    rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
+    written = _write_text(conn, rows, insert_rows=True) if rows else 0
+    for model, batch in ((Comment, list(comments)), (TicketEvent, list(events))):
+        if batch:
+            conn.execute(insert(model), batch)
+    return written
 
 
 def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bool) -> int:

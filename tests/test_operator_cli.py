@@ -1,0 +1,270 @@
+"""The operator's mistakes through the real command (C21, C05 a, issue 17 items 1-7): each
+is one line on stderr naming the command or setting, what is wrong and what to do, exit
+status 2, no traceback, and nothing written. Every test spawns `.venv/bin/ticket-server`
+with its own TICKET_SERVER_* environment; the database-touching ones run on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ticket_server.db import open_repository, table_names
+from ticket_server.settings import Settings
+
+TICKET_SERVER = str(Path(sys.executable).parent / "ticket-server")  # the venv's console script
+
+
+def run(database_url: str, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
+    environment.update(TICKET_SERVER_DATABASE_URL=database_url, **env)
+    return subprocess.run([TICKET_SERVER, *args], env=environment, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a refused command (exit status 2, nothing on stdout)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert lines[0].startswith("ticket-server")
+    return lines[0]
+
+
+def ticket_count(database_url: str) -> int:
+    async def count() -> int:
+        repo = open_repository(Settings(database_url=database_url))
+        try:
+            return await repo.count()
+        finally:
+            await repo.aclose()
+
+    return asyncio.run(count())
+
+
+def upgraded(database_url: str) -> str:
+    assert run(database_url, "db", "upgrade").returncode == 0
+    return database_url
+
+
+# --- item 1, C21: seeding mistakes -------------------------------------------------------
+
+def test_c21_seed_twice_names_the_ids_that_exist(database_url: str) -> None:
+    """C21: `db seed` on a seeded database names the ids present and writes nothing."""
+    before = ticket_count(database_url)
+    line = one_line(run(database_url, "db", "seed"))
+    assert "db seed" in line and "SUP-1000" in line and "exist already" in line, line
+    assert "--if-empty" in line and "unavailable" not in line
+    assert ticket_count(database_url) == before
+    assert run(database_url, "db", "seed", "--if-empty").returncode == 0
+
+
+def test_c21_seed_file_missing(database_url: str, tmp_path: Path) -> None:
+    """C21: `db seed --file` of a missing file: file not found, nothing written."""
+    before = ticket_count(database_url)
+    line = one_line(run(database_url, "db", "seed", "--file", str(tmp_path / "missing.jsonl")))
+    assert "missing.jsonl" in line and "No such file" in line, line
+    assert ticket_count(database_url) == before
+
+
+def test_c21_seed_line_without_created_at(empty_database_url: str, tmp_path: Path) -> None:
+    """C21: a JSONL line without `created_at`: line N lacks created_at, nothing written
+    (the lines before it included)."""
+    upgraded(empty_database_url)
+    sample = (Path(__file__).resolve().parents[1] / "seed" / "tickets.jsonl").read_text().splitlines()
+    broken = sample[2].replace('"created_at"', '"opened_at"')
+    path = tmp_path / "tickets.jsonl"
+    path.write_text("\n".join([sample[0], sample[1], broken, sample[3]]) + "\n")
+    line = one_line(run(empty_database_url, "db", "seed", "--file", str(path)))
+    assert "line 3 lacks created_at" in line, line
+    assert ticket_count(empty_database_url) == 0
+
+
+# --- item 3: all or nothing ---------------------------------------------------------------
+
+def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_url: str) -> None:
+    """Ctrl-C (SIGINT) during `db seed --count 100000`, after batches were written, leaves
+    no ticket; a later `db seed --if-empty` therefore seeds."""
+    upgraded(empty_database_url)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
+    environment.update(TICKET_SERVER_DATABASE_URL=empty_database_url, TICKET_SERVER_LOG_LEVEL="debug")
+    seeding = subprocess.Popen([TICKET_SERVER, "db", "seed", "--count", "100000"], env=environment,
+                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert seeding.stderr is not None
+        for line in seeding.stderr:  # the seeder's DEBUG line after each written batch
+            if '"written"' in line:
+                break
+        else:
+            pytest.fail("no batch was written")
+        seeding.send_signal(signal.SIGINT)
+        rest = seeding.stderr.read()
+        assert seeding.wait(timeout=60) == 130
+    finally:
+        seeding.kill()
+    assert "Traceback" not in rest
+    assert "interrupted; nothing was written" in rest
+    assert ticket_count(empty_database_url) == 0
+    assert run(empty_database_url, "db", "seed", "--if-empty", "--count", "50").returncode == 0
+    assert ticket_count(empty_database_url) == 50
+
+
+# --- item 4: destructive commands -----------------------------------------------------------
+
+def test_downgrade_needs_a_revision_and_base_needs_yes(database_url: str) -> None:
+    line = one_line(run(database_url, "db", "downgrade"))
+    assert "revision" in line and "--help" in line, line
+    line = one_line(run(database_url, "db", "downgrade", "base"))
+    assert "drops every table" in line and "callers" in line and "audit_events" in line, line
+    assert "--yes" in line
+    assert ticket_count(database_url) > 0  # nothing dropped
+    line = one_line(run(database_url, "db", "downgrade", "no-such-revision"))
+    assert "no-such-revision" in line and "head" in line, line
+    assert run(database_url, "db", "downgrade", "base", "--yes").returncode == 0
+    assert asyncio.run(table_names(Settings(database_url=database_url))) in ([], ["alembic_version"])
+
+
+# --- item 1: settings ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("TICKET_SERVER_DATABASE_URL", "/srv/tickets.db", "sqlite+aiosqlite:///PATH"),
+    ("TICKET_SERVER_DATABASE_URL", "postgresql://tickets@db/tickets", "postgresql+asyncpg://"),
+    ("TICKET_SERVER_DATABASE_URL", "sqlite:///tickets.db", "sqlite+aiosqlite:///tickets.db"),
+    ("TICKET_SERVER_TOOL_RATE_LIMIT", "lots", "60/minute"),
+    ("TICKET_SERVER_HTTP_RATE_LIMIT", "fast", "60/minute"),
+    ("TICKET_SERVER_AUTH_MODE", "jwt", "TICKET_SERVER_JWT_JWKS_URL"),
+    ("TICKET_SERVER_ALLOWED_HOSTS", "host", "JSON list"),
+    ("TICKET_SERVER_ALLOWED_ORIGINS", "http://localhost:6274", "JSON list"),
+    ("TICKET_SERVER_RETIREMENT_DATES", "search_tickets=2027-06-30", "JSON object"),
+    ("TICKET_SERVER_PORT", "eighty", "valid integer"),
+])
+def test_c21_each_bad_setting_is_one_line(tmp_path: Path, variable: str, value: str, expected: str) -> None:
+    """C21's kind: a bad setting is one line naming the variable, the problem and the fix."""
+    url, environment = f"sqlite+aiosqlite:///{tmp_path / 't.db'}", {variable: value}
+    if variable == "TICKET_SERVER_DATABASE_URL":
+        url, environment = value, {}
+    for args in (["callers", "list"], ["serve", "--transport", "http"]):
+        line = one_line(run(url, *args, **environment))
+        assert variable in line and expected in line, line
+    assert "tickets@db" not in line  # a URL (and its password) is never echoed
+
+
+def test_two_bad_settings_are_two_lines(tmp_path: Path) -> None:
+    proc = run(f"sqlite+aiosqlite:///{tmp_path / 't.db'}", "callers", "list",
+               TICKET_SERVER_LOG_FORMAT="xml", TICKET_SERVER_PORT="eighty")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and {line.split(":")[1].strip().split("=")[0] for line in lines} == {
+        "TICKET_SERVER_LOG_FORMAT", "TICKET_SERVER_PORT"}, lines
+
+
+def test_log_level_in_any_case(database_url: str) -> None:
+    proc = run(database_url, "callers", "list", TICKET_SERVER_LOG_LEVEL="debug", TICKET_SERVER_LOG_FORMAT="TEXT")
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- items 2 and 5: serve -------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["setting", "flag"])
+def test_serve_http_on_a_busy_port_is_one_line(db_path: Path, how: str) -> None:
+    """Another process holds the port: one line naming it and how to pick another,
+    and "serving" is never logged."""
+    url = f"sqlite+aiosqlite:///{db_path}"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        if how == "setting":
+            proc = run(url, "serve", "--transport", "http", TICKET_SERVER_PORT=str(port))
+        else:
+            proc = run(url, "serve", "--transport", "http", "--port", str(port))
+    line = one_line(proc)
+    assert f"port {port}" in line and "in use" in line and "TICKET_SERVER_PORT" in line and "--port" in line
+    assert "serving" not in proc.stderr
+
+
+@pytest.mark.parametrize("flags", [["--port", "9000"], ["--host", "0.0.0.0"], ["--workers", "2"]])
+def test_serve_http_flags_without_http_are_refused(tmp_path: Path, flags: list[str]) -> None:
+    """`serve --port/--host/--workers` without `--transport http` is refused (no stdio server
+    starts silently ignoring them)."""
+    line = one_line(run(f"sqlite+aiosqlite:///{tmp_path / 't.db'}", "serve", *flags))
+    assert flags[0] in line and "--transport http" in line, line
+
+
+def test_c05a_stdio_before_any_upgrade_says_run_db_upgrade(tmp_path: Path) -> None:
+    """C05 (a), the default database: a stdio client config spawned before any `db upgrade`
+    (no TICKET_SERVER_DATABASE_URL, no data folder yet) names the command, not a setting."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
+    environment.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
+    proc = subprocess.run([TICKET_SERVER, "serve"], env=environment, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    line = one_line(proc)
+    assert "run `ticket-server db upgrade`" in line and "TICKET_SERVER_" not in line, line
+
+
+# --- item 6: callers --------------------------------------------------------------------
+
+def test_callers_add_refuses_unknown_scopes(database_url: str) -> None:
+    line = one_line(run(database_url, "callers", "add", "writer", "--scope", "tickets:write"))
+    assert "tickets:write" in line and "tickets:read" in line, line
+    listed = run(database_url, "callers", "list", "--json")
+    assert listed.returncode == 0 and '"writer"' not in listed.stdout
+
+
+def test_a_revoked_caller_is_restored_by_rotate(database_url: str) -> None:
+    assert run(database_url, "callers", "add", "bob", "--scope", "tickets:read").returncode == 0
+    assert run(database_url, "callers", "revoke", "bob").returncode == 0
+    line = one_line(run(database_url, "callers", "add", "bob", "--scope", "tickets:read"))
+    assert "revoked" in line and "callers rotate bob" in line, line
+    rotated = run(database_url, "callers", "rotate", "bob")
+    assert rotated.returncode == 0 and "restored" in rotated.stderr
+    token = rotated.stdout.strip()
+
+    async def holder() -> str | None:
+        from ticket_server.access.callers import open_store
+
+        store = open_store(Settings(database_url=database_url))
+        try:
+            caller = await store.by_token(token)
+            return caller.name if caller else None
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(holder()) == "bob"
+    line = one_line(run(database_url, "callers", "rotate", "nobody"))
+    assert "nobody" in line and "callers list" in line
+
+
+async def test_known_scopes_are_the_scopes_tools_declare(server) -> None:
+    """`callers add` accepts exactly the scopes some tool needs (KNOWN_SCOPES)."""
+    from ticket_server.access.identity import KNOWN_SCOPES
+
+    declared = {tag for tool in await server.list_tools() for tag in tool.tags if ":" in tag}
+    assert declared == set(KNOWN_SCOPES)
+
+
+@pytest.mark.parametrize("args", [
+    ["db", "upgrade"], ["db", "downgrade", "-1"], ["db", "seed"], ["callers", "list"],
+    ["callers", "add", "bob", "--scope", "tickets:read"], ["audit"], ["report", "deprecated"],
+    ["tools", "export", "--caller", "bob"], ["serve", "--transport", "http"],
+])
+def test_c05_every_command_on_a_database_that_does_not_answer(args: list[str]) -> None:
+    """C05's kind: a database that refuses connections (nothing listens on port 1) is one
+    line naming TICKET_SERVER_DATABASE_URL for every command; no logged traceback."""
+    proc = run("postgresql+asyncpg://tickets@127.0.0.1:1/tickets", *args)
+    line = one_line(proc)
+    assert "TICKET_SERVER_DATABASE_URL" in line and "cannot open the database" in line, line
+
+
+@pytest.mark.parametrize("args", [["callers", "list"], ["audit"], ["db", "seed"]])
+def test_commands_before_db_upgrade_say_run_it(tmp_path: Path, args: list[str]) -> None:
+    line = one_line(run(f"sqlite+aiosqlite:///{tmp_path / 'new.db'}", *args))
+    assert "run `ticket-server db upgrade`" in line, line
