@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 from tests.transports.test_stdio import INIT, INITIALIZED, RawStdio
@@ -26,23 +24,20 @@ def test_c25_write_lock_at_start_is_waited_out(db_path: Path) -> None:
         assert "locked" in str(exc)
     finally:
         probe.close()
-    released = threading.Event()
-
-    def release() -> None:
-        time.sleep(1.0)
-        holder.execute("COMMIT")
-        holder.close()
-        released.set()
-
     raw = RawStdio(db_path, TICKET_SERVER_DATABASE_TIMEOUT="5")
-    threading.Thread(target=release, daemon=True).start()
     try:
-        raw.send(INIT)
+        raw.send(INIT)  # answered while the checks wait for the lock
         assert raw.read_until_id(1)["result"]["serverInfo"]["name"] == "ticket-server"
         raw.send(INITIALIZED)
         raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        try:  # held for 1 s more: tools/list waits for the checks, the process waits too
+            raise AssertionError(f"answered under the lock: {raw.read(timeout=1.0)}")
+        except AssertionError as exc:
+            assert "no answer within" in str(exc), exc
+        assert raw.process.poll() is None, raw.stderr()
+        holder.execute("COMMIT")
+        holder.close()
         tools = raw.read_until_id(2)
-        assert released.is_set(), "tools/list was answered while the lock was still held"
         assert {t["name"] for t in tools["result"]["tools"]} >= {"get_ticket_status_v2", "search_tickets_v2"}
         assert raw.process.poll() is None
         assert "cannot open the database" not in raw.stderr()
