@@ -58,8 +58,12 @@ async def test_queue_limited_caller_sees_only_its_queue(server_as, add_caller, s
             if not cursor:
                 break
         assert seen and {t["queue"] for t in seen} == {"billing"}
-        explicit = await client.call_tool("search_tickets_v2", {"queue": "support"})
-        assert explicit.structured_content["tickets"] == []
+        # Another queue's name is answered as an unknown queue (C19), listing only billing.
+        explicit = await client.call_tool("search_tickets_v2", {"queue": "support"}, raise_on_error=False)
+        unknown = await client.call_tool("search_tickets_v2", {"queue": "no-such-queue"}, raise_on_error=False)
+        assert explicit.is_error and unknown.is_error
+        assert text_of(explicit) == text_of(unknown).replace("no-such-queue", "support")
+        assert "billing" in text_of(explicit)
     # the whole billing queue, nothing else
     assert len(seen) == int(scalar(settings.database_url, "SELECT count(*) FROM tickets WHERE queue = 'billing'"))
 
