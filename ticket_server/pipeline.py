@@ -19,6 +19,7 @@ has no sessions.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic
 from typing import Any
@@ -36,12 +37,20 @@ from ticket_server.access.context import CallRecord, Cause, Outcome, current_cal
 from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.tools.errors import (
-    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_unusable_arguments,
+    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_refused_arguments,
+    describe_unusable_arguments,
 )
-from ticket_server.tools.versions import ToolVersions
+from ticket_server.tools.versions import Deprecation, ToolVersions
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
+UNLISTED = "(unlisted)"
+"""The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
+
+
+def _not_recorded(arguments: Any) -> str:
+    count = len(arguments) if isinstance(arguments, dict) else 0
+    return json.dumps({"[not recorded]": f"{count} argument{'s' if count != 1 else ''}"})
 
 
 def shown(name: str) -> str:
@@ -56,8 +65,7 @@ def required_scopes(tool: Tool) -> frozenset[str]:
 
 
 def may_call(caller: Caller | None, tool: Tool) -> bool:
-    needed = required_scopes(tool)
-    return caller is not None and bool(needed) and needed <= caller.scopes
+    return caller is not None and caller.may_call(tool.tags)
 
 
 def _refusal(text: str, meta: dict[str, Any] | None = None) -> ToolResult:
@@ -69,14 +77,17 @@ class CallPipeline(Middleware):
 
     def __init__(
         self, identity: Identity, limiter: ToolLimiter, versions: ToolVersions,
-        observers: Sequence[Observer], *, deadline: float,
+        observers: Sequence[Observer], *, deadline: float, concurrency: int = 8,
         ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
-        start-up checks); ``deadline`` is the most seconds a tool may run."""
+        start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
+        the most calls of one caller running at once."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.observers = tuple(observers)
         self.deadline = deadline
+        self.concurrency = concurrency
+        self.running: dict[str, int] = {}
         self.ready = ready
         # A tool found once is kept by name with its sensitive argument names (FastMCP's
         # get_tool runs the providers again on every call); scopes are checked on every
@@ -147,36 +158,71 @@ class CallPipeline(Middleware):
             record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
             raise ToolError(DATABASE_UNAVAILABLE) from exc
         found = await self._tool(context, name)
-        record.arguments = redact(arguments, found[1] if found else frozenset()) if arguments else "{}"
-        if found is None:
+        record.known_tool = found is not None
+        # Arguments are kept for the audit only once they pass the cheap bounds below:
+        # until then the record says how many were sent, never what.
+        record.arguments = _not_recorded(arguments)
+        tool = found[0] if found is not None else None
+        permitted = tool is not None and may_call(record.caller, tool)
+        if record.caller is not None:
+            # Every name this caller may not call (unknown, out of scope) counts against
+            # one allowance; a deprecated name counts with its replacement.
+            key = self.versions.family(name) if permitted else UNLISTED
+            refusal = await self.limiter.admit(record.caller, name if permitted else shown(name), key)
+            if refusal is not None:
+                cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+                retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
+                record.fail(Outcome.RATE_LIMITED, cause,
+                            None if refusal.storage_unavailable
+                            else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s")
+                return _refusal(refusal.text, refusal.meta)
+        if tool is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
             raise NotFoundError(f"Unknown tool: {shown(name)}")
-        tool = found[0]
-        if not may_call(record.caller, tool):
+        if not permitted:
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
             record.fail(Outcome.DENIED, *((Cause.NO_CALLER, None) if record.caller is None
                                           else (Cause.MISSING_SCOPE, f"needs {needs}")))
             raise NotFoundError(f"Unknown tool: {shown(name)}")
-        assert record.caller is not None
-        refusal = await self.limiter.admit(record.caller, name)
-        if refusal is not None:
-            cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
-            retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
-            record.fail(Outcome.RATE_LIMITED, cause,
-                        None if refusal.storage_unavailable
-                        else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s")
-            return _refusal(refusal.text, refusal.meta)
+        assert record.caller is not None and found is not None
         deprecation = self.versions.get(name)
         if deprecation is not None and deprecation.retired(self.versions.clock()):
             record.fail(Outcome.TOOL_ERROR, Cause.RETIRED)
             return _refusal(deprecation.retired_message(), deprecation.meta())
 
-        # Arguments: what no tool could use is refused before validation.
-        unusable = describe_unusable_arguments(name, arguments)
-        if unusable is not None:
+        # Arguments: unknown keys and oversized objects refused at a bounded cost, before
+        # anything walks, validates or serialises them; then what no tool could use.
+        refused = describe_refused_arguments(name, arguments, (tool.parameters or {}).get("properties", {}))
+        if refused is None:
+            record.arguments = redact(arguments, found[1]) if arguments else "{}"
+            refused = describe_unusable_arguments(name, arguments)
+        if refused is not None:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
-            raise ToolError(unusable)
+            raise ToolError(refused)
 
+        # Concurrency: at most ``concurrency`` calls of one caller run at once, so one
+        # caller's slow calls cannot hold every database connection and worker thread.
+        caller = record.caller.name
+        if self.running.get(caller, 0) >= self.concurrency:
+            record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
+            return _refusal(
+                f"This caller already has {self.concurrency} calls running; nothing was done. "
+                "Wait for one to finish, then retry."
+            )
+        self.running[caller] = self.running.get(caller, 0) + 1
+        try:
+            return await self._execute(context, call_next, record, tool, deprecation)
+        finally:
+            self.running[caller] -= 1
+            if not self.running[caller]:
+                del self.running[caller]
+
+    async def _execute(
+        self, context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult], record: CallRecord,
+        tool: Tool, deprecation: Deprecation | None,
+    ) -> ToolResult:
+        name = tool.name
         # Executor: the tool under the deadline.
         try:
             async with asyncio.timeout(self.deadline):

@@ -11,6 +11,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import logging
+
 import anyio
 from fastmcp import FastMCP
 
@@ -23,11 +25,13 @@ from ticket_server.metrics import Metrics
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import manifest, v1, v2
-from ticket_server.tools.cursor import CursorCodec
+from ticket_server.tools.cursor import CursorCodec, cursor_key
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
 if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 This server reads a support organisation's ticket database (read-only). Use
@@ -55,8 +59,12 @@ class Runtime:
     audit: AuditWriter
     metrics: Metrics
     versions: ToolVersions
+    cursor_key: bytes
+    cursor_note: str | None = None
 
     async def start(self) -> None:
+        if self.cursor_note is not None:
+            (log.warning if self.settings.sqlite_path is None else log.info)(self.cursor_note)
         await self.audit.start()
 
     async def stop(self) -> None:
@@ -67,6 +75,27 @@ class Runtime:
             await self.repository.aclose()
 
 
+def cursor_secret(settings: Settings) -> tuple[str, str | None]:
+    """(the secret that signs search cursors, a start-up note saying where it comes from).
+
+    ``cursor_secret`` when set; else a random secret made once per installation and kept
+    beside the data: next to an SQLite file, or in the user's data directory for any
+    other database, where replicas sharing that database must set ``cursor_secret``."""
+    if settings.cursor_secret is not None:
+        return settings.cursor_secret.get_secret_value(), None
+    from ticket_server.settings import default_data_dir
+    from ticket_server.tools.cursor import SECRET_FILE_SUFFIX, installation_secret
+
+    database = settings.sqlite_path
+    path = (database.with_name(database.name + SECRET_FILE_SUFFIX) if database is not None
+            else default_data_dir() / f"cursor{SECRET_FILE_SUFFIX}")
+    note = f"search cursors are signed with the installation secret in {path}"
+    if database is None:
+        note += ("; several replicas sharing this database must all set TICKET_SERVER_CURSOR_SECRET "
+                 "to one value, or each refuses the others' cursors")
+    return installation_secret(path), note
+
+
 def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
     """The runtime for ``settings``. No connection is opened until the first query.
     ``clock`` gives today's date (UTC) for retirement decisions; tests move it."""
@@ -74,15 +103,22 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
 
     callers = open_store(settings)
     versions = ToolVersions.with_dates(settings.retirement_dates, clock)
+    metrics = Metrics(versions.deprecations)
+    secret, note = cursor_secret(settings)
     return Runtime(
         settings=settings,
         repository=open_repository(settings),
         callers=callers,
         identity=Identity(settings, callers),
         limiter=ToolLimiter(settings),
-        audit=AuditWriter(callers, settings.audit_batch_size, settings.audit_flush_seconds),
-        metrics=Metrics(versions.deprecations),
+        audit=AuditWriter(
+            callers, settings.audit_batch_size, settings.audit_flush_seconds,
+            queue_limit=settings.audit_queue_limit, dropped=metrics.audit_rows_dropped.inc,
+        ),
+        metrics=metrics,
         versions=versions,
+        cursor_key=cursor_key(secret),
+        cursor_note=note,
     )
 
 
@@ -118,11 +154,11 @@ def build_server(
         middleware=[
             CallPipeline(
                 rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
-                deadline=rt.settings.tool_timeout, ready=ready,
+                deadline=rt.settings.tool_timeout, concurrency=rt.settings.caller_concurrency, ready=ready,
             )
         ],
     )
     v1.register(mcp, rt.repository, rt.versions)
-    v2.register(mcp, rt.repository, CursorCodec(rt.settings.cursor_key))
-    manifest.register(mcp, rt.versions)
+    v2.register(mcp, rt.repository, CursorCodec(rt.cursor_key))
+    manifest.register(mcp, rt.versions, rt.identity.current)
     return mcp

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools import Tool
-from pydantic import AwareDatetime, Field
+from pydantic import AfterValidator, AwareDatetime, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
@@ -16,7 +16,7 @@ from ticket_server.tickets.domain import TicketStatus
 from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSummaryV2
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, utc_representable
 from ticket_server.tools.lookup import find_ticket
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -62,7 +62,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         queue: Annotated[Name | SkipJsonSchema[None], Field(description="e.g. billing")] = None,
         owner: Annotated[Name | SkipJsonSchema[None], Field(description="Assignee login.")] = None,
         updated_after: Annotated[
-            AwareDatetime | SkipJsonSchema[None],
+            Annotated[AwareDatetime, AfterValidator(utc_representable)] | SkipJsonSchema[None],
             Field(description="RFC 3339 time."),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Tickets per page, 1-50.")] = 10,
