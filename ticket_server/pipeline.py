@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import replace
+from itertools import islice
 from time import monotonic
 from typing import Any
 
@@ -44,12 +47,14 @@ from ticket_server.tools.versions import Deprecation, ToolVersions
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
+MAX_ARGUMENT_KEYS = 64
+"""Most top-level argument keys passed on to validation; no tool takes a tenth of it."""
+_sent_keys: ContextVar[int | None] = ContextVar("ticket_server_sent_argument_keys", default=None)
 UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 
 
-def _not_recorded(arguments: Any) -> str:
-    count = len(arguments) if isinstance(arguments, dict) else 0
+def _not_recorded(count: int) -> str:
     return json.dumps({"[not recorded]": f"{count} argument{'s' if count != 1 else ''}"})
 
 
@@ -94,6 +99,24 @@ class CallPipeline(Middleware):
         # call. The server's tools are fixed once it is built; a name not found is looked
         # up again.
         self._tools: dict[str, tuple[Tool, frozenset[str]]] = {}
+
+    # --- before validation (an MCP SDK ServerMiddleware) --------------------------
+
+    async def bound_raw_call(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Keep an oversized ``arguments`` object away from validation: validating (in the
+        SDK, then in FastMCP) walks every key on the event loop. A tools/call with more
+        than ``MAX_ARGUMENT_KEYS`` keys goes on with only the first of them and the count
+        sent, which the arguments stage refuses at once."""
+        params = ctx.params
+        arguments = params.get("arguments") if ctx.method == "tools/call" and isinstance(params, Mapping) else None
+        if not isinstance(arguments, dict) or len(arguments) <= MAX_ARGUMENT_KEYS:
+            return await call_next(ctx)
+        sample = dict(islice(arguments.items(), MAX_ARGUMENT_KEYS + 1))
+        reset = _sent_keys.set(len(arguments))
+        try:
+            return await call_next(replace(ctx, params={**params, "arguments": sample}))
+        finally:
+            _sent_keys.reset(reset)
 
     # --- tools/list ------------------------------------------------------------
 
@@ -161,7 +184,8 @@ class CallPipeline(Middleware):
         record.known_tool = found is not None
         # Arguments are kept for the audit only once they pass the cheap bounds below:
         # until then the record says how many were sent, never what.
-        record.arguments = _not_recorded(arguments)
+        sent = _sent_keys.get() or len(arguments)
+        record.arguments = _not_recorded(sent)
         tool = found[0] if found is not None else None
         permitted = tool is not None and may_call(record.caller, tool)
         if record.caller is not None:
@@ -192,7 +216,9 @@ class CallPipeline(Middleware):
 
         # Arguments: unknown keys and oversized objects refused at a bounded cost, before
         # anything walks, validates or serialises them; then what no tool could use.
-        refused = describe_refused_arguments(name, arguments, (tool.parameters or {}).get("properties", {}))
+        refused = describe_refused_arguments(
+            name, arguments, (tool.parameters or {}).get("properties", {}), sent=sent,
+        )
         if refused is None:
             record.arguments = redact(arguments, found[1]) if arguments else "{}"
             refused = describe_unusable_arguments(name, arguments)

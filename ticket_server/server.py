@@ -142,6 +142,10 @@ def build_server(
         finally:
             await rt.stop()
 
+    pipeline = CallPipeline(
+        rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
+        deadline=rt.settings.tool_timeout, concurrency=rt.settings.caller_concurrency, ready=ready,
+    )
     mcp = FastMCP(
         "ticket-server",
         instructions=INSTRUCTIONS,
@@ -151,13 +155,9 @@ def build_server(
         # Refs are inlined once at start (compat.inline_schema_refs) instead of on every request.
         dereference_schemas=False,
         lifespan=lifespan,
-        middleware=[
-            CallPipeline(
-                rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
-                deadline=rt.settings.tool_timeout, concurrency=rt.settings.caller_concurrency, ready=ready,
-            )
-        ],
+        middleware=[pipeline],
     )
+    compat.add_request_middleware(mcp, pipeline.bound_raw_call)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, CursorCodec(rt.cursor_key))
     manifest.register(mcp, rt.versions, rt.identity.current)

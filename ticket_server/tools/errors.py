@@ -169,16 +169,20 @@ MAX_ARGUMENT_CHARS = 65_536
 """Most characters of text (keys and strings together) one call's arguments may hold."""
 
 
-def describe_refused_arguments(tool: str, arguments: dict[str, Any], known: Iterable[str]) -> str | None:
+def describe_refused_arguments(
+    tool: str, arguments: dict[str, Any], known: Iterable[str], *, sent: int | None = None,
+) -> str | None:
     """A sentence when ``arguments`` has a key the tool does not take or is larger than
     any tool takes (``MAX_ARGUMENT_VALUES``, ``MAX_ARGUMENT_CHARS``), else None.
+    ``sent``: how many keys the client sent, when ``arguments`` holds only the first.
 
     Cost is bounded whatever was sent: it stops at the first bound passed, so a call of a
     few hundred thousand keys is refused in well under a millisecond of work per bound."""
     names = dict.fromkeys(known)
-    if len(arguments) > len(names) or not names.keys() >= arguments.keys():
+    count = max(sent or 0, len(arguments))
+    if count > len(names) or not names.keys() >= arguments.keys():
         unknown = list(islice((k for k in arguments if k not in names), MAX_PROBLEMS))
-        more = len(arguments) - len(names) - len(unknown) if len(arguments) > len(names) else 0
+        more = count - len(names) - len(unknown) if count > len(names) else 0
         listed = ", ".join(_shown(k) for k in unknown) + (f" and {more} more" if more > 0 else "")
         return (
             f"Invalid arguments for {tool}: {listed} {'is' if len(unknown) == 1 and more <= 0 else 'are'} "
