@@ -51,6 +51,8 @@ MAX_ARGUMENT_KEYS = 64
 """Most top-level argument keys passed on to validation; no tool takes a tenth of it."""
 _sent_keys: ContextVar[int | None] = ContextVar("ticket_server_sent_argument_keys", default=None)
 UNLISTED = "(unlisted)"
+MALFORMED_NAME = "(not a name)"
+"""The audit's tool for a tools/call whose name is not a string."""
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 
 
@@ -117,6 +119,35 @@ class CallPipeline(Middleware):
             return await call_next(replace(ctx, params={**params, "arguments": sample}))
         finally:
             _sent_keys.reset(reset)
+
+    # --- a tools/call refused as malformed before the pipeline ---------------------
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        """FastMCP runs this pass with the raw params (a mapping, not a typed request)
+        for a tools/call only when it failed before ``on_call_tool`` could run: params
+        the SDK refuses (a name that is not a string, arguments that are not an object).
+        Such a call is recorded here, so every tools/call yields one record."""
+        if context.method != "tools/call" or not isinstance(context.message, Mapping):
+            return await call_next(context)
+        try:
+            return await call_next(context)
+        except Exception:
+            params = context.message
+            name, arguments = params.get("name"), params.get("arguments")
+            record = CallRecord(
+                tool=storable(name, 128) if isinstance(name, str) else MALFORMED_NAME,
+                protocol_version=_protocol_version(context),
+                arguments=_not_recorded(len(arguments) if isinstance(arguments, Mapping) else 0),
+            )
+            try:
+                record.caller, record.transport = await self.identity.resolve(_transport(context))
+            except RegistryUnavailable:
+                pass
+            record.fail(Outcome.TOOL_ERROR, Cause.MALFORMED)
+            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
+            for observe in self.observers:
+                observe(record)
+            raise
 
     # --- tools/list ------------------------------------------------------------
 

@@ -42,6 +42,7 @@ class Cause(StrEnum):
     DATABASE_UNAVAILABLE = "ticket database unavailable"
     TIMEOUT = "deadline exceeded"
     BUSY = "too many calls running"
+    MALFORMED = "malformed request"
 
 
 @dataclass
