@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from ticket_server.tickets.domain import bounded
+from ticket_server.tickets.domain import SearchTooCostly, bounded
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
 from ticket_server.tickets.search import (
@@ -31,6 +31,8 @@ _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
 _GET = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == bindparam("ticket_id"))
 T = TypeVar("T")
+SUBSTRING_SEARCH_SECONDS = 1.0
+"""Most seconds one deprecated substring search may scan on SQLite."""
 
 
 class TicketRepository:
@@ -134,7 +136,15 @@ class TicketRepository:
         def read(conn: Connection) -> list[TicketRecord]:
             return [TicketRecord.model_validate(dict(row)) for row in conn.execute(stmt).mappings()]
 
-        return await self._read(read)
+        if self._reader is None:  # PostgreSQL: the pg_trgm index serves the pattern
+            return await self._read(read)
+        # SQLite scans every subject: the scan is stopped (interrupted) at its own budget,
+        # so a burst of them cannot hold the worker threads other callers' reads need.
+        try:
+            async with asyncio.timeout(min(SUBSTRING_SEARCH_SECONDS, self._timeout / 2)):
+                return await self._read(read)
+        except TimeoutError as exc:
+            raise SearchTooCostly() from exc
 
     async def search(
         self, query: str, filters: SearchFilters, after: Position | None, limit: int

@@ -16,7 +16,7 @@ from typing import Any
 from fastmcp.exceptions import ToolError
 from pydantic import ValidationError as PydanticValidationError
 
-from ticket_server.tickets.domain import DatabaseUnavailable
+from ticket_server.tickets.domain import DatabaseUnavailable, SearchTooCostly
 
 DATABASE_UNAVAILABLE = (
     "The ticket database is unavailable right now; nothing was changed. Try again in a few seconds."
@@ -38,6 +38,11 @@ def domain_errors() -> Iterator[None]:
         yield
     except DatabaseUnavailable as exc:
         raise UnavailableError() from exc
+    except SearchTooCostly as exc:
+        raise ToolError(
+            "The search took too long and was stopped; nothing was changed. Use a longer, more "
+            "specific query, or search_tickets_v2."
+        ) from exc
 
 
 def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
