@@ -1,11 +1,17 @@
 """The call pipeline: the one path every tools/list and tools/call takes, on every
 transport (stdio, HTTP, in memory), read top to bottom in ``CallPipeline.on_call_tool``:
 
+0. raw         before the SDK validates anything (``bound_raw_call``): an oversized
+               arguments object goes on as a sample; a call refused as malformed is
+               recorded (``on_request``)
 1. record      a typed ``CallRecord``: trace id, tool name, transport, protocol revision
-2. gatekeeper  caller (identity) -> scopes -> rate limit -> retirement
-3. arguments   values no tool can use refused before validation; validation errors
-               reworded as one sentence naming each bound
-4. executor    the tool itself, under the call deadline (``tool_timeout``)
+2. gatekeeper  caller (identity) -> rate limit (per operation; unknown and refused
+               names share one allowance) -> scopes -> retirement
+3. arguments   unknown keys and oversized objects refused at a bounded cost, then values
+               no tool can use, all before validation; validation errors reworded as
+               one sentence naming each bound
+4. executor    the per-caller concurrency cap, then the tool under the call deadline
+               (``tool_timeout``)
 5. observers   the finished record, to the audit writer and the metrics
 
 A tool the caller may not call is answered exactly like an unknown tool. Refusals a model
