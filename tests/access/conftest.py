@@ -58,3 +58,19 @@ def support_and_billing_ids(db_path: Path) -> tuple[str, str]:
         support = conn.execute("SELECT id FROM tickets WHERE queue = 'support' ORDER BY pk LIMIT 1").fetchone()[0]
         billing = conn.execute("SELECT id FROM tickets WHERE queue = 'billing' ORDER BY pk LIMIT 1").fetchone()[0]
     return support, billing
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+               "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def modern_call(http, url: str, token: str, request_id: int, params: dict):  # -> httpx.Response
+    """One 2026-07-28 tools/call POST (``http``: an httpx client or the httpx module),
+    built by hand so that malformed params can be sent too."""
+    name = params.get("name")
+    return http.post(url, timeout=30, json={
+        "jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {**params, "_meta": MODERN_META},
+    }, headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                "Mcp-Name": name if isinstance(name, str) else "x"})

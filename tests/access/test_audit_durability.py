@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.access.conftest import audit_rows
+from tests.access.conftest import audit_rows, modern_call
 from tests.transports.conftest import TICKET_SERVER, add_caller, start_http_server
 from ticket_server.access.audit import AuditWriter
 from ticket_server.access.callers import open_store
@@ -115,11 +115,6 @@ def test_sigkill_under_load_loses_few_rows(db_path: Path, tmp_path: Path) -> Non
 
     token = add_caller(db_path, "loader")
     server = start_http_server(db_path, tmp_path, TICKET_SERVER_HTTP_RATE_LIMIT="100000/minute")
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_ticket_status_v2"}
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
     answered = 0
     lock = threading.Lock()
 
@@ -127,9 +122,8 @@ def test_sigkill_under_load_loses_few_rows(db_path: Path, tmp_path: Path) -> Non
         nonlocal answered
         with httpx.Client(timeout=30) as http:
             for i in range(n):
-                response = http.post(server.url, headers=headers, json={
-                    "jsonrpc": "2.0", "id": i, "method": "tools/call",
-                    "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}, "_meta": meta}})
+                response = modern_call(http, server.url, token, i, {
+                    "name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}})
                 if response.status_code == 200:
                     with lock:
                         answered += 1

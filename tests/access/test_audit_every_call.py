@@ -9,22 +9,12 @@ from pathlib import Path
 
 import httpx2 as httpx
 
-from tests.access.conftest import audit_rows
+from tests.access.conftest import audit_rows, modern_call
 from tests.transports.conftest import add_caller, start_http_server, stop
 from ticket_server.settings import Settings
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}}
-
-
 def call(server, token: str, request_id: int, params: dict) -> httpx.Response:
-    name = params.get("name")
-    return httpx.post(server.url, timeout=30, json={
-        "jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {**params, "_meta": META},
-    }, headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-                "Mcp-Name": name if isinstance(name, str) else "x"})
+    return modern_call(httpx, server.url, token, request_id, params)
 
 
 def test_malformed_calls_each_leave_one_audit_record(db_path: Path, tmp_path: Path) -> None:

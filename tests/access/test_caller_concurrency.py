@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
+from pathlib import Path
 
+import pytest
 from fastmcp import Client
 
 from tests.helpers import text_of
-from tests.access.conftest import audit_rows
+from tests.access.conftest import audit_rows, modern_call
+from tests.transports.conftest import add_caller as add_caller_sync
+from tests.transports.conftest import start_http_server, stop
 
 
 async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(server_as, add_caller, settings) -> None:
@@ -45,3 +50,41 @@ async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(server
           f"other caller's lookups p50 {statistics.median(lookups) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
     rows = [r for r in await audit_rows(settings) if r.caller == "flooder"]
     assert sum(r.outcome == "rate_limited" and r.detail == "too many calls running" for r in rows) == len(busy)
+
+
+@pytest.mark.slow
+def test_other_callers_lookups_over_http_while_one_caller_floods_searches(db_path: Path, tmp_path: Path) -> None:
+    """One real HTTP server on loopback, default cap (8): 60 concurrent deprecated searches
+    from one caller while another makes 50 lookups; prints the other caller's p50/p99."""
+    import httpx2 as httpx
+
+    flooder, other = add_caller_sync(db_path, "flooder"), add_caller_sync(db_path, "other")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_HTTP_RATE_LIMIT="100000/minute")
+    outcomes: list[str] = []
+    lookups: list[float] = []
+
+    def search(i: int) -> None:
+        with httpx.Client(timeout=60) as http:
+            answer = modern_call(http, server.url, flooder, i, {"name": "search_tickets",
+                                                                  "arguments": {"query": "e", "limit": 50}})
+            outcomes.append("busy" if "calls running" in answer.text else "ran")
+
+    try:
+        floods = [threading.Thread(target=search, args=(i,)) for i in range(60)]
+        for t in floods:
+            t.start()
+        with httpx.Client(timeout=60) as http:
+            for i in range(50):
+                started = time.perf_counter()
+                answer = modern_call(http, server.url, other, i, {"name": "get_ticket_status_v2",
+                                                                   "arguments": {"ticket_id": "SUP-4412"}})
+                lookups.append(time.perf_counter() - started)
+                assert answer.status_code == 200 and '"isError":true' not in answer.text.replace(" ", "")
+        for t in floods:
+            t.join()
+    finally:
+        stop(server.process)
+    lookups.sort()
+    print(f"\nHTTP, 60 concurrent searches by one caller (cap 8): {outcomes.count('ran')} ran, "
+          f"{outcomes.count('busy')} refused; the other caller's 50 lookups: p50 "
+          f"{statistics.median(lookups) * 1000:.1f} ms, p99 {lookups[int(len(lookups) * 0.99)] * 1000:.1f} ms")
