@@ -57,9 +57,9 @@ MAX_ARGUMENT_KEYS = 64
 """Most top-level argument keys passed on to validation; no tool takes a tenth of it."""
 _sent_keys: ContextVar[int | None] = ContextVar("ticket_server_sent_argument_keys", default=None)
 UNLISTED = "(unlisted)"
+"""The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
-"""The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 
 
 def _not_recorded(count: int) -> str:

@@ -289,6 +289,7 @@ class CallerStore:
         return await self._lookup(("name", name), lambda t: t.name == name, found)
 
     async def exists(self, name: str) -> bool:
+        name = normalise_name(name)
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
@@ -318,6 +319,7 @@ class CallerStore:
 
         With ``only_if_empty``, returns None and creates nothing when any caller exists.
         """
+        name = normalise_name(name)
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
@@ -363,6 +365,7 @@ class CallerStore:
         ]
 
     async def revoke(self, name: str) -> None:
+        name = normalise_name(name)
         from sqlalchemy import select, update
 
         from ticket_server.access.models import CallerRow
@@ -380,6 +383,7 @@ class CallerStore:
 
     async def rotate(self, name: str) -> str:
         """A new token for ``name`` (the old one stops working); un-revokes nothing."""
+        name = normalise_name(name)
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
