@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 import logging
@@ -59,12 +60,12 @@ class Runtime:
     audit: AuditWriter
     metrics: Metrics
     versions: ToolVersions
-    cursor_key: bytes
-    cursor_note: str | None = None
+    cursor_key: Callable[[], bytes]
+    cursor_warning: str | None = None
 
     async def start(self) -> None:
-        if self.cursor_note is not None:
-            (log.warning if self.settings.sqlite_path is None else log.info)(self.cursor_note)
+        if self.cursor_warning is not None:
+            log.warning(self.cursor_warning)
         await self.audit.start()
 
     async def stop(self) -> None:
@@ -75,25 +76,29 @@ class Runtime:
             await self.repository.aclose()
 
 
-def cursor_secret(settings: Settings) -> tuple[str, str | None]:
-    """(the secret that signs search cursors, a start-up note saying where it comes from).
+def cursor_secret(settings: Settings) -> tuple[Callable[[], str], str | None]:
+    """(the secret that signs search cursors, read on first use; a start-up warning or None).
 
     ``cursor_secret`` when set; else a random secret made once per installation and kept
-    beside the data: next to an SQLite file, or in the user's data directory for any
-    other database, where replicas sharing that database must set ``cursor_secret``."""
+    beside the data (``installation_secret``): next to an SQLite file, or in the user's
+    data directory for any other database, where replicas sharing that database must
+    set ``cursor_secret`` (the warning says so). Nothing is read or made before the
+    first cursor, so a server that fails its start-up checks leaves no file behind."""
     if settings.cursor_secret is not None:
-        return settings.cursor_secret.get_secret_value(), None
+        configured = settings.cursor_secret.get_secret_value()
+        return (lambda: configured), None
     from ticket_server.settings import default_data_dir
     from ticket_server.tools.cursor import SECRET_FILE_SUFFIX, installation_secret
 
     database = settings.sqlite_path
     path = (database.with_name(database.name + SECRET_FILE_SUFFIX) if database is not None
             else default_data_dir() / f"cursor{SECRET_FILE_SUFFIX}")
-    note = f"search cursors are signed with the installation secret in {path}"
-    if database is None:
-        note += ("; several replicas sharing this database must all set TICKET_SERVER_CURSOR_SECRET "
-                 "to one value, or each refuses the others' cursors")
-    return installation_secret(path), note
+    warning = None if database is not None else (
+        f"TICKET_SERVER_CURSOR_SECRET is not set: search cursors are signed with this "
+        f"installation's secret in {path}; replicas sharing one database must all set "
+        "TICKET_SERVER_CURSOR_SECRET to one value, or each refuses the others' cursors"
+    )
+    return cache(lambda: installation_secret(path)), warning
 
 
 def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
@@ -104,7 +109,7 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
     callers = open_store(settings)
     versions = ToolVersions.with_dates(settings.retirement_dates, clock)
     metrics = Metrics(versions.deprecations)
-    secret, note = cursor_secret(settings)
+    secret, warning = cursor_secret(settings)
     return Runtime(
         settings=settings,
         repository=open_repository(settings),
@@ -117,8 +122,8 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
         ),
         metrics=metrics,
         versions=versions,
-        cursor_key=cursor_key(secret),
-        cursor_note=note,
+        cursor_key=cache(lambda: cursor_key(secret())),
+        cursor_warning=warning,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import stat
 
 import pytest
@@ -14,6 +15,7 @@ from pydantic import SecretStr
 
 from tests.helpers import text_of
 from ticket_server.server import build_runtime, build_server, cursor_secret
+from ticket_server.settings import default_data_dir
 from ticket_server.tools.cursor import cursor_key
 
 
@@ -44,16 +46,19 @@ async def test_a_cursor_signed_with_the_url_derived_key_is_refused(settings) -> 
     assert refused.is_error and "cursor is not valid" in text_of(refused)
 
 
-async def test_the_installation_secret_is_random_private_and_kept(settings, tmp_path) -> None:
-    secret, note = cursor_secret(settings)
-    assert len(secret) >= 40 and secret not in settings.database_url
-    assert cursor_secret(settings) == (secret, note)  # the same on every start
-    path = note.split(" in ", 1)[1].split(";")[0]
-    assert stat.S_IMODE(__import__("os").stat(path).st_mode) == 0o600
-    if settings.sqlite_path is not None:
-        assert path == f"{settings.sqlite_path}.cursor-secret"
+async def test_the_installation_secret_is_random_private_and_kept(settings) -> None:
+    secret, warning = cursor_secret(settings)
+    path = (f"{settings.sqlite_path}.cursor-secret" if settings.sqlite_path is not None
+            else str(default_data_dir() / "cursor.cursor-secret"))
+    assert not os.path.exists(path)  # nothing is made before the first cursor
+    made = secret()
+    assert len(made) >= 40 and made not in settings.database_url
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert cursor_secret(settings)[0]() == made  # the same on every start
+    if settings.sqlite_path is None:
+        assert warning is not None and "TICKET_SERVER_CURSOR_SECRET" in warning  # said at start
     else:
-        assert "TICKET_SERVER_CURSOR_SECRET" in note  # replicas must share one: said at start
+        assert warning is None
     configured = settings.model_copy(update={"cursor_secret": SecretStr("shared by the replicas")})
-    assert cursor_secret(configured) == ("shared by the replicas", None)
-    assert build_runtime(configured).cursor_key == cursor_key("shared by the replicas")
+    assert cursor_secret(configured)[0]() == "shared by the replicas"
+    assert build_runtime(configured).cursor_key() == cursor_key("shared by the replicas")

@@ -15,6 +15,7 @@ import hmac
 import json
 import os
 import secrets
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,11 +80,13 @@ def _key(value: Any) -> int:
 
 
 class CursorCodec:
-    def __init__(self, key: bytes) -> None:
-        self._key = key
+    def __init__(self, key: bytes | Callable[[], bytes]) -> None:
+        """``key``: the HMAC key, or a function giving it on first use (called for each
+        cursor: keep it cached)."""
+        self._key = key if callable(key) else (lambda: key)
 
     def _tag(self, body: bytes) -> bytes:
-        return hmac.new(self._key, body, hashlib.sha256).digest()[:_TAG_BYTES]
+        return hmac.new(self._key(), body, hashlib.sha256).digest()[:_TAG_BYTES]
 
     def encode(self, position: Position, search: str) -> str:
         if isinstance(position.sort, datetime):
