@@ -38,6 +38,7 @@ ALLOWED_SKIPS: dict[str, str] = {}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
+    config.addinivalue_line("markers", "slow: a load-shaped test (bounded, but long); -m 'not slow' skips it")
     config.addinivalue_line("markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)")
 
 

@@ -88,3 +88,25 @@ def test_slowapi_endpoint_naming() -> None:
     endpoint = Endpoint()
     compat.name_endpoint_for_slowapi(endpoint, "mcp_endpoint")
     assert endpoint.__name__ == "mcp_endpoint"  # type: ignore[attr-defined]
+
+
+async def test_request_middleware_sees_raw_params_before_validation() -> None:
+    mcp = FastMCP("t")
+    seen: list[object] = []
+
+    @mcp.tool
+    def echo(text: str) -> str:
+        return text
+
+    async def middleware(ctx, call_next):  # type: ignore[no-untyped-def]
+        if ctx.method == "tools/call":
+            seen.append(ctx.params["arguments"])
+            from dataclasses import replace
+
+            return await call_next(replace(ctx, params={**ctx.params, "arguments": {"text": "rewritten"}}))
+        return await call_next(ctx)
+
+    compat.add_request_middleware(mcp, middleware)
+    async with Client(mcp) as client:
+        assert (await client.call_tool("echo", {"text": "sent"})).data == "rewritten"
+    assert seen == [{"text": "sent"}]

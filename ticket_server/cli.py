@@ -126,6 +126,9 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
 def _audit(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
+    if args.audit_command == "prune":
+        commands.audit_prune(settings, args.older_than)
+        return
     commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
 
 
@@ -320,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     auditp.add_argument("--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)")
     auditp.add_argument("--json", action="store_true", help="one JSON object per row")
     auditp.set_defaults(handler=_audit)
+    audit_commands = auditp.add_subparsers(dest="audit_command")
+    prunep = audit_commands.add_parser("prune", help="delete old audit rows (the retention policy)")
+    prunep.add_argument(
+        "--older-than", help="rows older than this: 90d, 12h, or an ISO time "
+        "(default: TICKET_SERVER_AUDIT_RETENTION_DAYS, 90 days)",
+    )
 
     reportp = commands.add_parser("report", help="usage reports from the audit trail")
     report_commands = reportp.add_subparsers(dest="report_command", required=True)

@@ -50,6 +50,13 @@ async def skip_listing_for_header_checks(mcp: FastMCP) -> None:
     mcp._mcp_server.get_tool_input_schema = lambda name: None
 
 
+def add_request_middleware(mcp: FastMCP, middleware: Any) -> None:
+    """Add an MCP SDK ``ServerMiddleware`` (``async (ctx, call_next)``): it sees each
+    request's raw params before the SDK or FastMCP validates them. FastMCP has no public
+    way to add one. Touches ``FastMCP._mcp_server.middleware``."""
+    mcp._mcp_server.middleware.append(middleware)
+
+
 def lifespan(mcp: FastMCP) -> AbstractAsyncContextManager[Any]:
     """The server's lifespan as FastMCP's own transports enter it (``_lifespan_manager``)."""
     return mcp._lifespan_manager()

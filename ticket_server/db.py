@@ -74,6 +74,9 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
         connect_args=connect_args,
         pool_pre_ping=path is None,
         pool_timeout=settings.database_timeout,
+        # Error messages (logged when the database fails) name the statement, never its
+        # parameters: a token hash or a customer's text is not log material.
+        hide_parameters=True,
     )
     if path is not None:
         _watch_sqlite_file(engine.sync_engine, path)
@@ -95,6 +98,7 @@ def create_sqlite_reader(settings: Settings) -> Engine | None:
         # Worker threads share the pool; each connection is used by one thread at a time.
         connect_args={"timeout": settings.database_timeout, "check_same_thread": False},
         pool_timeout=settings.database_timeout,
+        hide_parameters=True,
     )
     _watch_sqlite_file(engine, path)
     return engine

@@ -68,4 +68,7 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
         access.addFilter(DropQueryStrings())
     # SQLAlchemy echoes SQL at INFO; keep statements out of the logs unless asked for.
     logging.getLogger("sqlalchemy").setLevel(max(logging.WARNING, root.level))
+    # aiosqlite logs every statement with its parameters at DEBUG (token hashes among
+    # them); query parameters are never logged, at any level.
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, root.level))
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

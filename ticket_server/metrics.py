@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ticket_server.access.context import CallRecord, Cause, Outcome
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+UNKNOWN = "unknown"
+ANONYMOUS = "anonymous"
+_PROTOCOL_VERSIONS = frozenset(SUPPORTED_PROTOCOL_VERSIONS)
 
 # Tool latency buckets in seconds: sub-millisecond lookups up to slow searches.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -44,15 +49,24 @@ class Metrics:
             "ticket_server_deprecated_tool_calls", "Calls to deprecated tool names, by caller and tool.",
             ["caller", "tool"], registry=self.registry,
         )
+        self.audit_rows_dropped = Counter(
+            "ticket_server_audit_rows_dropped",
+            "Audit rows lost: the bounded queue was full, or rows were pending when the server stopped.",
+            registry=self.registry,
+        )
         self.database_errors = Counter(
             "ticket_server_database_errors", "Queries that found the ticket database unavailable.",
             registry=self.registry,
         )
 
     def observe(self, record: CallRecord) -> None:
-        """Count one finished tools/call."""
-        tool, caller = record.tool, record.caller.name if record.caller else "anonymous"
-        self.calls.labels(tool, caller, record.outcome.value, record.protocol_version or "unknown").inc()
+        """Count one finished tools/call. Every label value comes from a bounded set: a
+        tool name the server does not have is ``unknown``, a caller not in the callers
+        table ``anonymous``, a protocol revision this SDK does not speak ``unknown``."""
+        tool = record.tool if record.known_tool else UNKNOWN
+        caller = record.caller.name if record.caller is not None and record.caller.registered else ANONYMOUS
+        version = record.protocol_version if record.protocol_version in _PROTOCOL_VERSIONS else UNKNOWN
+        self.calls.labels(tool, caller, record.outcome.value, version).inc()
         self.latency.labels(tool).observe(record.duration_ms / 1000.0)
         if record.outcome is Outcome.RATE_LIMITED:
             self.rate_limited.labels(caller, tool).inc()

@@ -2,11 +2,17 @@
 on every transport (stdio, HTTP, in memory). A tools/call reads top to bottom in
 ``CallPipeline.on_call_tool``:
 
+0. raw         before the SDK validates anything (``bound_raw_call``): an oversized
+               arguments object goes on as a sample; a call refused as malformed is
+               recorded (``on_request``)
 1. record      a typed ``CallRecord``: trace id, tool name, transport, protocol revision
-2. gatekeeper  caller (identity) -> scopes -> rate limit -> retirement
-3. arguments   values no tool can use refused before validation; validation errors
-               reworded as one sentence naming each bound
-4. executor    the tool itself, under the call deadline (``tool_timeout``)
+2. gatekeeper  caller (identity) -> rate limit (per operation; unknown and refused
+               names share one allowance) -> scopes -> retirement
+3. arguments   unknown keys and oversized objects refused at a bounded cost, then values
+               no tool can use, all before validation; validation errors reworded as
+               one sentence naming each bound
+4. executor    the per-caller concurrency cap, then the tool under the call deadline
+               (``tool_timeout``)
 5. observers   the finished record, to the audit writer and the metrics
 
 A tool the caller may not call is answered exactly like an unknown tool. Refusals a model
@@ -24,7 +30,11 @@ sessions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import replace
+from itertools import islice
 from time import monotonic
 from typing import Any
 
@@ -41,13 +51,25 @@ from ticket_server.access.context import CallRecord, Cause, Outcome, current_cal
 from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.tools.errors import (
-    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_unusable_arguments, model_error,
+    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_refused_arguments,
+    describe_unusable_arguments, model_error,
 )
-from ticket_server.tools.versions import ToolVersions
+from ticket_server.tools.versions import Deprecation, ToolVersions
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
 READ_SCOPE = "tickets:read"
+MAX_ARGUMENT_KEYS = 64
+"""Most top-level argument keys passed on to validation; no tool takes a tenth of it."""
+_sent_keys: ContextVar[int | None] = ContextVar("ticket_server_sent_argument_keys", default=None)
+UNLISTED = "(unlisted)"
+"""The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
+MALFORMED_NAME = "(not a name)"
+"""The audit's tool for a tools/call whose name is not a string."""
+
+
+def _not_recorded(count: int) -> str:
+    return json.dumps({"[not recorded]": f"{count} argument{'s' if count != 1 else ''}"})
 
 
 def shown(name: str) -> str:
@@ -62,8 +84,7 @@ def required_scopes(tool: Tool) -> frozenset[str]:
 
 
 def may_call(caller: Caller | None, tool: Tool) -> bool:
-    needed = required_scopes(tool)
-    return caller is not None and bool(needed) and needed <= caller.scopes
+    return caller is not None and caller.may_call(tool.tags)
 
 
 def may_read(caller: Caller | None, component: Any) -> bool:
@@ -81,20 +102,70 @@ class CallPipeline(Middleware):
 
     def __init__(
         self, identity: Identity, limiter: ToolLimiter, versions: ToolVersions,
-        observers: Sequence[Observer], *, deadline: float,
+        observers: Sequence[Observer], *, deadline: float, concurrency: int = 8,
         ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
-        start-up checks); ``deadline`` is the most seconds a tool may run."""
+        start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
+        the most calls of one caller running at once."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.observers = tuple(observers)
         self.deadline = deadline
+        self.concurrency = concurrency
+        self.running: dict[str, int] = {}
         self.ready = ready
         # A tool found once is kept by name with its sensitive argument names (FastMCP's
         # get_tool runs the providers again on every call); scopes are checked on every
         # call. The server's tools are fixed once it is built; a name not found is looked
         # up again.
         self._tools: dict[str, tuple[Tool, frozenset[str]]] = {}
+
+    # --- before validation (an MCP SDK ServerMiddleware) --------------------------
+
+    async def bound_raw_call(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Keep an oversized ``arguments`` object away from validation: validating (in the
+        SDK, then in FastMCP) walks every key on the event loop. A tools/call with more
+        than ``MAX_ARGUMENT_KEYS`` keys goes on with only the first of them and the count
+        sent, which the arguments stage refuses at once."""
+        params = ctx.params
+        arguments = params.get("arguments") if ctx.method == "tools/call" and isinstance(params, Mapping) else None
+        if not isinstance(arguments, dict) or len(arguments) <= MAX_ARGUMENT_KEYS:
+            return await call_next(ctx)
+        sample = dict(islice(arguments.items(), MAX_ARGUMENT_KEYS + 1))
+        reset = _sent_keys.set(len(arguments))
+        try:
+            return await call_next(replace(ctx, params={**params, "arguments": sample}))
+        finally:
+            _sent_keys.reset(reset)
+
+    # --- a tools/call refused as malformed before the pipeline ---------------------
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        """FastMCP runs this pass with the raw params (a mapping, not a typed request)
+        for a tools/call only when it failed before ``on_call_tool`` could run: params
+        the SDK refuses (a name that is not a string, arguments that are not an object).
+        Such a call is recorded here, so every tools/call yields one record."""
+        if context.method != "tools/call" or not isinstance(context.message, Mapping):
+            return await call_next(context)
+        try:
+            return await call_next(context)
+        except Exception:
+            params = context.message
+            name, arguments = params.get("name"), params.get("arguments")
+            record = CallRecord(
+                tool=storable(name, 128) if isinstance(name, str) else MALFORMED_NAME,
+                protocol_version=_protocol_version(context),
+                arguments=_not_recorded(len(arguments) if isinstance(arguments, Mapping) else 0),
+            )
+            try:
+                record.caller, record.transport = await self.identity.resolve(_transport(context))
+            except RegistryUnavailable:
+                pass
+            record.fail(Outcome.TOOL_ERROR, Cause.MALFORMED)
+            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
+            for observe in self.observers:
+                observe(record)
+            raise
 
     # --- tools/list ------------------------------------------------------------
 
@@ -217,36 +288,74 @@ class CallPipeline(Middleware):
             record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
             raise ToolError(DATABASE_UNAVAILABLE) from exc
         found = await self._tool(context, name)
-        record.arguments = redact(arguments, found[1] if found else frozenset()) if arguments else "{}"
-        if found is None:
+        record.known_tool = found is not None
+        # Arguments are kept for the audit only once they pass the cheap bounds below:
+        # until then the record says how many were sent, never what.
+        sent = _sent_keys.get() or len(arguments)
+        record.arguments = _not_recorded(sent)
+        tool = found[0] if found is not None else None
+        permitted = tool is not None and may_call(record.caller, tool)
+        if record.caller is not None:
+            # Every name this caller may not call (unknown, out of scope) counts against
+            # one allowance; a deprecated name counts with its replacement.
+            key = self.versions.family(name) if permitted else UNLISTED
+            refusal = await self.limiter.admit(record.caller, name if permitted else shown(name), key)
+            if refusal is not None:
+                cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+                retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
+                record.fail(Outcome.RATE_LIMITED, cause,
+                            None if refusal.storage_unavailable
+                            else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s")
+                return _refusal(refusal.text, refusal.meta)
+        if tool is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
             raise NotFoundError(f"Unknown tool: {shown(name)}")
-        tool = found[0]
-        if not may_call(record.caller, tool):
+        if not permitted:
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
             record.fail(Outcome.DENIED, *((Cause.NO_CALLER, None) if record.caller is None
                                           else (Cause.MISSING_SCOPE, f"needs {needs}")))
             raise NotFoundError(f"Unknown tool: {shown(name)}")
-        assert record.caller is not None
-        refusal = await self.limiter.admit(record.caller, name)
-        if refusal is not None:
-            cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
-            retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
-            record.fail(Outcome.RATE_LIMITED, cause,
-                        None if refusal.storage_unavailable
-                        else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s")
-            return _refusal(refusal.text, refusal.meta)
+        assert record.caller is not None and found is not None
         deprecation = self.versions.get(name)
         if deprecation is not None and deprecation.retired(self.versions.clock()):
             record.fail(Outcome.TOOL_ERROR, Cause.RETIRED)
             return _refusal(deprecation.retired_message(), deprecation.meta())
 
-        # Arguments: what no tool could use is refused before validation.
-        unusable = describe_unusable_arguments(name, arguments)
-        if unusable is not None:
+        # Arguments: unknown keys and oversized objects refused at a bounded cost, before
+        # anything walks, validates or serialises them; then what no tool could use.
+        refused = describe_refused_arguments(
+            name, arguments, (tool.parameters or {}).get("properties", {}), sent=sent,
+        )
+        if refused is None:
+            record.arguments = redact(arguments, found[1]) if arguments else "{}"
+            refused = describe_unusable_arguments(name, arguments)
+        if refused is not None:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
-            raise model_error(unusable)
+            raise model_error(refused)
 
+        # Concurrency: at most ``concurrency`` calls of one caller run at once, so one
+        # caller's slow calls cannot hold every database connection and worker thread.
+        caller = record.caller.name
+        if self.running.get(caller, 0) >= self.concurrency:
+            record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
+            return _refusal(
+                f"This caller already has {self.concurrency} calls running; nothing was done. "
+                "Wait for one to finish, then retry."
+            )
+        self.running[caller] = self.running.get(caller, 0) + 1
+        try:
+            return await self._execute(context, call_next, record, tool, deprecation)
+        finally:
+            self.running[caller] -= 1
+            if not self.running[caller]:
+                del self.running[caller]
+
+    async def _execute(
+        self, context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult], record: CallRecord,
+        tool: Tool, deprecation: Deprecation | None,
+    ) -> ToolResult:
+        name = tool.name
         # Executor: the tool under the deadline.
         try:
             async with asyncio.timeout(self.deadline):

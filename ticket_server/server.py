@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
+
+import logging
 
 import anyio
 from fastmcp import FastMCP
@@ -23,11 +26,13 @@ from ticket_server.metrics import Metrics
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2
-from ticket_server.tools.cursor import CursorCodec
+from ticket_server.tools.cursor import CursorCodec, cursor_key
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
 if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 This server reads a support organisation's ticket database. Use get_ticket_status_v2 to
@@ -58,8 +63,12 @@ class Runtime:
     audit: AuditWriter
     metrics: Metrics
     versions: ToolVersions
+    cursor_key: Callable[[], bytes]
+    cursor_warning: str | None = None
 
     async def start(self) -> None:
+        if self.cursor_warning is not None:
+            log.warning(self.cursor_warning)
         await self.audit.start()
 
     async def stop(self) -> None:
@@ -70,6 +79,31 @@ class Runtime:
             await self.repository.aclose()
 
 
+def cursor_secret(settings: Settings) -> tuple[Callable[[], str], str | None]:
+    """(the secret that signs search cursors, read on first use; a start-up warning or None).
+
+    ``cursor_secret`` when set; else a random secret made once per installation and kept
+    beside the data (``installation_secret``): next to an SQLite file, or in the user's
+    data directory for any other database, where replicas sharing that database must
+    set ``cursor_secret`` (the warning says so). Nothing is read or made before the
+    first cursor, so a server that fails its start-up checks leaves no file behind."""
+    if settings.cursor_secret is not None:
+        configured = settings.cursor_secret.get_secret_value()
+        return (lambda: configured), None
+    from ticket_server.settings import default_data_dir
+    from ticket_server.tools.cursor import SECRET_FILE_SUFFIX, installation_secret
+
+    database = settings.sqlite_path
+    path = (database.with_name(database.name + SECRET_FILE_SUFFIX) if database is not None
+            else default_data_dir() / f"cursor{SECRET_FILE_SUFFIX}")
+    warning = None if database is not None else (
+        f"TICKET_SERVER_CURSOR_SECRET is not set: search cursors are signed with this "
+        f"installation's secret in {path}; replicas sharing one database must all set "
+        "TICKET_SERVER_CURSOR_SECRET to one value, or each refuses the others' cursors"
+    )
+    return cache(lambda: installation_secret(path)), warning
+
+
 def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
     """The runtime for ``settings``. No connection is opened until the first query.
     ``clock`` gives today's date (UTC) for retirement decisions; tests move it."""
@@ -77,15 +111,22 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
 
     callers = open_store(settings)
     versions = ToolVersions.with_dates(settings.retirement_dates, clock)
+    metrics = Metrics(versions.deprecations)
+    secret, warning = cursor_secret(settings)
     return Runtime(
         settings=settings,
         repository=open_repository(settings),
         callers=callers,
         identity=Identity(settings, callers),
         limiter=ToolLimiter(settings),
-        audit=AuditWriter(callers, settings.audit_batch_size, settings.audit_flush_seconds),
-        metrics=Metrics(versions.deprecations),
+        audit=AuditWriter(
+            callers, settings.audit_batch_size, settings.audit_flush_seconds,
+            queue_limit=settings.audit_queue_limit, dropped=metrics.audit_rows_dropped.inc,
+        ),
+        metrics=metrics,
         versions=versions,
+        cursor_key=cache(lambda: cursor_key(secret())),
+        cursor_warning=warning,
     )
 
 
@@ -111,7 +152,7 @@ def build_server(
 
     pipeline = CallPipeline(
         rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
-        deadline=rt.settings.tool_timeout, ready=ready,
+        deadline=rt.settings.tool_timeout, concurrency=rt.settings.caller_concurrency, ready=ready,
     )
     mcp = FastMCP(
         "ticket-server",
@@ -124,11 +165,12 @@ def build_server(
         lifespan=lifespan,
         middleware=[pipeline],
     )
-    cursors = CursorCodec(rt.settings.cursor_key)
+    compat.add_request_middleware(mcp, pipeline.bound_raw_call)
+    cursors = CursorCodec(rt.cursor_key)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)
     full_read.register(mcp, rt.repository, cursors)
-    manifest.register(mcp, rt.versions)
+    manifest.register(mcp, rt.versions, rt.identity.current)
     resources.register(mcp, rt.repository, cursors)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)

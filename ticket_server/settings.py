@@ -5,7 +5,6 @@ Everything the deployment decides lives here; nothing comes from a client's requ
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import cached_property
 from datetime import date
@@ -87,8 +86,9 @@ class Settings(BaseSettings):
     )
     cursor_secret: SecretStr | None = Field(
         default=None,
-        description="Key that signs search cursors; default: derived from database_url, "
-        "so replicas on one database accept each other's cursors.",
+        description="Key that signs search cursors. Unset: a random secret made once per "
+        "installation and kept beside the data (see ticket_server/tools/cursor.py); set it "
+        "to one value on every replica that shares a database.",
     )
 
     @field_validator("database_url")
@@ -152,11 +152,6 @@ class Settings(BaseSettings):
             )
         return self
 
-    @property
-    def cursor_key(self) -> bytes:
-        secret = self.cursor_secret.get_secret_value() if self.cursor_secret else self.database_url
-        return hashlib.sha256(b"ticket-server search cursor\0" + secret.encode()).digest()
-
     # --- access: callers, identity, rate limits, audit (ticket_server/access/) ---
     auth_mode: Literal["callers", "jwt"] = Field(
         default="callers",
@@ -190,6 +185,11 @@ class Settings(BaseSettings):
     jwt_caller_claim: str = Field(
         default="sub", description="jwt mode: the claim that names the caller."
     )
+    jwt_default_role: str | None = Field(
+        default=None,
+        description="jwt mode: a callers-table name whose scopes, queues and limits a token "
+        "subject with no row of its own gets; unset (default): such a subject gets nothing.",
+    )
     rate_limit_storage_url: str = Field(
         default="memory://",
         description="Rate-limit counters: `memory://` (one process) or `redis://HOST:PORT/DB` "
@@ -215,6 +215,22 @@ class Settings(BaseSettings):
     )
     audit_flush_seconds: float = Field(
         default=1.0, gt=0, description="Longest an audit row waits before it is written."
+    )
+    audit_queue_limit: int = Field(
+        default=100_000, ge=1,
+        description="Most audit rows held in memory while the database does not take them "
+        "(retried with backoff); a row past it is lost, counted in "
+        "ticket_server_audit_rows_dropped and logged at ERROR.",
+    )
+    audit_retention_days: int = Field(
+        default=90, ge=1,
+        description="Days of audit rows `ticket-server audit prune` keeps when run without "
+        "--older-than.",
+    )
+    caller_concurrency: int = Field(
+        default=8, ge=1,
+        description="Most tools/call of one caller running at once in one server process; "
+        "one more is answered with an isError asking to wait.",
     )
 
     metrics_token: SecretStr | None = Field(

@@ -206,7 +206,8 @@ async def test_audit_rows_for_each_outcome(server_as, add_caller, settings, mode
     async with Client(server_as(stdio_caller="auditee"), mode=mode) as client:
         await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})  # ok
         await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)  # rate limited
-        await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-0000000"}, raise_on_error=False)  # tool error
+        # tool error (get_ticket_status_v2 would be rate limited: it shares get_ticket_status's count)
+        await client.call_tool("search_tickets_v2", {"limit": 0}, raise_on_error=False)
     async with Client(server_as(stdio_caller="noscope"), mode=mode) as client:
         await client.call_tool("search_tickets", {"query": "x"}, raise_on_error=False)  # denied
     # the lifespan ended with each client: everything is flushed
@@ -215,7 +216,7 @@ async def test_audit_rows_for_each_outcome(server_as, add_caller, settings, mode
     assert got == [
         ("auditee", "get_ticket_status", "ok"),
         ("auditee", "get_ticket_status", "rate_limited"),
-        ("auditee", "get_ticket_status_v2", "tool_error"),
+        ("auditee", "search_tickets_v2", "tool_error"),
         ("noscope", "search_tickets", "denied"),
     ]
     for row in rows:

@@ -28,7 +28,8 @@ async def test_c06_limits_exact_for_16_concurrent_callers(
     search_tickets_v2 calls at once (240 concurrent calls): each caller gets exactly 10
     answers and isError refusals with a retry time for the
     rest; one caller's calls never count against another's; no call fails otherwise."""
-    env = {"TICKET_SERVER_STATELESS_HTTP": "true"}
+    # About rate limits: the per-caller concurrency cap (default 8) must not meet 15 at once.
+    env = {"TICKET_SERVER_STATELESS_HTTP": "true", "TICKET_SERVER_CALLER_CONCURRENCY": str(CALLS)}
     if storage == "redis":
         env["TICKET_SERVER_RATE_LIMIT_STORAGE_URL"] = request.getfixturevalue("redis_server").url
     tokens = {f"load-{n:02d}": add_caller(db_path, f"load-{n:02d}", tool_rate_limit=f"{LIMIT}/minute")

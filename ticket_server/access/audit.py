@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
+from time import monotonic
 from typing import Any
 
 from fastmcp.tools import Tool, ToolResult
@@ -67,16 +70,36 @@ def result_size(result: ToolResult) -> int:
 
 
 class AuditWriter:
-    """Queues audit rows and writes them in batches from one background task."""
+    """Queues audit rows and writes them in batches from one background task.
 
-    def __init__(self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0) -> None:
+    The guarantee: a row is written unless the process dies first (SIGKILL, power loss:
+    at most the rows of the last ``flush_seconds`` or so are lost) or the database
+    refuses rows for so long that more than ``queue_limit`` pile up. A batch the
+    database does not take stays queued, in order, and is tried again after a pause that
+    doubles on every failure (``RETRY_FIRST_SECONDS`` up to ``RETRY_MOST_SECONDS``). A
+    row lost to the bound, or still queued when the server stops, is counted
+    (``dropped``: the ``ticket_server_audit_rows_dropped`` metric) and logged at ERROR;
+    every row is on stderr (logger ``ticket_server.audit``) the moment the call ends.
+    """
+
+    RETRY_FIRST_SECONDS = 0.5
+    RETRY_MOST_SECONDS = 30.0
+
+    def __init__(
+        self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0, *,
+        queue_limit: int = QUEUE_LIMIT, dropped: Callable[[float], None] | None = None,
+    ) -> None:
         self.store = store
         self.batch_size = batch_size
         self.flush_seconds = flush_seconds
-        self._pending: list[dict[str, Any]] = []
+        self.queue_limit = queue_limit
+        self._dropped = dropped
+        self._pending: deque[dict[str, Any]] = deque()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._retry_at = 0.0
+        self._backoff = 0.0
 
     def observe(self, record: CallRecord) -> None:
         """Log ``record`` on stderr now and queue its row for the table."""
@@ -84,13 +107,22 @@ class AuditWriter:
         audit_log.info("tools/call", extra={"audit": {**row, "time": row["time"].isoformat()}})
         self.submit(row)
 
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
     def submit(self, row: dict[str, Any]) -> None:
-        if len(self._pending) >= QUEUE_LIMIT:
-            log.error("audit queue full; dropping a row", extra={"trace_id": row["trace_id"]})
+        if len(self._pending) >= self.queue_limit:
+            self._lose(1, f"audit queue full ({self.queue_limit} rows): a row is lost", row["trace_id"])
             return
         self._pending.append(row)
         if self._wake is not None and len(self._pending) >= self.batch_size:
             self._wake.set()
+
+    def _lose(self, rows: int, message: str, trace_id: str | None = None) -> None:
+        if self._dropped is not None:
+            self._dropped(rows)
+        log.error(message, extra={"rows": rows, **({"trace_id": trace_id} if trace_id else {})})
 
     async def start(self) -> None:
         self._stopping = False
@@ -100,36 +132,46 @@ class AuditWriter:
     async def _run(self) -> None:
         assert self._wake is not None
         while not self._stopping:
+            wait = max(self.flush_seconds, self._retry_at - monotonic())
             try:
-                await asyncio.wait_for(self._wake.wait(), self.flush_seconds)
+                await asyncio.wait_for(self._wake.wait(), wait)
             except TimeoutError:
                 pass
             self._wake.clear()
-            await self.flush()
+            if monotonic() >= self._retry_at:
+                await self.flush()
 
     async def flush(self) -> int:
-        """Write everything pending; returns how many rows were written."""
-        if not self._pending:
-            return 0
+        """Write what is pending, oldest first, until done or a batch fails (it stays
+        queued and the next try waits out the backoff); returns how many rows were written."""
         from sqlalchemy import insert
 
         from ticket_server.access.models import AuditEvent
 
         written = 0
         while self._pending:
-            batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
+            batch = [self._pending[i] for i in range(min(self.batch_size, len(self._pending)))]
             try:
                 async with self.store.session() as session, session.begin():
                     await session.execute(insert(AuditEvent), batch)
-                written += len(batch)
-            except RegistryUnavailable:
-                log.error("audit rows not written: database unavailable", extra={"rows": len(batch)})
-            except Exception:  # a row the driver refuses must not stop the writer for good
-                log.exception("audit rows not written", extra={"rows": len(batch)})
+            except Exception as exc:  # unavailable, or a driver refusal: keep the rows, retry later
+                self._backoff = min(self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2))
+                self._retry_at = monotonic() + self._backoff
+                reason = "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
+                log.warning(
+                    f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
+                    extra={"rows": len(self._pending)},
+                )
+                return written
+            for _ in batch:
+                self._pending.popleft()
+            written += len(batch)
+            self._backoff, self._retry_at = 0.0, 0.0
         return written
 
     async def stop(self) -> None:
-        """Stop the background task and write what is pending (call shielded)."""
+        """Stop the background task and write what is pending (call shielded); rows the
+        database still does not take are counted and logged as lost."""
         self._stopping = True
         if self._task is not None:
             if self._wake is not None:
@@ -140,5 +182,6 @@ class AuditWriter:
                 log.exception("audit writer failed")
             self._task = None
         await self.flush()
-
-
+        if self._pending:
+            self._lose(len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written")
+            self._pending.clear()

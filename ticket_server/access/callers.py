@@ -43,6 +43,13 @@ class RegistryUnavailable(Exception):
     """The callers table did not answer."""
 
 
+def normalise_name(name: str) -> str:
+    """A caller name as the callers table stores it: surrounding whitespace removed,
+    lower case. Every lookup by name goes through this, so ``BILLING`` and ``"billing "``
+    are the caller ``billing`` (and its revocation) everywhere."""
+    return name.strip().lower()
+
+
 def new_token() -> str:
     """32 random bytes, URL-safe base64, with a recognisable prefix (for secret scanners)."""
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -61,6 +68,14 @@ class Caller:
     queues: frozenset[str] | None = None
     tool_rate_limit: str | None = None
     http_rate_limit: str | None = None
+    registered: bool = True
+    """False for a JWT subject with no row of its own, served under the default role."""
+
+    def may_call(self, tags: Iterable[str]) -> bool:
+        """Whether this caller holds every scope among a tool's ``tags`` (tags of the form
+        ``resource:action``); a tool with no scope tag is nobody's (fail closed)."""
+        needed = {tag for tag in tags if SCOPE.match(tag)}
+        return bool(needed) and needed <= self.scopes
 
     CLAIMS_KEY = "ticket_server_caller"
     """The claim of an HTTP access token that carries what the token alone does not."""
@@ -73,6 +88,7 @@ class Caller:
                 "queues": sorted(self.queues) if self.queues is not None else None,
                 "tool_rate_limit": self.tool_rate_limit,
                 "http_rate_limit": self.http_rate_limit,
+                "registered": self.registered,
             }
         }
 
@@ -87,6 +103,7 @@ class Caller:
             queues=frozenset(queues) if queues is not None else None,
             tool_rate_limit=ours.get("tool_rate_limit"),
             http_rate_limit=ours.get("http_rate_limit"),
+            registered=ours.get("registered", True) is not False,
         )
 
 
@@ -260,7 +277,9 @@ class CallerStore:
         return (await self.find(name))[0]
 
     async def find(self, name: str) -> tuple[Caller | None, bool]:
-        """(the live caller called ``name`` or None, whether a row of that name exists)."""
+        """(the live caller called ``name`` or None, whether a row of that name exists);
+        ``name`` is normalised first (``normalise_name``)."""
+        name = normalise_name(name)
 
         def found(row: CallerRow | None) -> tuple[Caller | None, bool]:
             if row is None:
@@ -270,6 +289,7 @@ class CallerStore:
         return await self._lookup(("name", name), lambda t: t.name == name, found)
 
     async def exists(self, name: str) -> bool:
+        name = normalise_name(name)
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
@@ -299,6 +319,7 @@ class CallerStore:
 
         With ``only_if_empty``, returns None and creates nothing when any caller exists.
         """
+        name = normalise_name(name)
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
@@ -349,6 +370,7 @@ class CallerStore:
         ]
 
     async def revoke(self, name: str) -> None:
+        name = normalise_name(name)
         from sqlalchemy import select, update
 
         from ticket_server.access.models import CallerRow
@@ -367,6 +389,7 @@ class CallerStore:
     async def rotate(self, name: str) -> tuple[str, bool]:
         """A new token for ``name`` (the old one stops working), and whether the caller was
         revoked: a revoked caller is restored, with its scopes, queues and limits."""
+        name = normalise_name(name)
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow

@@ -41,6 +41,8 @@ class Cause(StrEnum):
     CALLERS_UNAVAILABLE = "callers table unavailable"
     DATABASE_UNAVAILABLE = "ticket database unavailable"
     TIMEOUT = "deadline exceeded"
+    BUSY = "too many calls running"
+    MALFORMED = "malformed request"
 
 
 @dataclass
@@ -48,6 +50,7 @@ class CallRecord:
     """One tools/call. ``arguments`` is the redacted JSON text the audit keeps."""
 
     tool: str
+    known_tool: bool = False  # ``tool`` names one of the server's tools
     transport: str = "unknown"
     protocol_version: str | None = None
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)

@@ -15,6 +15,7 @@ effect within that time, one by this process at once.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
@@ -27,12 +28,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ticket_server.access.callers import (
-    BUILTIN_LOCAL, LOCAL, Caller, CallerStore, RegistryUnavailable, token_hash,
+    BUILTIN_LOCAL, LOCAL, NAME, Caller, CallerStore, RegistryUnavailable, normalise_name, token_hash,
 )
 from ticket_server.settings import Settings
 
 # Every scope a tool declares in its tags (`resource:action`); `callers add` refuses others.
 KNOWN_SCOPES = ["tickets:read"]
+CLOCK_SKEW_SECONDS = 30
+"""How far a token's ``nbf`` may be ahead of this server's clock."""
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class IdentityError(Exception):
@@ -97,14 +104,27 @@ class CallerTokenVerifier(_MetadataRoutes, TokenVerifier):
 
 
 class CallerJWTVerifier(_MetadataRoutes, JWTVerifier):
-    """JWTs from an identity provider: the caller's name from ``jwt_caller_claim``,
-    scopes from the token. A caller of that name in the callers table adds its queue
-    restriction and limits; a revoked one is refused."""
+    """JWTs from an identity provider, failing closed: a token must be signed by the
+    configured key, issued for this server (``aud``: MCP authorization, RFC 8707), carry
+    ``exp`` (in the future) and, when it has ``nbf``, be past it (RFC 7519 4.1.4-4.1.5).
+
+    The caller's name is ``jwt_caller_claim``, normalised as the callers table stores
+    names (``normalise_name``); it must be a live row of the callers table, which gives
+    its queues and limits, and the token's scopes are only those the row also has. A
+    subject with no row gets nothing, unless ``jwt_default_role`` names a row whose
+    scopes, queues and limits it then gets; a revoked name gets nothing, in any case or
+    spacing."""
 
     def __init__(self, settings: Settings, store: CallerStore, base_url: str) -> None:
         if not (settings.jwt_jwks_url or settings.jwt_public_key):
             raise IdentityError(
                 "TICKET_SERVER_AUTH_MODE=jwt needs TICKET_SERVER_JWT_JWKS_URL or TICKET_SERVER_JWT_PUBLIC_KEY"
+            )
+        if not settings.jwt_audience:
+            raise IdentityError(
+                "TICKET_SERVER_AUTH_MODE=jwt needs TICKET_SERVER_JWT_AUDIENCE (this server's own "
+                "identifier, e.g. its public URL): without it a token issued for any other "
+                "service would be accepted"
             )
         super().__init__(
             public_key=settings.jwt_public_key,
@@ -116,27 +136,36 @@ class CallerJWTVerifier(_MetadataRoutes, JWTVerifier):
         )
         self.store = store
         self.caller_claim = settings.jwt_caller_claim
+        self.default_role = settings.jwt_default_role
         self.authorization_servers = [settings.jwt_issuer] if settings.jwt_issuer else []
 
     async def verify_token(self, token: str) -> AccessToken | None:
         verified = await super().verify_token(token)
         if verified is None:
             return None
-        name = verified.claims.get(self.caller_claim)
-        if not isinstance(name, str) or not name:
+        now = time.time()
+        exp, nbf = verified.claims.get("exp"), verified.claims.get("nbf", 0)
+        if not _number(exp) or exp <= now or not _number(nbf) or nbf > now + CLOCK_SKEW_SECONDS:
+            return None
+        raw = verified.claims.get(self.caller_claim)
+        name = normalise_name(raw) if isinstance(raw, str) else ""
+        if not NAME.match(name):
             return None
         try:
-            registered, known = await self.store.find(name)
+            row, known = await self.store.find(name)
+            if not known and self.default_role:
+                row = await self.store.by_name(self.default_role)
         except RegistryUnavailable:
             return None
-        if known and registered is None:  # revoked in our table
+        if row is None:  # revoked, or unknown without a default role: nothing
             return None
         caller = Caller(
             name=name,
-            scopes=frozenset(verified.scopes),
-            queues=registered.queues if registered else None,
-            tool_rate_limit=registered.tool_rate_limit if registered else None,
-            http_rate_limit=registered.http_rate_limit if registered else None,
+            scopes=frozenset(verified.scopes) & row.scopes,
+            queues=row.queues,
+            tool_rate_limit=row.tool_rate_limit,
+            http_rate_limit=row.http_rate_limit,
+            registered=known,
         )
         access = _access_token(caller, token, verified.claims)
         access.expires_at = verified.expires_at
@@ -201,6 +230,17 @@ class Identity:
     def unconfigured(self) -> bool:
         """No stdio identity is set: the built-in ``local`` caller serves."""
         return self.settings.token is None and not self.settings.stdio_caller
+
+    async def current(self) -> Caller | None:
+        """The caller of the request being served (a resource read, a prompt): as
+        ``resolve``, the transport taken from FastMCP's current context."""
+        from fastmcp.server.dependencies import get_context
+
+        try:
+            transport = get_context().transport
+        except RuntimeError:  # outside any request
+            transport = None
+        return (await self.resolve(transport))[0]
 
     async def resolve(self, transport: str | None) -> tuple[Caller | None, str]:
         """(the caller or None, the transport as the audit names it: http, stdio, memory).

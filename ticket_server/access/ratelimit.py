@@ -1,8 +1,10 @@
 """Rate limits with `limits` (moving window), counters in memory or in Redis.
 
-- Per caller per tool, on tools/call only (discover, initialize, tools/list are free):
-  a refused call is an ``isError`` result naming the limit and the wait, with the wait
-  in seconds in the result's ``_meta``.
+- Per caller per operation, on tools/call only (discover, initialize, tools/list are
+  free): a deprecated name counts with its replacement, and every name the caller may
+  not call (unknown, out of scope) counts against one shared allowance, so no choice of
+  name gives a caller more calls. A refused call is an ``isError`` result naming the
+  limit and the wait, with the wait in seconds in the result's ``_meta``.
 - Per caller on the HTTP endpoint, with slowapi: 429 + ``Retry-After`` and
   ``X-RateLimit-*`` headers (see ``http_limiter``).
 One setting, ``rate_limit_storage_url``, chooses the storage for both.
@@ -97,11 +99,13 @@ class ToolLimiter:
         self.failure = settings.rate_limit_failure
         self.storage_down = False
 
-    async def admit(self, caller: Caller, tool: str) -> Refusal | None:
-        """None when ``caller`` may make one more call of ``tool`` now (counted), else why not."""
+    async def admit(self, caller: Caller, tool: str, key: str | None = None) -> Refusal | None:
+        """None when ``caller`` may make one more call of ``tool`` now (counted), else why not.
+        ``key`` (default ``tool``) names the allowance counted: names that share one give
+        a caller one allowance between them."""
         item = parse_limit(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
         try:
-            allowed, stats = await self._hit(item, caller.name, tool)
+            allowed, stats = await self._hit(item, caller.name, key or tool)
         except self.storage.base_exceptions as exc:
             self._went_down(exc)
             return None if self.failure == "open" else self._unavailable(item)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable, open_store
 from ticket_server.admin import CommandError
-from ticket_server.admin.reports import parse_since, query
+from ticket_server.admin.reports import parse_since, prune, query
 from ticket_server.db import DatabaseSetupError, require_current_schema
 from ticket_server.settings import Settings
 
@@ -137,6 +137,17 @@ def audit(settings: Settings, caller: str | None, tool: str | None, since: str |
         ])
     _print_table(table)
     print(f"{len(rows)} audit row(s)", file=sys.stderr)
+
+
+def audit_prune(settings: Settings, older_than: str | None) -> None:
+    """Delete audit rows older than ``older_than`` (``90d``, ``12h``, an ISO time), by
+    default older than ``audit_retention_days``."""
+    try:
+        before = parse_since(older_than or f"{settings.audit_retention_days}d")
+    except ValueError as exc:
+        raise CommandError(str(exc).replace("--since", "--older-than")) from exc
+    deleted = _run(settings, lambda s: prune(s, before))
+    print(f"{deleted} audit row(s) before {before.isoformat(timespec='seconds')} deleted", file=sys.stderr)
 
 
 def report_deprecated(settings: Settings, since: str | None, as_json: bool = False) -> None:

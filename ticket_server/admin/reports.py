@@ -77,3 +77,14 @@ async def deprecated_usage(
             when = datetime.fromisoformat(when).replace(tzinfo=UTC)
         out.append((caller, tool, int(count), when))
     return out
+
+
+async def prune(store: CallerStore, before: datetime) -> int:
+    """Delete the audit rows of calls that ended before ``before``; returns how many."""
+    from sqlalchemy import delete
+
+    from ticket_server.access.models import AuditEvent
+
+    async with store.session() as session, session.begin():
+        done = await session.execute(delete(AuditEvent).where(AuditEvent.time < before))
+    return int(done.rowcount or 0)  # type: ignore[attr-defined]

@@ -64,6 +64,11 @@ class DatabaseUnavailable(Exception):
     """The ticket database did not answer (down, locked, replaced, or too slow)."""
 
 
+class SearchTooCostly(Exception):
+    """A search was stopped at its own budget, shorter than the database timeout: the
+    request was too broad for it, the database is fine."""
+
+
 @asynccontextmanager
 async def bounded(
     timeout: float, error: type[Exception] = DatabaseUnavailable, what: str = "ticket database"

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from ticket_server.tickets.domain import OPEN_STATUSES, bounded
+from ticket_server.tickets.domain import OPEN_STATUSES, SearchTooCostly, bounded
 from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
     CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
@@ -59,6 +59,8 @@ _QUEUES = text("""
         SELECT (SELECT min(queue) FROM tickets WHERE queue > q.name) FROM q WHERE q.name IS NOT NULL
     ) SELECT name FROM q WHERE name IS NOT NULL""")
 T = TypeVar("T")
+SUBSTRING_SEARCH_SECONDS = 1.0
+"""Most seconds one deprecated substring search may scan on SQLite."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,15 @@ class TicketRepository:
         def read(conn: Connection) -> list[TicketRecord]:
             return [TicketRecord.model_validate(dict(row)) for row in conn.execute(stmt).mappings()]
 
-        return await self._read(read)
+        if self._reader is None:  # PostgreSQL: the pg_trgm index serves the pattern
+            return await self._read(read)
+        # SQLite scans every subject: the scan is stopped (interrupted) at its own budget,
+        # so a burst of them cannot hold the worker threads other callers' reads need.
+        try:
+            async with asyncio.timeout(min(SUBSTRING_SEARCH_SECONDS, self._timeout / 2)):
+                return await self._read(read)
+        except TimeoutError as exc:
+            raise SearchTooCostly() from exc
 
     async def search(
         self, query: str, filters: SearchFilters, sort: Sort, after: Position | None, limit: int

@@ -8,14 +8,16 @@ result, protocol errors as JSON-RPC errors). Internal detail stays in the log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from fastmcp.exceptions import ToolError
 from pydantic import ValidationError as PydanticValidationError
 
-from ticket_server.tickets.domain import DatabaseUnavailable
+from ticket_server.tickets.domain import DatabaseUnavailable, SearchTooCostly
 
 DATABASE_UNAVAILABLE = (
     "The ticket database is unavailable right now; nothing was changed. Try again in a few seconds."
@@ -45,6 +47,11 @@ def domain_errors() -> Iterator[None]:
         yield
     except DatabaseUnavailable as exc:
         raise UnavailableError() from exc
+    except SearchTooCostly as exc:
+        raise ToolError(
+            "The search took too long and was stopped; nothing was changed. Use a longer, more "
+            "specific query, or search_tickets_v2."
+        ) from exc
 
 
 def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
@@ -79,6 +86,27 @@ def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> 
         return f"a list of {_expectation(items, defs)}" if items else "a list"
     return {"boolean": "true or false", "number": "a number", "object": "an object"}.get(
         str(kind), "a valid value"
+    )
+
+
+def utc_representable(moment: datetime) -> datetime:
+    """``moment`` if it is a time the database can store (within years 1-9999 once in
+    UTC), else ``ValueError``: ``0001-01-01T00:00:00+14:00`` is a valid RFC 3339 string
+    but falls before year 1 in UTC. Use as a pydantic ``AfterValidator``."""
+    try:
+        moment.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("outside years 1-9999 in UTC") from exc
+    return moment
+
+
+def too_long(tool: str, argument: str, value: str, limit: int) -> ToolError | None:
+    """A ``ToolError`` naming the bound when ``value`` is longer than ``limit`` characters."""
+    if len(value) <= limit:
+        return None
+    return ToolError(
+        f"Invalid arguments for {tool}: '{argument}' must be a string of at most {limit} "
+        f"characters (got {len(value)}). Nothing was done."
     )
 
 
@@ -145,6 +173,55 @@ def _unusable(value: Any, depth: int = 0) -> str | None:
             reason = _unusable(item, depth + 1)
             if reason:
                 return reason
+    return None
+
+
+MAX_ARGUMENT_VALUES = 1_000
+"""Most values (strings, numbers, list items, object members, at every depth) one call's
+arguments may hold; far above what any tool takes (a search sends under twenty)."""
+MAX_ARGUMENT_CHARS = 65_536
+"""Most characters of text (keys and strings together) one call's arguments may hold."""
+
+
+def describe_refused_arguments(
+    tool: str, arguments: dict[str, Any], known: Iterable[str], *, sent: int | None = None,
+) -> str | None:
+    """A sentence when ``arguments`` has a key the tool does not take or is larger than
+    any tool takes (``MAX_ARGUMENT_VALUES``, ``MAX_ARGUMENT_CHARS``), else None.
+    ``sent``: how many keys the client sent, when ``arguments`` holds only the first.
+
+    Cost is bounded whatever was sent: it stops at the first bound passed, so a call of a
+    few hundred thousand keys is refused in well under a millisecond of work per bound."""
+    names = dict.fromkeys(known)
+    count = max(sent or 0, len(arguments))
+    if count > len(names) or not names.keys() >= arguments.keys():
+        unknown = list(islice((k for k in arguments if k not in names), MAX_PROBLEMS))
+        more = count - len(names) - len(unknown) if count > len(names) else 0
+        listed = ", ".join(_shown(k) for k in unknown) + (f" and {more} more" if more > 0 else "")
+        return (
+            f"Invalid arguments for {tool}: {listed} {'is' if len(unknown) == 1 and more <= 0 else 'are'} "
+            f"not an argument of this tool (arguments: {', '.join(names) or 'none'}). Nothing was done."
+        )
+    values, chars = 0, 0
+    stack: list[Any] = list(arguments.items())
+    while stack:
+        item = stack.pop()
+        values += 1
+        if values > MAX_ARGUMENT_VALUES:
+            return (f"Invalid arguments for {tool}: more than {MAX_ARGUMENT_VALUES} values in all. "
+                    "Nothing was done.")
+        if isinstance(item, tuple):  # an object member: its key, then its value
+            chars += len(item[0]) if isinstance(item[0], str) else 0
+            stack.append(item[1])
+        elif isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, dict):
+            stack.extend(islice(item.items(), MAX_ARGUMENT_VALUES + 1))
+        elif isinstance(item, list):
+            stack.extend(item[: MAX_ARGUMENT_VALUES + 1])
+        if chars > MAX_ARGUMENT_CHARS:
+            return (f"Invalid arguments for {tool}: more than {MAX_ARGUMENT_CHARS} characters of text "
+                    "in all. Nothing was done.")
     return None
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from fastmcp import FastMCP
 from pydantic import BaseModel
 
 from ticket_server import __version__
+from ticket_server.access.callers import Caller
 from ticket_server.tools.versions import ToolVersions
 
 URI = "tickets://manifest"
@@ -24,19 +27,23 @@ class Manifest(BaseModel):
     tools: list[ToolEntry]
 
 
-def register(mcp: FastMCP, versions: ToolVersions) -> None:
+def register(mcp: FastMCP, versions: ToolVersions, caller: Callable[[], Awaitable[Caller | None]]) -> None:
+    """Add the manifest; it lists only the tools ``caller()`` (the caller of the read) may call."""
+
     @mcp.resource(
         URI,
         name="manifest",
         title="Tool manifest",
-        description="Server version and every tool with its status (current, deprecated "
-        "or retired), replacement and retirement date, as JSON.",
+        description="Server version and every tool you may call with its status (current, "
+        "deprecated or retired), replacement and retirement date, as JSON.",
         mime_type="application/json",
     )
     async def tool_manifest() -> str:
         today = versions.clock()
         entries = []
-        for tool in sorted(await mcp.list_tools(run_middleware=False), key=lambda t: t.name):
+        reader = await caller()
+        tools = [t for t in await mcp.list_tools(run_middleware=False) if reader is not None and reader.may_call(t.tags)]
+        for tool in sorted(tools, key=lambda t: t.name):
             d = versions.get(tool.name)
             if d is None:
                 entries.append(ToolEntry(name=tool.name, status="current"))

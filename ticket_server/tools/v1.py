@@ -13,9 +13,12 @@ from pydantic import Field
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, too_long
 from ticket_server.tools.lookup import find_ticket
 from ticket_server.tools.versions import Deprecation, ToolVersions
+
+MAX_QUERY_LENGTH = 500
+"""Longest query the deprecated substring search takes (not in its published schema)."""
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
@@ -52,6 +55,9 @@ def register(mcp: FastMCP, repo: TicketRepository, versions: ToolVersions) -> No
         limit: Annotated[int, Field(ge=1, le=50, description="Most tickets, 1-50.")] = 5,
     ) -> list[TicketSummaryV1]:
         """Tickets whose subject contains `query`, newest first; limit outside 1-50 is an error."""
+        refused = too_long("search_tickets", "query", query, MAX_QUERY_LENGTH)
+        if refused is not None:
+            raise refused
         with domain_errors():
             hits = await repo.search_subject(query, limit, queues=current_queues())
         if not hits:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastmcp import FastMCP
 from fastmcp.tools import Tool
-from pydantic import AwareDatetime, Field
+from pydantic import AfterValidator, AwareDatetime, Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
@@ -15,7 +15,7 @@ from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSumm
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
-from ticket_server.tools.errors import domain_errors, model_error
+from ticket_server.tools.errors import domain_errors, model_error, utc_representable
 from ticket_server.tools.lookup import find_ticket
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -25,6 +25,8 @@ MAX_PAGE_BYTES = 16_384
 """A search page's JSON never exceeds this many bytes (UTF-8); a page is shortened to fit."""
 MAX_QUERY_LENGTH = 500
 Name = Annotated[str, Field(max_length=64)]
+Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
+"""A time a database can compare: within years 1-9999 once moved to UTC."""
 # Bounds sit on the non-null type: on the union they would be applied to null too.
 
 
@@ -51,7 +53,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         ] = None,
         queue: Annotated[Omittable[Name], Field(description="e.g. billing")] = None,
         owner: Annotated[Omittable[Name], Field(description="Assignee login.")] = None,
-        updated_after: Annotated[Omittable[AwareDatetime], Field(description="RFC 3339 time.")] = None,
+        updated_after: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Tickets per page, 1-50.")] = 10,
         cursor: Annotated[
             Omittable[Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)]],
@@ -65,8 +67,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         customer: Annotated[
             Omittable[Annotated[str, Field(max_length=200)]], Field(description="Part of the customer name.")
         ] = None,
-        created_after: Annotated[Omittable[AwareDatetime], Field(description="RFC 3339 time.")] = None,
-        updated_before: Annotated[Omittable[AwareDatetime], Field(description="RFC 3339 time.")] = None,
+        created_after: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
+        updated_before: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
     ) -> SearchPage:
         """Search tickets by words in subject and body. Best match first: tickets with all
         the words, then most; subject above body; newer first on ties (sort=newest: newest

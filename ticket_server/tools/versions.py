@@ -85,6 +85,12 @@ class ToolVersions:
     def get(self, tool: str) -> Deprecation | None:
         return self.deprecations.get(tool)
 
+    def family(self, tool: str) -> str:
+        """The current name of the operation ``tool`` performs: its replacement when it is
+        deprecated, else itself (a deprecated name and its replacement share one rate limit)."""
+        deprecation = self.deprecations.get(tool)
+        return deprecation.replacement if deprecation is not None else tool
+
     def retired(self, tool: str) -> Deprecation | None:
         """The deprecation of ``tool`` if it has retired by today, else None."""
         deprecation = self.deprecations.get(tool)

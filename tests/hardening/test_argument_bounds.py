@@ -1,0 +1,131 @@
+"""Issue 16, item 2: an arguments object no tool takes (unknown keys, too many values,
+too much text) is refused at a bounded cost in the pipeline's arguments stage, before
+validation and before the audit serialises anything, so one request cannot stall the
+event loop for every other caller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastmcp import Client
+
+from tests.access.conftest import audit_rows
+from tests.helpers import text_of
+from ticket_server.tools.errors import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_VALUES
+
+HUGE_KEYS = 300_000
+
+
+async def _ticker(gaps: list[float], stop: asyncio.Event) -> None:
+    last = time.perf_counter()
+    while not stop.is_set():
+        await asyncio.sleep(0.001)
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+
+
+async def test_300000_unknown_keys_are_refused_without_stalling_other_calls(server, settings, mode: str) -> None:
+    arguments = {str(i): 0 for i in range(HUGE_KEYS)}
+    async with Client(server, mode=mode) as client:
+        gaps: list[float] = []
+        stop = asyncio.Event()
+        ticker = asyncio.create_task(_ticker(gaps, stop))
+
+        async def other() -> float:
+            started = time.perf_counter()
+            assert (await client.call_tool("search_tickets_v2", {"limit": 1})).is_error is False
+            return time.perf_counter() - started
+
+        started = time.perf_counter()
+        huge, other_seconds = await asyncio.gather(
+            client.call_tool("get_ticket_status_v2", arguments, raise_on_error=False), other(),
+        )
+        elapsed = time.perf_counter() - started
+        stop.set()
+        await ticker
+    assert huge.is_error
+    text = text_of(huge)
+    assert "is not an argument of this tool" in text or "are not an argument of this tool" in text
+    assert "ticket_id" in text and len(text) < 600
+    print(
+        f"\n[{mode}] {HUGE_KEYS} keys: call answered in {elapsed * 1000:.0f} ms (client side included); "
+        f"worst event-loop gap {max(gaps) * 1000:.1f} ms; another caller's call {other_seconds * 1000:.0f} ms"
+    )
+    rows = await audit_rows(settings)
+    assert len(rows) == 2
+    refused = next(r for r in rows if r.tool == "get_ticket_status_v2")
+    assert refused.outcome == "tool_error" and refused.detail == "invalid arguments"
+    assert refused.arguments == f'{{"[not recorded]": "{HUGE_KEYS} arguments"}}'
+
+
+async def test_too_many_values_or_too_much_text_is_refused_before_validation(client) -> None:
+    many = await client.call_tool("search_tickets_v2", {"status": ["open"] * (MAX_ARGUMENT_VALUES + 5)},
+                                  raise_on_error=False)
+    assert many.is_error and f"more than {MAX_ARGUMENT_VALUES} values" in text_of(many)
+    long = await client.call_tool("search_tickets_v2", {"query": "x" * (MAX_ARGUMENT_CHARS + 1)},
+                                  raise_on_error=False)
+    assert long.is_error and f"more than {MAX_ARGUMENT_CHARS} characters" in text_of(long)
+    unknown = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-1", "id": "x"}, raise_on_error=False)
+    assert unknown.is_error
+    assert text_of(unknown) == (
+        "Invalid arguments for get_ticket_status_v2: 'id' is not an argument of this tool "
+        "(arguments: ticket_id). Nothing was done."
+    )
+
+
+def test_300000_keys_over_http_do_not_hold_up_healthz(db_path, tmp_path) -> None:
+    """The same call to a real HTTP server (2026-07-28, one POST, the body prepared
+    beforehand): /healthz, polled from another thread while it is served, is answered as
+    before; its worst latency is printed beside the quiet figure."""
+    import json
+    import threading
+
+    import httpx2 as httpx
+
+    from tests.transports.conftest import add_caller, start_http_server, stop
+
+    token = add_caller(db_path, "flooder")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_MAX_REQUEST_BYTES=str(4 * 1024 * 1024))
+    body = json.dumps({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "get_ticket_status_v2", "arguments": {str(i): 0 for i in range(HUGE_KEYS)},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                             "io.modelcontextprotocol/clientCapabilities": {}}},
+    }).encode()
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
+               "Mcp-Method": "tools/call", "Mcp-Name": "get_ticket_status_v2"}
+    try:
+        def healthz_latencies(until: threading.Event, out: list[float]) -> None:
+            with httpx.Client(timeout=30) as http:
+                while not until.is_set():
+                    started = time.perf_counter()
+                    assert http.get(f"{server.base}/healthz").status_code == 200
+                    out.append(time.perf_counter() - started)
+
+        warm = body.replace(b'"arguments": {', b'"arguments": {"ticket_id": "SUP-4412"}, "x": {', 1)
+        assert httpx.post(server.url, content=warm, headers=headers, timeout=60).status_code == 200
+        quiet: list[float] = []
+        done = threading.Event()
+        threading.Timer(0.5, done.set).start()
+        healthz_latencies(done, quiet)
+        busy: list[float] = []
+        done = threading.Event()
+        poller = threading.Thread(target=healthz_latencies, args=(done, busy))
+        poller.start()
+        started = time.perf_counter()
+        response = httpx.post(server.url, content=body, headers=headers, timeout=60)
+        answered = time.perf_counter() - started
+        done.set()
+        poller.join()
+        print(f"\n{len(body) / 1e6:.1f} MB, {HUGE_KEYS} keys over HTTP: {response.status_code} in "
+              f"{answered * 1000:.0f} ms; /healthz worst {max(busy) * 1000:.1f} ms while served "
+              f"(quiet: worst {max(quiet) * 1000:.1f} ms)")
+        assert response.status_code in (200, 413), response.text[:300]
+        if response.status_code == 200:
+            assert "not an argument of this tool" in response.text
+    finally:
+        stop(server.process)
