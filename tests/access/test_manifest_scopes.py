@@ -21,4 +21,5 @@ async def test_a_caller_without_a_tool_scope_sees_no_tool_in_the_manifest(server
     async with Client(server_as(), mode=mode) as client:  # the built-in local caller: tickets:read
         assert await _manifest_tools(client) == {
             "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2",
+            "get_ticket", "get_customer",
         }
