@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic
 from typing import Any
 
-from fastmcp.exceptions import NotFoundError, ToolError, ValidationError
+from fastmcp.exceptions import NotFoundError, ToolError, ValidationError, to_mcp_error
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools import Tool, ToolResult
 from mcp import types as mt
@@ -150,13 +150,13 @@ class CallPipeline(Middleware):
         record.arguments = redact(arguments, found[1] if found else frozenset()) if arguments else "{}"
         if found is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
-            raise NotFoundError(f"Unknown tool: {shown(name)}")
+            raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
         tool = found[0]
         if not may_call(record.caller, tool):
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
             record.fail(Outcome.DENIED, *((Cause.NO_CALLER, None) if record.caller is None
                                           else (Cause.MISSING_SCOPE, f"needs {needs}")))
-            raise NotFoundError(f"Unknown tool: {shown(name)}")
+            raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
         assert record.caller is not None
         refusal = await self.limiter.admit(record.caller, name)
         if refusal is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.access.conftest import support_and_billing_ids
 from tests.helpers import text_of
@@ -75,8 +76,10 @@ async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str
             assert 1 <= refused.meta[META_KEY]["retry_after_seconds"] <= 60
         async with Client(server.transport(noscope), mode=mode) as client:
             assert (await client.list_tools()).tools == []
-            denied = await client.call_tool("search_tickets_v2", {"query": "x"})
-            assert denied.is_error and text_of(denied) == "Unknown tool: 'search_tickets_v2'"
+            with pytest.raises(MCPError) as denied:
+                await client.call_tool("search_tickets_v2", {"query": "x"})
+            assert denied.value.error.code == -32602
+            assert denied.value.error.message == "Unknown tool: 'search_tickets_v2'"
     finally:
         stop(server.process)  # SIGTERM: the audit trail is flushed
     with sqlite3.connect(db_path) as conn:

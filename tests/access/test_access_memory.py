@@ -9,6 +9,7 @@ from typing import Annotated
 
 import pytest
 from fastmcp import Client
+from mcp.shared.exceptions import MCPError
 from pydantic import Field
 from pydantic import SecretStr
 
@@ -75,11 +76,12 @@ async def test_caller_without_the_scope_sees_no_tool_and_calls_none(server_as, a
     await add_caller("writer", scopes=("tickets:write",))
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         assert await names(client) == set()
-        denied = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        unknown = await client.call_tool("no_such_tool", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        assert denied.is_error and unknown.is_error
-        assert text_of(denied) == text_of(unknown).replace("no_such_tool", "get_ticket_status")
-        assert denied.structured_content == unknown.structured_content
+        with pytest.raises(MCPError) as denied:
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {"ticket_id": "SUP-4412"})
+        assert denied.value.error.code == unknown.value.error.code == -32602
+        assert denied.value.error.message == unknown.value.error.message.replace("no_such_tool", "get_ticket_status")
 
 
 @pytest.mark.parametrize("case", ["bad token", "revoked token", "unknown stdio caller", "revoked stdio caller"])
@@ -95,8 +97,9 @@ async def test_no_valid_identity_gets_nothing(server_as, add_caller, settings, c
         await revoke(settings, "gone")
     async with Client(server_as(**overrides)) as client:
         assert await names(client) == set()
-        result = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        assert result.is_error and text_of(result) == "Unknown tool: 'get_ticket_status'"
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        assert refused.value.error.code == -32602 and refused.value.error.message == "Unknown tool: 'get_ticket_status'"
 
 
 async def test_token_names_the_caller(server_as, add_caller, db_path: Path) -> None:
