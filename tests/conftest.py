@@ -30,6 +30,7 @@ _databases = itertools.count()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
+    config.addinivalue_line("markers", "slow: a bounded load-shaped test")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -246,10 +246,12 @@ class McpGate:
                 return
         elif sid is not None:
             self.sessions.begin(caller.name, sid)
-        status = 0
+        status, finished = 0, False
 
         async def watch(message: Message) -> None:
-            nonlocal status
+            nonlocal status, finished
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
             if message["type"] == "http.response.start":
                 status = message["status"]
                 if opening and status == 200:
@@ -260,6 +262,9 @@ class McpGate:
 
         try:
             await self.app(scope, receive, watch)
+            if status and not finished:
+                # An SSE stream the server ended at shutdown: close it as a complete response.
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if sid is not None:
                 closed = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
@@ -311,11 +316,11 @@ class McpGate:
         was sent and refused also gets ``error="invalid_token"``."""
         given = headers.get("authorization", "")[:7].lower() == "bearer "
         if given:
-            text = f"Unauthorized: the bearer token is unknown or revoked. {HOW_TO_GET_A_TOKEN}"
+            text = f"HTTP 401 Unauthorized: the bearer token is unknown or revoked. {HOW_TO_GET_A_TOKEN}"
             challenge = (f'Bearer error="invalid_token", error_description="The bearer token is unknown or '
                          f'revoked", resource_metadata="{self.metadata_url}"')
         else:
-            text = f"Unauthorized: this server needs a bearer token. {HOW_TO_GET_A_TOKEN}"
+            text = f"HTTP 401 Unauthorized: this server needs a bearer token. {HOW_TO_GET_A_TOKEN}"
             challenge = f'Bearer resource_metadata="{self.metadata_url}"'
         return jsonrpc_error(401, UNAUTHORIZED, text, headers={"WWW-Authenticate": challenge})
 
