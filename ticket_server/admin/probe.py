@@ -264,6 +264,12 @@ async def probe(
         with anyio.CancelScope() as deadline:
             deadline.deadline = anyio.current_time() + timeout
             async with _maybe(http_client), client:
+                if mode not in ("auto", "legacy"):
+                    # A pinned revision starts from a synthesized self-description; ask the
+                    # server for its own (C16).
+                    from mcp.types import DiscoverResult
+
+                    client.session.adopt(DiscoverResult.model_validate(await client.session.send_discover(mode)))
                 report = _report(client, shown, transport, mode)
                 step = f"listing the tools of {shown}"
                 cursor = None
@@ -304,10 +310,10 @@ async def probe(
 def _report(client: Any, shown: str, transport: str, mode: str) -> ProbeReport:
     """What the handshake told: which one ran, the version, the server's self-description."""
     session = client.session
-    # In mode="auto" the SDK adopts a DiscoverResult only after a real server/discover
-    # answered; a pinned modern mode adopts a synthesized one without any handshake.
+    # A DiscoverResult is adopted only after a real server/discover answered (``probe``
+    # sends one for a pinned modern mode too).
     if session.discover_result is not None:
-        handshake = "server/discover" if mode == "auto" else "none"
+        handshake = "server/discover"
     elif session.initialize_result is not None:
         handshake = "initialize"
     else:  # pragma: no cover - the SDK sets one of the two on entry
