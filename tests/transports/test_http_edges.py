@@ -379,3 +379,21 @@ def test_sessions_per_caller_and_none_for_callers_without_a_usable_scope(db_path
     finally:
         stop(server.process)
     assert server.logs().count("Created new transport") == 4
+
+
+def test_c17_text_log_format_keeps_every_field(db_path: Path, tmp_path: Path) -> None:
+    """C17: with LOG_FORMAT=text each line still carries every field the JSON line
+    has (the serving URL and version, the audit record of a refused tools/call)."""
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_LOG_FORMAT="text")
+    try:
+        headers = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "search_tickets_v2"}
+        assert httpx.post(server.url, json=tools_call(1, "search_tickets_v2", {}), headers=headers, timeout=10).status_code == 401
+    finally:
+        stop(server.process)
+    lines = server.logs().splitlines()
+    serving = next(line for line in lines if "serving MCP over Streamable HTTP" in line)
+    assert f'url="http://127.0.0.1:{server.port}/mcp"' in serving and "version=" in serving
+    audit = next(line for line in lines if line.split(": ", 1)[-1].startswith("tools/call audit="))
+    record = json.loads(audit.split("audit=", 1)[1])
+    assert record["tool"] == "search_tickets_v2" and record["outcome"] == "denied"
+    assert record["detail"] == "no valid bearer token" and record["transport"] == "http"
