@@ -186,6 +186,7 @@ class HttpLimiter:
         self.storage = storage
         self.memory = MovingWindowRateLimiter(MemoryStorage())
         self.retry_storage_at = 0.0
+        self.storage_down = False
 
     async def hit(self, key: str, limit: str | None = None) -> HttpVerdict:
         """Count one request for ``key`` against ``limit`` (or the default)."""
@@ -194,11 +195,14 @@ class HttpLimiter:
             try:
                 allowed = await self.limiter.hit(item, "http", key)
                 stats = await self.limiter.get_window_stats(item, "http", key)
+                self.storage_down = False
                 return _verdict(item, allowed, stats)
             except self.storage.base_exceptions as exc:
                 self.retry_storage_at = time.monotonic() + FALLBACK_SECONDS
-                log.error(f"rate-limit storage unavailable ({type(exc).__name__}): the HTTP request limit "
-                          "counts in this process's memory until it answers")
+                if not self.storage_down:  # once per outage; the tool limiter says what calls do
+                    self.storage_down = True
+                    log.warning(f"HTTP request limit: counting in this process's memory while the "
+                                f"rate-limit storage does not answer ({type(exc).__name__})")
         limiter = self.memory if self.is_async else self.limiter
         allowed = limiter.hit(item, "http", key)
         return _verdict(item, allowed, limiter.get_window_stats(item, "http", key))
