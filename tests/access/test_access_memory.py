@@ -116,8 +116,8 @@ async def test_revocation_applies_to_the_next_call(server_as, add_caller, settin
     async with Client(server_as(stdio_caller="temp")) as client:
         assert (await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})).is_error is False
         await revoke(settings, "temp")
-        after = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        assert after.is_error and "Unknown tool" in text_of(after)
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
         assert await names(client) == set()
 
 
@@ -141,12 +141,15 @@ async def test_revocation_by_another_process_applies_within_the_cache_window(
         assert done.returncode == 0, done.stderr
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30  # a generous bound, never a timing assertion
-        while True:
-            after = await client.call_tool("get_ticket_status_v2", args, raise_on_error=False)
-            if after.is_error or loop.time() > deadline:
-                break
-            await asyncio.sleep(0.1)
-        assert after.is_error and "Unknown tool" in text_of(after)
+        refused: MCPError | None = None
+        while refused is None and loop.time() < deadline:
+            try:
+                await client.call_tool("get_ticket_status_v2", args)
+            except MCPError as exc:
+                refused = exc
+            else:
+                await asyncio.sleep(0.1)
+        assert refused is not None and refused.error.code == -32602 and "Unknown tool" in refused.error.message
 
 
 async def test_caller_cache_spares_the_registry_and_0_disables_it(add_caller, settings) -> None:
@@ -210,7 +213,8 @@ async def test_audit_rows_for_each_outcome(server_as, add_caller, settings, mode
         await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)  # rate limited
         await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-0000000"}, raise_on_error=False)  # tool error
     async with Client(server_as(stdio_caller="noscope"), mode=mode) as client:
-        await client.call_tool("search_tickets", {"query": "x"}, raise_on_error=False)  # denied
+        with pytest.raises(MCPError):  # denied: answered as an unknown tool (-32602)
+            await client.call_tool("search_tickets", {"query": "x"})
     # the lifespan ended with each client: everything is flushed
     rows = await audit_rows(settings)
     got = [(r.caller, r.tool, r.outcome) for r in rows]
