@@ -57,7 +57,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
                  extra={"url": url, "version": __version__, "workers": args.workers})
         uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=args.workers,
                     host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10,
-                    server_header=False, h11_max_incomplete_event_size=http.MAX_HEAD_BYTES)
+                    **http.WORKER_OPTIONS)
         return
     app = http.build_http_app(build_runtime(settings))
     log.info(f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__})

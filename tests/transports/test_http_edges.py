@@ -135,6 +135,19 @@ def test_partial_header_line_is_closed_at_the_read_deadline(server) -> None:
         assert sock.recv(1024) == b""  # closed by the server, with no answer
 
 
+def test_workers_also_close_partial_headers_and_hide_the_server(db_path: Path, tmp_path: Path) -> None:
+    """With `--workers 2` each worker process applies the header deadline too, and no
+    answer names the server software (16.1, 16.14)."""
+    server = start_http_server(db_path, tmp_path, "--workers", "2", TICKET_SERVER_HTTP_READ_TIMEOUT="1")
+    try:
+        assert "server" not in httpx.get(f"{server.base}/healthz", timeout=5).headers
+        with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nX-Slow: aaaa".encode())
+            assert sock.recv(1024) == b""
+    finally:
+        stop(server.process)
+
+
 def test_body_not_sent_in_time_gets_408(server, db_path: Path) -> None:
     """A body that stops coming is answered 408 (JSON-RPC error) once the read
     deadline passes, and a tools/call it carried (by its headers) is audited."""

@@ -429,6 +429,22 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
     )
 
 
+# For `--workers N` (``uvicorn.run`` with a factory): each worker process imports its
+# protocol by name, since a class made in the parent cannot be handed over.
+WORKER_OPTIONS = {
+    "server_header": False, "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+    "http": f"{__name__}:worker_h11_protocol",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``worker_h11_protocol``: uvicorn's h11 protocol with the header deadline of the
+    environment's settings (``WORKER_OPTIONS``)."""
+    if name == "worker_h11_protocol":
+        return compat.h11_with_header_deadline(Settings().http_read_timeout)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def serve(app, host: str, port: int, header_timeout: float) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
     with the audit trail's flush, included) exits 0. A connection that has not sent a
