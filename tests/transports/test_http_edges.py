@@ -410,3 +410,29 @@ def test_c17_text_log_format_keeps_every_field(db_path: Path, tmp_path: Path) ->
     record = json.loads(audit.split("audit=", 1)[1])
     assert record["tool"] == "search_tickets_v2" and record["outcome"] == "denied"
     assert record["detail"] == "no valid bearer token" and record["transport"] == "http"
+
+
+def test_idle_sessions_expire_and_free_their_place(db_path: Path, tmp_path: Path) -> None:
+    """16.3: with `session_idle_timeout` = 1 s and one session per caller, an idle session
+    is closed by the server (its id then answers 404) and its place is free again. The
+    loop waits for the server's log line within a generous bound; nothing is timed."""
+    import time
+
+    token = add_caller(db_path, "idler")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_SESSIONS_PER_CALLER="1",
+                               TICKET_SERVER_SESSION_IDLE_TIMEOUT="1")
+    headers = {**ACCEPT, **bearer(token)}
+    try:
+        first = httpx.post(server.url, json=INIT, headers=headers, timeout=10)
+        assert first.status_code == 200
+        sid = first.headers["mcp-session-id"]
+        deadline = time.monotonic() + 30
+        while f"Session {sid} idle timeout" not in server.logs():  # the SDK's own log line
+            assert time.monotonic() < deadline, "the idle session was never closed"
+            time.sleep(0.2)
+        assert httpx.post(server.url, json=INIT, headers=headers, timeout=10).status_code == 200
+        old = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, timeout=10, headers={
+            **headers, "Mcp-Session-Id": sid, "MCP-Protocol-Version": LEGACY})
+        assert old.status_code == 404
+    finally:
+        stop(server.process)
