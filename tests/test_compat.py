@@ -80,14 +80,16 @@ def test_uvicorn_server_keeps_captured_signals() -> None:
     assert hasattr(server, "_captured_signals")
 
 
-def test_slowapi_endpoint_naming() -> None:
-    class Endpoint:
-        async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
-            return None
+def test_h11_header_deadline_protocol() -> None:
+    """The uvicorn internals the header deadline leans on are still there."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    endpoint = Endpoint()
-    compat.name_endpoint_for_slowapi(endpoint, "mcp_endpoint")
-    assert endpoint.__name__ == "mcp_endpoint"  # type: ignore[attr-defined]
+    protocol = compat.h11_with_header_deadline(1.0)
+    assert issubclass(protocol, H11Protocol)
+    for name in ("connection_made", "on_response_complete", "connection_lost"):
+        assert callable(getattr(H11Protocol, name))
+    assert h11.IDLE is not None and "cycle" in H11Protocol.__init__.__code__.co_names
 
 
 async def test_request_middleware_sees_raw_params_before_validation() -> None:

@@ -101,11 +101,12 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
         log.info(f"serving MCP over Streamable HTTP on {url} with {workers} workers",
                  extra={"url": url, "version": __version__, "workers": workers})
         uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=workers,
-                    host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10)
+                    host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10,
+                    **http.WORKER_OPTIONS)
         return
     app = http.build_http_app(build_runtime(settings))
     log.info(f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__})
-    http.serve(app, settings.host, settings.port)
+    http.serve(app, settings.host, settings.port, settings.http_read_timeout)
 
 
 def _callers(settings: Settings, args: argparse.Namespace) -> None:

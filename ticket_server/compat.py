@@ -1,4 +1,4 @@
-"""Every touch of FastMCP, MCP SDK, uvicorn and slowapi internals, in one place.
+"""Every touch of FastMCP, MCP SDK and uvicorn internals, in one place.
 
 Each function here leans on something its library does not promise (a private
 attribute, an undocumented hook). ``tests/test_compat.py`` checks each one against the
@@ -95,11 +95,42 @@ def graceful_uvicorn_server(config: Any) -> Any:
     return GracefulServer(config)
 
 
-def name_endpoint_for_slowapi(endpoint: Any, name: str) -> None:
-    """slowapi keys routes by ``endpoint.__name__``; FastMCP's MCP endpoint is an ASGI
-    object without one, and slowapi's middleware answers every request to it with 500."""
-    if not hasattr(endpoint, "__name__"):
-        endpoint.__name__ = name
+def h11_with_header_deadline(seconds: float) -> type:
+    """uvicorn's h11 protocol, closing a connection that has not sent a whole request
+    head (request line and headers) within ``seconds`` of connecting or of its previous
+    answer: uvicorn's own keep-alive timeout stops at the first byte, so a client that
+    sends a partial header line (slowloris) would hold the connection for ever.
+    Touches ``H11Protocol.conn`` and its ``cycle``."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadlineProtocol(H11Protocol):
+        header_deadline: Any = None
+
+        def _arm(self) -> None:
+            if self.header_deadline is not None:
+                self.header_deadline.cancel()
+            self.header_deadline = self.loop.call_later(seconds, self._head_overdue)
+
+        def _head_overdue(self) -> None:
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.header_deadline is not None:
+                self.header_deadline.cancel()
+            super().connection_lost(exc)
+
+    return HeaderDeadlineProtocol
 
 
 def advertise_fixed_lists(mcp: FastMCP) -> None:

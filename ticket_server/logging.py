@@ -1,4 +1,5 @@
-"""Logging to stderr only, one JSON object a line.
+"""Logging to stderr only, one JSON object a line (or, with ``log_format=text``, one
+readable line with the same fields).
 
 Under stdio, stdout carries JSON-RPC frames and nothing else, so no handler here ever
 writes to stdout. FastMCP's own handlers are switched off (``FASTMCP_LOG_ENABLED``,
@@ -29,12 +30,29 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in vars(record).items():
-            if key not in _RESERVED and not key.startswith("_"):
-                entry[key] = value
+        entry.update(_extras(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    """What was passed via ``extra=``: every attribute a bare LogRecord lacks."""
+    return {k: v for k, v in vars(record).items() if k not in _RESERVED and not k.startswith("_")}
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message key=value ...``: the same fields as the JSON lines,
+    each extra as ``key=<JSON value>``, the traceback on the lines after."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        head, sep, trace = text.partition("\n")
+        fields = " ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in _extras(record).items())
+        return (f"{head} {fields}" if fields else head) + sep + trace
 
 
 class DropQueryStrings(logging.Filter):
@@ -55,7 +73,7 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -38,7 +38,7 @@ from itertools import islice
 from time import monotonic
 from typing import Any
 
-from fastmcp.exceptions import NotFoundError, ToolError, ValidationError
+from fastmcp.exceptions import NotFoundError, ToolError, ValidationError, to_mcp_error
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools import Tool, ToolResult
 from mcp import types as mt
@@ -309,12 +309,12 @@ class CallPipeline(Middleware):
                 return _refusal(refusal.text, refusal.meta)
         if tool is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
-            raise NotFoundError(f"Unknown tool: {shown(name)}")
+            raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
         if not permitted:
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
             record.fail(Outcome.DENIED, *((Cause.NO_CALLER, None) if record.caller is None
                                           else (Cause.MISSING_SCOPE, f"needs {needs}")))
-            raise NotFoundError(f"Unknown tool: {shown(name)}")
+            raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
         assert record.caller is not None and found is not None
         deprecation = self.versions.get(name)
         if deprecation is not None and deprecation.retired(self.versions.clock()):

@@ -68,9 +68,24 @@ class Settings(BaseSettings):
         default_factory=list, description="Extra browser Origins accepted over HTTP."
     )
     max_request_bytes: int = Field(
-        default=4 * 1024 * 1024, ge=1024, le=4 * 1024 * 1024,
+        default=256 * 1024, ge=1024, le=4 * 1024 * 1024,
         description="Largest HTTP request body accepted (bytes); a larger one is answered "
         "413 with a JSON-RPC error. At most 4 MiB, the MCP SDK's own limit.",
+    )
+    http_read_timeout: float = Field(
+        default=10.0, gt=0,
+        description="Seconds a client may take to send a request's headers, and again its "
+        "body; past it the connection is closed (headers) or answered 408 (body).",
+    )
+    session_idle_timeout: float = Field(
+        default=600.0, gt=0,
+        description="Seconds a legacy (initialize) HTTP session may stay idle before the "
+        "server closes it; a client then initializes again.",
+    )
+    sessions_per_caller: int = Field(
+        default=8, ge=1,
+        description="Most legacy HTTP sessions one caller may hold open at once; another "
+        "initialize is answered 429.",
     )
     stateless_http: bool = Field(
         default=False,

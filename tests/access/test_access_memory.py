@@ -9,6 +9,7 @@ from typing import Annotated
 
 import pytest
 from fastmcp import Client
+from mcp.shared.exceptions import MCPError
 from pydantic import Field
 from pydantic import SecretStr
 
@@ -76,11 +77,12 @@ async def test_caller_without_the_scope_sees_no_tool_and_calls_none(server_as, a
     await add_caller("writer", scopes=("tickets:write",))
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         assert await names(client) == set()
-        denied = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        unknown = await client.call_tool("no_such_tool", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        assert denied.is_error and unknown.is_error
-        assert text_of(denied) == text_of(unknown).replace("no_such_tool", "get_ticket_status")
-        assert denied.structured_content == unknown.structured_content
+        with pytest.raises(MCPError) as denied:
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {"ticket_id": "SUP-4412"})
+        assert denied.value.error.code == unknown.value.error.code == -32602
+        assert denied.value.error.message == unknown.value.error.message.replace("no_such_tool", "get_ticket_status")
 
 
 @pytest.mark.parametrize("case", ["bad token", "revoked token", "unknown stdio caller", "revoked stdio caller"])
@@ -96,8 +98,9 @@ async def test_no_valid_identity_gets_nothing(server_as, add_caller, settings, c
         await revoke(settings, "gone")
     async with Client(server_as(**overrides)) as client:
         assert await names(client) == set()
-        result = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        assert result.is_error and text_of(result) == "Unknown tool: 'get_ticket_status'"
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        assert refused.value.error.code == -32602 and refused.value.error.message == "Unknown tool: 'get_ticket_status'"
 
 
 async def test_token_names_the_caller(server_as, add_caller, settings) -> None:
@@ -114,8 +117,8 @@ async def test_revocation_applies_to_the_next_call(server_as, add_caller, settin
     async with Client(server_as(stdio_caller="temp")) as client:
         assert (await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})).is_error is False
         await revoke(settings, "temp")
-        after = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
-        assert after.is_error and "Unknown tool" in text_of(after)
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
         assert await names(client) == set()
 
 
@@ -139,12 +142,15 @@ async def test_revocation_by_another_process_applies_within_the_cache_window(
         assert done.returncode == 0, done.stderr
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30  # a generous bound, never a timing assertion
-        while True:
-            after = await client.call_tool("get_ticket_status_v2", args, raise_on_error=False)
-            if after.is_error or loop.time() > deadline:
-                break
-            await asyncio.sleep(0.1)
-        assert after.is_error and "Unknown tool" in text_of(after)
+        refused: MCPError | None = None
+        while refused is None and loop.time() < deadline:
+            try:
+                await client.call_tool("get_ticket_status_v2", args)
+            except MCPError as exc:
+                refused = exc
+            else:
+                await asyncio.sleep(0.1)
+        assert refused is not None and refused.error.code == -32602 and "Unknown tool" in refused.error.message
 
 
 async def test_caller_cache_spares_the_registry_and_0_disables_it(add_caller, settings) -> None:
@@ -209,7 +215,8 @@ async def test_audit_rows_for_each_outcome(server_as, add_caller, settings, mode
         # tool error (get_ticket_status_v2 would be rate limited: it shares get_ticket_status's count)
         await client.call_tool("search_tickets_v2", {"limit": 0}, raise_on_error=False)
     async with Client(server_as(stdio_caller="noscope"), mode=mode) as client:
-        await client.call_tool("search_tickets", {"query": "x"}, raise_on_error=False)  # denied
+        with pytest.raises(MCPError):  # denied: answered as an unknown tool (-32602)
+            await client.call_tool("search_tickets", {"query": "x"})
     # the lifespan ended with each client: everything is flushed
     rows = await audit_rows(settings)
     got = [(r.caller, r.tool, r.outcome) for r in rows]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.access.conftest import support_and_billing_ids
 from tests.helpers import text_of
@@ -56,8 +57,9 @@ async def test_caller_without_scope_over_stdio(db_path: Path) -> None:
     add_caller(db_path, "noscope", scopes=("other:read",))
     async with Client(stdio_params(db_path, TICKET_SERVER_STDIO_CALLER="noscope")) as client:
         assert (await client.list_tools()).tools == []
-        denied = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
-        assert denied.is_error and text_of(denied) == "Unknown tool: 'get_ticket_status'"
+        with pytest.raises(MCPError) as denied:
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        assert denied.value.error.code == -32602 and denied.value.error.message == "Unknown tool: 'get_ticket_status'"
 
 
 def _calls(raw: RawStdio, n: int) -> None:

@@ -94,6 +94,22 @@ def test_probe_http_both_revisions(http_server, mode: str, handshake: str, revis
     assert report["call"]["is_error"] is False
 
 
+def test_c16_probe_pinned_to_2026_07_28_shows_what_server_discover_returned(http_server) -> None:
+    """C16: `probe URL --token T --mode 2026-07-28` prints the server's name, version,
+    capabilities and instructions from `server/discover`, as JSON and as text."""
+    done = probe(http_server.url, "--token", http_server.token, "--mode", "2026-07-28", "--json")
+    assert done.returncode == 0, done.stderr
+    check_our_server(json.loads(done.stdout), "server/discover", "2026-07-28")
+    text = probe(http_server.url, "--token", http_server.token, "--mode", "2026-07-28")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    fields = {line.split(None, 1)[0]: line for line in lines if line and not line.startswith(" ")}
+    assert fields["handshake"].split()[1] == "server/discover"
+    assert fields["server"].split()[1] == "ticket-server" and len(fields["server"].split()) >= 3
+    assert "tools" in fields["capabilities"]
+    assert any("ticket database" in line for line in lines if line.startswith("  "))
+
+
 def test_probe_reports_initialize_for_a_legacy_only_server() -> None:
     done = probe("--json", "--call", "echo", "--args", '{"text": "hi"}', "--", *LEGACY_SERVER)
     assert done.returncode == 0, done.stderr

@@ -160,11 +160,12 @@ class HttpServer:
         return self.stderr.read_text(encoding="utf-8", errors="replace")
 
 
-def start_http_server(db_path: Path | str, tmp_path: Path, **env: str) -> HttpServer:
+def start_http_server(db_path: Path | str, tmp_path: Path, *args: str, **env: str) -> HttpServer:
+    """`ticket-server serve --transport http` on a free port, with ``args`` and ``env`` added."""
     port = free_port()
     stderr = tmp_path / f"http-{port}.stderr"
     process = subprocess.Popen(
-        [*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port)],
+        [*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port), *args],
         env=server_env(db_path, **env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

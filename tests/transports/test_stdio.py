@@ -189,3 +189,29 @@ def test_raw_stdio_read_deadline_fires(db_path: Path) -> None:
     finally:
         raw.close()
         stop(raw.process)
+
+
+def test_c14_invalid_utf8_is_a_parse_error_and_nothing_runs(db_path: Path) -> None:
+    """C14: a tools/call line whose JSON string holds the raw byte 0xE9 (not UTF-8) gets
+    -32700 with id null and runs nothing (the SDK's reader would have replaced the byte
+    and run it); the next request is answered."""
+    import sqlite3
+
+    raw = RawStdio(db_path)
+    try:
+        raw.send(INIT)
+        raw.read_until_id(1)
+        raw.send(INITIALIZED)
+        raw.send(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_tickets_v2",'
+                 b'"arguments":{"query":"caf\xe9"}}}')
+        refused = raw.read()
+        assert refused["id"] is None and refused["error"]["code"] == -32700
+        raw.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                  "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}}})
+        assert raw.read_until_id(3)["result"]["isError"] is False
+        raw.close()
+    finally:
+        stop(raw.process)
+    with sqlite3.connect(db_path) as conn:
+        tools = [row[0] for row in conn.execute("SELECT tool FROM audit_events")]
+    assert tools == ["get_ticket_status_v2"]

@@ -42,6 +42,11 @@ class Cause(StrEnum):
     DATABASE_UNAVAILABLE = "ticket database unavailable"
     TIMEOUT = "deadline exceeded"
     BUSY = "too many calls running"
+    # Refused by the HTTP transport before the server saw the call:
+    UNAUTHENTICATED = "no valid bearer token"
+    HTTP_LIMIT = "HTTP request limit reached"
+    TOO_LARGE = "request body too large"
+    READ_TIMEOUT = "request body not sent in time"
     MALFORMED = "malformed request"
 
 

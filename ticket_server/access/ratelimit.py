@@ -5,8 +5,8 @@
   not call (unknown, out of scope) counts against one shared allowance, so no choice of
   name gives a caller more calls. A refused call is an ``isError`` result naming the
   limit and the wait, with the wait in seconds in the result's ``_meta``.
-- Per caller on the HTTP endpoint, with slowapi: 429 + ``Retry-After`` and
-  ``X-RateLimit-*`` headers (see ``http_limiter``).
+- Per caller on the HTTP endpoint (``HttpLimiter``): the transport answers 429 with
+  ``Retry-After`` and ``X-RateLimit-*`` headers.
 One setting, ``rate_limit_storage_url``, chooses the storage for both.
 
 When that storage (Redis) does not answer, ``rate_limit_failure`` decides: ``open``
@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -28,10 +27,8 @@ from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticket_server.access.callers import Caller
-from ticket_server.access.identity import caller_from_access_token
 from ticket_server.settings import Settings
 
 META_KEY = "dev.ticket-server/rate-limit"
@@ -153,56 +150,68 @@ class ToolLimiter:
                        storage_unavailable=True)
 
 
-# --- HTTP endpoint (slowapi) ---------------------------------------------------
+# --- HTTP endpoint --------------------------------------------------------------
 
-_http_limit: ContextVar[str | None] = ContextVar("ticket_server_http_limit", default=None)
-
-
-def http_limiter(settings: Settings):  # -> slowapi.Limiter
-    """slowapi's limiter: keyed by the verified caller (by client address when the
-    request carries no valid token), the caller's own limit or the default."""
-    from slowapi import Limiter
-    from slowapi.util import get_remote_address
-
-    def key(request) -> str:  # type: ignore[no-untyped-def]
-        user = request.scope.get("user")
-        access = getattr(user, "access_token", None)
-        if access is not None:
-            return f"caller:{access.client_id}"
-        return f"address:{get_remote_address(request)}"
-
-    def limit() -> str:
-        return _http_limit.get() or settings.http_rate_limit
-
-    return Limiter(
-        key_func=key,
-        default_limits=[limit],
-        storage_uri=settings.rate_limit_storage_url,
-        strategy="moving-window",
-        headers_enabled=True,
-        key_prefix="http",
-        # Redis down: count in this process's memory, check Redis again now and then
-        # (slowapi backs off up to 32 s); never answer 500 for it.
-        in_memory_fallback_enabled=True,
-        swallow_errors=True,
-        storage_options=(
-            {"socket_connect_timeout": STORAGE_TIMEOUT_SECONDS, "socket_timeout": STORAGE_TIMEOUT_SECONDS}
-            if _is_redis(settings.rate_limit_storage_url) else {}
-        ),
-    )
+FALLBACK_SECONDS = 30
 
 
-class CallerHttpLimit:
-    """ASGI: records the verified caller's own HTTP limit for slowapi's limit function
-    (runs after the authentication middleware, before slowapi's)."""
+@dataclass(frozen=True)
+class HttpVerdict:
+    """One request counted against an HTTP limit: ``allowed``, the limit's size, what
+    remains of it and the seconds until the window frees a request (``reset_seconds``)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_seconds: int
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        access = getattr(scope.get("user"), "access_token", None) if scope["type"] == "http" else None
-        reset = _http_limit.set(caller_from_access_token(access).http_rate_limit if access is not None else None)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            _http_limit.reset(reset)
+    def headers(self) -> dict[str, str]:
+        """``X-RateLimit-*`` and, when refused, ``Retry-After`` (RFC 9110 section 10.2.3)."""
+        headers = {"X-RateLimit-Limit": str(self.limit), "X-RateLimit-Remaining": str(self.remaining),
+                   "X-RateLimit-Reset": str(self.reset_seconds)}
+        return headers if self.allowed else {**headers, "Retry-After": str(self.reset_seconds)}
+
+
+class HttpLimiter:
+    """Counts HTTP requests to the MCP endpoint per key (a verified caller, or a client
+    address for requests without a valid token), moving window, in the storage of
+    ``rate_limit_storage_url``. When that storage (Redis) does not answer, requests are
+    counted in this process's memory until it answers again (checked every
+    ``FALLBACK_SECONDS``): the HTTP limit never fails open and never answers 500."""
+
+    def __init__(self, settings: Settings) -> None:
+        from limits.storage import MemoryStorage
+
+        self.default = parse(settings.http_rate_limit)
+        url = settings.rate_limit_storage_url
+        self.is_async = _is_redis(url)
+        storage = async_storage(url) if self.is_async else storage_from_string(url)
+        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(storage)
+        self.storage = storage
+        self.memory = MovingWindowRateLimiter(MemoryStorage())
+        self.retry_storage_at = 0.0
+        self.storage_down = False
+
+    async def hit(self, key: str, limit: str | None = None) -> HttpVerdict:
+        """Count one request for ``key`` against ``limit`` (or the default)."""
+        item = parse_limit(limit) if limit else self.default
+        if self.is_async and time.monotonic() >= self.retry_storage_at:
+            try:
+                allowed = await self.limiter.hit(item, "http", key)
+                stats = await self.limiter.get_window_stats(item, "http", key)
+                self.storage_down = False
+                return _verdict(item, allowed, stats)
+            except self.storage.base_exceptions as exc:
+                self.retry_storage_at = time.monotonic() + FALLBACK_SECONDS
+                if not self.storage_down:  # once per outage; the tool limiter says what calls do
+                    self.storage_down = True
+                    log.warning(f"HTTP request limit: counting in this process's memory while the "
+                                f"rate-limit storage does not answer ({type(exc).__name__})")
+        limiter = self.memory if self.is_async else self.limiter
+        allowed = limiter.hit(item, "http", key)
+        return _verdict(item, allowed, limiter.get_window_stats(item, "http", key))
+
+
+def _verdict(item: RateLimitItem, allowed: bool, stats) -> HttpVerdict:  # type: ignore[no-untyped-def]
+    reset = max(1, math.ceil(stats.reset_time - time.time()))
+    return HttpVerdict(allowed, item.amount, max(0, stats.remaining), reset)

@@ -61,10 +61,10 @@ class Handshake:
     @classmethod
     def of(cls, client: Any, mode: str, generation: int) -> Handshake:
         session = client.session
-        # In mode "auto" the SDK keeps a DiscoverResult only when server/discover
-        # answered; a pinned modern mode adopts a synthesized one without a handshake.
+        # The SDK keeps a DiscoverResult only when server/discover answered (a pinned
+        # modern mode asks for one: see ServerSession._own).
         if session.discover_result is not None:
-            method = "server/discover" if mode == "auto" else "none"
+            method = "server/discover"
         else:
             method = "initialize"
         info = client.server_info
@@ -298,6 +298,13 @@ class ServerSession:
                 async with AsyncExitStack() as stack:
                     client = self._client(stack, lambda: self._ended(send, generation))
                     await stack.enter_async_context(client)
+                    if self.config.mode not in ("auto", "legacy"):
+                        # A pinned revision starts from a self-description the SDK makes
+                        # up; ask the server for its own (name, instructions, capabilities).
+                        from mcp.types import DiscoverResult
+
+                        discovered = await client.session.send_discover(self.config.mode)
+                        client.session.adopt(DiscoverResult.model_validate(discovered))
                     scope.deadline = math.inf
                     self.handshake = Handshake.of(client, self.config.mode, generation)
                     self.handshakes.append(self.handshake)

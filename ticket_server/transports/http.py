@@ -1,19 +1,44 @@
 """The HTTP transport: ``build_http_app(runtime)`` is the ASGI app: Streamable HTTP at
-/mcp, GET /healthz, GET /metrics, the protected-resource metadata (RFC 9728); bearer-token
-auth, the request body bound and the per-caller HTTP limit (slowapi)."""
+/mcp, GET /healthz, GET /metrics, the protected-resource metadata (RFC 9728).
+
+Every request to /mcp passes ``McpGate`` (after Host/Origin validation and bearer-token
+verification, which read headers only), which decides in this order, cheapest first:
+
+1. no valid token: 401, before a byte of the body is read (a request without a token
+   costs almost nothing), or 429 once its client address is past the HTTP limit;
+2. a declared body over ``max_request_bytes``: 413, unread;
+3. the body, read within ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
+4. the caller's HTTP limit: 429 with ``Retry-After``;
+5. a body that is not one JSON-RPC message (400, -32600) or a tools/call with unusable
+   params (400, -32602);
+6. legacy sessions: only ``initialize`` opens one, only for a caller that may call some
+   tool, at most ``sessions_per_caller`` at once (429).
+
+Each refusal is a JSON-RPC error body (with the request's id when it was read); a
+refused tools/call leaves its audit record, as the call pipeline's would.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import re
+from collections.abc import Awaitable, Callable
+from time import monotonic
+from typing import Any
 
+from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ticket_server import compat
-from ticket_server.access.identity import build_token_verifier
-from ticket_server.access.ratelimit import CallerHttpLimit, http_limiter
+from ticket_server.access.audit import storable
+from ticket_server.access.callers import Caller
+from ticket_server.access.context import CallRecord, Cause, Outcome
+from ticket_server.access.identity import build_token_verifier, caller_from_access_token
+from ticket_server.access.ratelimit import HttpLimiter, HttpVerdict
 from ticket_server.metrics import CONTENT_TYPE_LATEST
 from ticket_server.server import Runtime, build_runtime, build_server
 from ticket_server.settings import Settings
@@ -22,6 +47,20 @@ from ticket_server.transports import frames
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.", "::1")
+# Browser pages served from this machine (the MCP Inspector's web UI, any port).
+LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
+EXPOSED_HEADERS = [
+    "Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate", "Retry-After",
+    "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+]
+HOW_TO_GET_A_TOKEN = (
+    "Tokens are issued by this server's operator: `ticket-server callers add NAME` makes one, "
+    "`ticket-server callers rotate NAME` replaces a lost one. Send it as `Authorization: Bearer <token>`."
+)
+UNAUTHORIZED = -32001  # JSON-RPC implementation-defined server errors: -32000 to -32099
+TOO_MANY_REQUESTS = -32002
+# Request line and headers: a JWT and the MCP headers fit many times over.
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def metrics_allowed(settings: Settings, request: Request) -> bool:
@@ -35,69 +74,277 @@ def metrics_allowed(settings: Settings, request: Request) -> bool:
     return host.startswith(LOOPBACK)
 
 
-def frame_problem(body: bytes) -> str | None:
-    """Why a POST body is not one JSON-RPC 2.0 message, or None to let the transport read
-    it (bodies that are not JSON at all are left to the transport's Parse error)."""
-    message, parse_error = frames.parse(body)
-    return None if parse_error is not None else frames.problem(message)
+def params_problem(message: dict[str, Any]) -> str | None:
+    """Why a tools/call's params cannot name a tool and its arguments, or None."""
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return "tools/call params must be an object"
+    if not isinstance(params.get("name"), str):
+        return "tools/call params.name must be a string"
+    if params.get("arguments") is not None and not isinstance(params["arguments"], dict):
+        return "tools/call params.arguments must be an object"
+    return None
 
 
-class RequestBodyLimit:
-    """ASGI: a request body over ``max_bytes`` is answered 413 with a JSON-RPC error
-    (id null), from its Content-Length or as soon as the bytes received pass the limit,
-    never reading the rest (the MCP SDK's own limit, 4 MiB, stays behind this one). A
-    POST body to the MCP endpoint that is JSON but not one JSON-RPC message gets 400
-    with Invalid Request (-32600) here: the SDK would answer -32602 with its validator's
-    internals. Only the MCP endpoint speaks JSON-RPC: other paths are left to the router
-    (404/405, as a plain web server answers a client probing for OAuth endpoints such as
-    `POST /register`). A request to the MCP endpoint without a verified bearer token is
-    passed on unread, so it is answered 401 with `WWW-Authenticate` (MCP authorization,
-    RFC 6750 section 3) whatever its body; this middleware runs after authentication
-    has set ``scope["user"]`` and before the endpoint enforces it."""
+def jsonrpc_error(status: int, code: int, message: str, request_id: Any = None,
+                  headers: dict[str, str] | None = None, data: Any = None) -> Response:
+    """An HTTP error answer whose body is a JSON-RPC 2.0 error response."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, message: str | None = None) -> None:
-        too_large = message is None
-        text = f"Request body too large: the limit is {self.max_bytes} bytes" if too_large else f"Invalid Request: {message}"
-        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
-        response = Response(json.dumps(body), status_code=413 if too_large else 400, media_type="application/json",
-                            headers={"Connection": "close"} if too_large else None)
-        await response(scope, receive, send)
+class SessionQuota:
+    """The legacy sessions each caller holds, as the gate sees them opened (an
+    ``initialize`` answered with an ``Mcp-Session-Id``), used and closed (DELETE, or a
+    404 for a session the server has forgotten). A session with no request in flight
+    for ``idle_seconds`` is gone, as the MCP SDK's session manager ends it then."""
+
+    def __init__(self, per_caller: int, idle_seconds: float) -> None:
+        self.per_caller, self.idle_seconds = per_caller, idle_seconds
+        self.sessions: dict[str, dict[str, list[float]]] = {}  # caller -> id -> [last seen, in flight]
+
+    def open_count(self, caller: str) -> int:
+        held = self.sessions.get(caller, {})
+        cutoff = monotonic() - self.idle_seconds
+        for sid in [sid for sid, (seen, busy) in held.items() if not busy and seen < cutoff]:
+            del held[sid]
+        if not held:
+            self.sessions.pop(caller, None)
+        return len(held)
+
+    def opened(self, caller: str, sid: str) -> None:
+        self.sessions.setdefault(caller, {})[sid] = [monotonic(), 0]
+
+    def begin(self, caller: str, sid: str) -> None:
+        entry = self.sessions.get(caller, {}).get(sid)
+        if entry is not None:
+            entry[0], entry[1] = monotonic(), entry[1] + 1
+
+    def end(self, caller: str, sid: str, closed: bool) -> None:
+        held = self.sessions.get(caller, {})
+        entry = held.get(sid)
+        if entry is None:
+            return
+        if closed:
+            del held[sid]
+        else:
+            entry[0], entry[1] = monotonic(), entry[1] - 1
+
+
+class BodyRefused(Exception):
+    def __init__(self, response: Response, cause: Cause) -> None:
+        self.response, self.cause = response, cause
+
+
+class McpGate:
+    """ASGI, for /mcp: the checks listed in this module's docstring, in that order."""
+
+    def __init__(self, app: ASGIApp, runtime: Runtime, limiter: HttpLimiter, sessions: SessionQuota,
+                 may_call_any: Callable[[Caller], Awaitable[bool]], metadata_url: str) -> None:
+        self.app, self.runtime, self.limiter, self.sessions = app, runtime, limiter, sessions
+        self.may_call_any = may_call_any
+        self.metadata_url = metadata_url
+        settings = runtime.settings
+        self.max_bytes, self.read_timeout = settings.max_request_bytes, settings.http_read_timeout
+        self.stateful = not settings.stateless_http
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        mcp = scope["type"] == "http" and scope["path"] == MCP_PATH
-        if scope["type"] != "http" or (mcp and getattr(scope.get("user"), "access_token", None) is None):
+        if scope["type"] != "http" or scope["path"].rstrip("/") != MCP_PATH or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send)
-            return
-        received: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            received.append(message)
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        access = getattr(scope.get("user"), "access_token", None)
+        caller = caller_from_access_token(access) if access is not None else None
+        call = _header_call(headers)  # (is it a tools/call, its tool name) as far as headers say
+        started = monotonic()
+
+        def record(outcome: Outcome, cause: Cause, detail: str | None = None) -> None:
+            if call[0]:
+                self._record(headers, caller, call[1], outcome, cause, detail, started)
+
+        if caller is None:
+            address = scope["client"][0] if scope.get("client") else "unknown"
+            verdict = await self.limiter.hit(f"address:{address}")
+            if not verdict.allowed:
+                record(Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
+                await self._too_many(verdict, None)(scope, receive, send)
                 return
-            if not message.get("more_body", False):
-                break
-        if mcp and scope.get("method") == "POST":
-            problem = frame_problem(b"".join(m.get("body", b"") for m in received if m["type"] == "http.request"))
-            if problem is not None:
-                await self._refuse(scope, receive, send, problem)
+            record(Outcome.DENIED, Cause.UNAUTHENTICATED)
+            await self._unauthorized(headers)(scope, receive, send)
+            return
+
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            record(Outcome.TOOL_ERROR, Cause.TOO_LARGE)
+            await self._too_large()(scope, receive, send)
+            return
+        verdict = await self.limiter.hit(f"caller:{caller.name}", caller.http_rate_limit)
+        try:
+            received = await self._read_body(receive)
+        except BodyRefused as refused:
+            record(Outcome.TOOL_ERROR, refused.cause)
+            await refused.response(scope, receive, send)
+            return
+        message: Any = None
+        parse_error: str | None = None
+        if scope["method"] == "POST":
+            body = b"".join(m.get("body", b"") for m in received if m["type"] == "http.request")
+            message, parse_error = frames.parse(body)
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                name = (message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None
+                call = (True, name if isinstance(name, str) else call[1])
+        request_id = message.get("id") if isinstance(message, dict) else None
+        request_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+        if not verdict.allowed:
+            record(Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
+            await self._too_many(verdict, request_id, caller)(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            refusal = None if parse_error is not None else self._malformed(message, request_id)
+            if refusal is not None:
+                record(Outcome.TOOL_ERROR, Cause.MALFORMED, refusal[1])
+                await refusal[0](scope, receive, send)
                 return
 
         async def replay() -> Message:
             return received.pop(0) if received else await receive()
 
-        await self.app(scope, replay, send)
+        if not self.stateful:
+            await self.app(scope, replay, send)
+            return
+        await self._with_session(scope, replay, send, headers, caller, message, request_id)
+
+    # --- legacy sessions -------------------------------------------------------
+
+    async def _with_session(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str],
+                            caller: Caller, message: Any, request_id: Any) -> None:
+        sid = headers.get("mcp-session-id")
+        if sid is None and scope["method"] in ("GET", "DELETE"):
+            # Only initialize opens a session; the SDK would open one for this request too.
+            await jsonrpc_error(400, -32600, f"Bad Request: {scope['method']} /mcp needs the Mcp-Session-Id "
+                                "header that the answer to initialize carried")(scope, receive, send)
+            return
+        opening = sid is None and isinstance(message, dict) and message.get("method") == "initialize"
+        if opening:
+            if not await self.may_call_any(caller):
+                await jsonrpc_error(403, UNAUTHORIZED, "Forbidden: this caller's scopes allow no tool on this "
+                                    "server, so no session is opened. An operator grants scopes with "
+                                    "`ticket-server callers add|rotate`.", request_id)(scope, receive, send)
+                return
+            if self.sessions.open_count(caller.name) >= self.sessions.per_caller:
+                wait = max(1, round(self.sessions.idle_seconds))
+                await jsonrpc_error(
+                    429, TOO_MANY_REQUESTS,
+                    f"Too many open sessions: this caller may hold {self.sessions.per_caller} at once. Close one "
+                    f"(DELETE /mcp with its Mcp-Session-Id) or let an idle one expire (within {wait} seconds).",
+                    request_id, headers={"Retry-After": str(wait)}, data={"retry_after_seconds": wait},
+                )(scope, receive, send)
+                return
+        elif sid is not None:
+            self.sessions.begin(caller.name, sid)
+        status, finished = 0, False
+
+        async def watch(message: Message) -> None:
+            nonlocal status, finished
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if opening and status == 200:
+                    for key, value in message.get("headers", []):
+                        if key.lower() == b"mcp-session-id":
+                            self.sessions.opened(caller.name, value.decode("latin-1"))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+            if status and not finished:
+                # An SSE stream the server ended at shutdown: close it as a complete response.
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if sid is not None:
+                closed = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
+                self.sessions.end(caller.name, sid, closed)
+
+    # --- refusals ---------------------------------------------------------------
+
+    async def _read_body(self, receive: Receive) -> list[Message]:
+        """The request's messages up to the end of its body, within the size and time bounds."""
+        received: list[Message] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                while True:
+                    message = await receive()
+                    received.append(message)
+                    if message["type"] != "http.request":
+                        return received
+                    size += len(message.get("body", b""))
+                    if size > self.max_bytes:
+                        raise BodyRefused(self._too_large(), Cause.TOO_LARGE)
+                    if not message.get("more_body", False):
+                        return received
+        except TimeoutError:
+            raise BodyRefused(jsonrpc_error(
+                408, -32600, f"Request Timeout: the body was not sent within {self.read_timeout:g} seconds",
+                headers={"Connection": "close"}), Cause.READ_TIMEOUT) from None
+
+    def _too_large(self) -> Response:
+        return jsonrpc_error(413, -32600, f"Request body too large: the limit is {self.max_bytes} bytes",
+                             headers={"Connection": "close"})
+
+    @staticmethod
+    def _malformed(message: Any, request_id: Any) -> tuple[Response, str] | None:
+        """400 for a body that is JSON but not one JSON-RPC message (the SDK would answer
+        -32602 with its validator's internals), or a tools/call whose params name no tool.
+        Bodies that are not JSON at all are left to the transport's Parse error."""
+        problem = frames.problem(message)
+        if problem is not None:
+            return jsonrpc_error(400, -32600, f"Invalid Request: {problem}"), problem
+        if message.get("method") == "tools/call" and "id" in message:
+            problem = params_problem(message)
+            if problem is not None:
+                return jsonrpc_error(400, -32602, f"Invalid params: {problem}", request_id), problem
+        return None
+
+    def _unauthorized(self, headers: dict[str, str]) -> Response:
+        """401 (RFC 6750 section 3): the challenge names the RFC 9728 metadata; a token that
+        was sent and refused also gets ``error="invalid_token"``."""
+        given = headers.get("authorization", "")[:7].lower() == "bearer "
+        if given:
+            text = f"HTTP 401 Unauthorized: the bearer token is unknown or revoked. {HOW_TO_GET_A_TOKEN}"
+            challenge = (f'Bearer error="invalid_token", error_description="The bearer token is unknown or '
+                         f'revoked", resource_metadata="{self.metadata_url}"')
+        else:
+            text = f"HTTP 401 Unauthorized: this server needs a bearer token. {HOW_TO_GET_A_TOKEN}"
+            challenge = f'Bearer resource_metadata="{self.metadata_url}"'
+        return jsonrpc_error(401, UNAUTHORIZED, text, headers={"WWW-Authenticate": challenge})
+
+    @staticmethod
+    def _too_many(verdict: HttpVerdict, request_id: Any, caller: Caller | None = None) -> Response:
+        who = "this caller" if caller is not None else "a client without a valid token, per address,"
+        text = (f"Too many requests: {who} may send {verdict.limit} requests per window of the HTTP limit; "
+                f"nothing was done; retry in {verdict.reset_seconds} seconds.")
+        return jsonrpc_error(429, TOO_MANY_REQUESTS, text, request_id, headers=verdict.headers(),
+                             data={"retry_after_seconds": verdict.reset_seconds})
+
+    def _record(self, headers: dict[str, str], caller: Caller | None, tool: str | None, outcome: Outcome,
+                cause: Cause, detail: str | None, started: float) -> None:
+        """The audit record of a tools/call refused here (the pipeline never saw it)."""
+        record = CallRecord(tool=storable(tool or "unknown", 128), transport="http",
+                            protocol_version=headers.get("mcp-protocol-version"), caller=caller, started=started)
+        record.fail(outcome, cause, detail)
+        record.duration_ms = round((monotonic() - started) * 1000, 3)
+        self.runtime.audit.observe(record)
+
+
+def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
+    """Whether the 2026-07-28 routing headers (``Mcp-Method``, ``Mcp-Name``) say tools/call."""
+    return headers.get("mcp-method") == "tools/call", headers.get("mcp-name")
 
 
 def create_app():  # -> fastmcp StarletteWithLifespan
@@ -126,14 +373,25 @@ def export_to_workers(settings: Settings) -> None:
 def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
     """The whole HTTP surface on ``runtime``. Host/Origin validation (DNS-rebinding
     protection, MCP spec "Transports: Security Warning") is always on; loopback names are
-    accepted, others only when listed in ``allowed_hosts``/``allowed_origins``."""
-    from slowapi.middleware import SlowAPIASGIMiddleware
+    accepted, others only when listed in ``allowed_hosts``/``allowed_origins``. CORS
+    answers browser pages from those origins (the MCP Inspector's web UI included)."""
+    from mcp.server.auth.routes import build_resource_metadata_url
     from starlette.middleware import Middleware as AsgiMiddleware
+    from starlette.middleware.cors import CORSMiddleware
+
+    from ticket_server.pipeline import required_scopes
 
     settings = runtime.settings
     mcp = build_server(runtime)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
     mcp.auth = build_token_verifier(settings, runtime.callers)
+    metadata_url = str(build_resource_metadata_url(AnyHttpUrl(settings.base_url.rstrip("/") + MCP_PATH)))
+    tool_scopes: list[frozenset[str]] = []
+
+    async def may_call_any(caller: Caller) -> bool:
+        if not tool_scopes:
+            tool_scopes.extend(required_scopes(t) for t in await mcp.list_tools(run_middleware=False))
+        return any(needed and needed <= caller.scopes for needed in tool_scopes)
 
     @mcp.custom_route("/healthz", methods=["GET"], include_in_schema=False)
     async def healthz(_: Request) -> Response:
@@ -149,36 +407,53 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
             return JSONResponse({"error": "forbidden"}, status_code=403)
         return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    app = mcp.http_app(
+    return mcp.http_app(
         path=MCP_PATH,
         middleware=[
-            AsgiMiddleware(RequestBodyLimit, max_bytes=settings.max_request_bytes),
-            # After authentication: the verified caller's own HTTP limit, then slowapi's.
-            AsgiMiddleware(CallerHttpLimit), AsgiMiddleware(SlowAPIASGIMiddleware),
+            AsgiMiddleware(
+                CORSMiddleware, allow_origins=settings.allowed_origins, allow_origin_regex=LOOPBACK_ORIGINS,
+                allow_methods=["GET", "POST", "DELETE"], allow_headers=["*"], expose_headers=EXPOSED_HEADERS,
+            ),
+            AsgiMiddleware(
+                McpGate, runtime=runtime, limiter=HttpLimiter(settings), metadata_url=metadata_url,
+                sessions=SessionQuota(settings.sessions_per_caller, settings.session_idle_timeout),
+                may_call_any=may_call_any,
+            ),
         ],
         json_response=True,
         stateless_http=settings.stateless_http,
+        session_idle_timeout=settings.session_idle_timeout,
         host_origin_protection=True,
         allowed_hosts=settings.allowed_hosts or None,
         allowed_origins=settings.allowed_origins or None,
     )
-    limiter = http_limiter(settings)
-    app.state.limiter = limiter
-    for route in app.routes:  # limit the MCP endpoint; exempt the other routes
-        endpoint = getattr(route, "endpoint", None)
-        if endpoint is None:
-            continue
-        if getattr(route, "path", None) == MCP_PATH:
-            compat.name_endpoint_for_slowapi(endpoint, "mcp_endpoint")
-        elif hasattr(endpoint, "__name__"):
-            limiter.exempt(endpoint)
-    return app
 
 
-def serve(app, host: str, port: int) -> None:
+# For `--workers N` (``uvicorn.run`` with a factory): each worker process imports its
+# protocol by name, since a class made in the parent cannot be handed over.
+WORKER_OPTIONS = {
+    "server_header": False, "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+    "http": f"{__name__}:worker_h11_protocol",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``worker_h11_protocol``: uvicorn's h11 protocol with the header deadline of the
+    environment's settings (``WORKER_OPTIONS``)."""
+    if name == "worker_h11_protocol":
+        return compat.h11_with_header_deadline(Settings().http_read_timeout)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def serve(app, host: str, port: int, header_timeout: float) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
-    with the audit trail's flush, included) exits 0."""
+    with the audit trail's flush, included) exits 0. A connection that has not sent a
+    request's headers within ``header_timeout`` seconds is closed (slowloris), and no
+    answer announces the server software."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10, server_header=False,
+        http=compat.h11_with_header_deadline(header_timeout), h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+    )
     compat.graceful_uvicorn_server(config).run()

@@ -2,7 +2,9 @@
 
 - Malformed frames are answered as JSON-RPC 2.0 requires (``transports.frames``): the
   SDK's stdio reader drops a line it cannot parse without a word, so a client that sent
-  one would wait for an answer that never comes. Blank lines are skipped.
+  one would wait for an answer that never comes. Blank lines are skipped. A line that
+  is not UTF-8 is a Parse error (RFC 8259 section 8.1: JSON text is UTF-8), as over
+  HTTP: the SDK's reader would replace the bytes with U+FFFD and run the request.
 - The start-up checks (the database is at the migration head, the configured stdio caller
   exists unrevoked) run in-process beside the start: ``initialize`` may be answered
   first, tools/list and tools/call wait for them. A failed check ends the process with
@@ -17,6 +19,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 from fastmcp import FastMCP
@@ -49,6 +52,29 @@ def frame_error(exc: Exception) -> ErrorData | None:
     return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.problem(message) or frames.NOT_A_MESSAGE}")
 
 
+NOT_UTF8 = "\x00 not UTF-8\n"  # a line no JSON parser accepts, answered -32700
+
+
+class StrictUtf8Lines:
+    """stdin as text lines for the SDK's stdio reader, each decoded as strict UTF-8; a
+    line that is not becomes ``NOT_UTF8``, never a request with replaced characters."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = anyio.wrap_file(raw)
+
+    def __aiter__(self) -> StrictUtf8Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self.raw.readline()
+        if not line:
+            raise StopAsyncIteration
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError:
+            return NOT_UTF8
+
+
 async def run_stdio(mcp: FastMCP) -> None:
     """Serve ``mcp`` over stdin/stdout until stdin ends (like ``run_stdio_async``)."""
     from fastmcp.server.context import reset_transport, set_transport
@@ -56,7 +82,8 @@ async def run_stdio(mcp: FastMCP) -> None:
 
     token = set_transport("stdio")
     try:
-        async with compat.lifespan(mcp), stdio_server() as (read_stream, write_stream):
+        stdin = StrictUtf8Lines(sys.stdin.buffer)
+        async with compat.lifespan(mcp), stdio_server(stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
             to_server, from_relay = compat.context_streams(0)
 
             async def relay() -> None:
