@@ -48,6 +48,7 @@ from ticket_server.tools.versions import ToolVersions
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
 READ_SCOPE = "tickets:read"
+WRITE_SCOPE = "tickets:write"  # write tools: held to the write limit; queues checked in the domain
 
 
 def shown(name: str) -> str:
@@ -228,7 +229,7 @@ class CallPipeline(Middleware):
                                           else (Cause.MISSING_SCOPE, f"needs {needs}")))
             raise NotFoundError(f"Unknown tool: {shown(name)}")
         assert record.caller is not None
-        refusal = await self.limiter.admit(record.caller, name)
+        refusal = await self.limiter.admit(record.caller, name, write=WRITE_SCOPE in tool.tags)
         if refusal is not None:
             cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
             retry = refusal.meta.get("dev.ticket-server/rate-limit", {})

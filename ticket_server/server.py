@@ -22,7 +22,7 @@ from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.metrics import Metrics
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
-from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2
+from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
@@ -129,5 +129,7 @@ def build_server(
     resources.register(mcp, rt.repository, cursors)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
+    if not rt.settings.read_only:
+        writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes))
     compat.advertise_fixed_lists(mcp)
     return mcp

@@ -31,7 +31,7 @@ from ticket_server.access.callers import (
 )
 from ticket_server.settings import Settings
 
-KNOWN_SCOPES = ["tickets:read"]
+KNOWN_SCOPES = ["tickets:read", "tickets:write"]
 
 
 class IdentityError(Exception):

@@ -54,6 +54,9 @@ class AuditEvent(Base):
     detail: Mapped[str | None] = mapped_column(String(300))
     result_bytes: Mapped[int] = mapped_column(Integer)
     duration_ms: Mapped[float] = mapped_column(Float)
+    # A write's before/after values, idempotency key and confirmation outcome (JSON),
+    # written in the write's own transaction.
+    change: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_audit_events_time", "time"),

@@ -124,6 +124,32 @@ class TicketRepository:
                     dbapi_connection.interrupt()
             raise
 
+    async def transaction(self, work: Callable[[Connection], T]) -> T:
+        """``work(connection)`` in one write transaction, committed when it returns and
+        rolled back when it raises. Writers are serialised: on SQLite by ``BEGIN
+        IMMEDIATE`` (the write lock is taken first, waiting up to the busy timeout, so a
+        transaction never reads a state another writer is about to change); on
+        PostgreSQL ``work`` locks the rows it changes (``SELECT ... FOR UPDATE``)."""
+        async with bounded(self._timeout):
+            if self._reader is None:
+                async with self._engine.begin() as conn:
+                    return await conn.run_sync(work)
+
+            def run() -> T:
+                assert self._reader is not None
+                with self._reader.connect() as conn:
+                    # pysqlite begins no transaction of its own once one is open.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                    try:
+                        done = work(conn)
+                    except BaseException:
+                        conn.rollback()
+                        raise
+                    conn.commit()
+                    return done
+
+            return await asyncio.to_thread(run)
+
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
         stmt = _GET if queues is None else _GET.where(_TICKETS.c.queue.in_(sorted(queues)))

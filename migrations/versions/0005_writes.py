@@ -1,0 +1,42 @@
+"""governed writes: idempotency keys of writes, and the change a write made in its audit row
+
+``write_requests`` keeps, per caller and idempotency key, the hash of the request and the
+result it produced, so a retry returns the first result and writes nothing.
+``audit_events.change`` holds a write's before/after values, idempotency key and
+confirmation outcome (JSON text), written in the same transaction as the write.
+
+Revision ID: 0005_writes
+Revises: 0004_conversation
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005_writes"
+down_revision = "0004_conversation"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("audit_events", sa.Column("change", sa.Text(), nullable=True))
+    op.create_table(
+        "write_requests",
+        sa.Column("pk", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("caller", sa.String(64), nullable=False),
+        sa.Column("idempotency_key", sa.String(128), nullable=False),
+        sa.Column("tool", sa.String(128), nullable=False),
+        sa.Column("request_sha256", sa.String(64), nullable=False),
+        sa.Column("ticket_id", sa.String(32), nullable=False),
+        sa.Column("result", sa.Text(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    op.create_index("ix_write_requests_caller_key", "write_requests", ["caller", "idempotency_key"], unique=True)
+
+
+def downgrade() -> None:
+    op.drop_table("write_requests")
+    op.drop_column("audit_events", "change")

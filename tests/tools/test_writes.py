@@ -1,0 +1,250 @@
+"""The write tools through the in-memory client, on SQLite and PostgreSQL, in both
+protocol revisions: each tool's happy path, every refusal (nothing changes; an audit row
+is left), idempotent retries, concurrent writers, confirmation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+
+from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
+from tests.helpers import text_of
+from ticket_server.settings import Settings
+
+WRITE_TOOLS = {"add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
+AGENT_SCOPES = ("tickets:read", "tickets:write")
+
+
+async def _sql(settings: Settings, sql: str, **params: Any) -> list[Any]:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.connect() as conn:
+            return list((await conn.execute(text(sql), params)).all())
+    finally:
+        await engine.dispose()
+
+
+async def ticket_in(settings: Settings, queue: str) -> str:
+    """A ticket of ``queue`` still being worked on."""
+    rows = await _sql(settings, "SELECT id FROM tickets WHERE queue = :queue AND status IN ('open', 'in_progress') "
+                                "ORDER BY pk LIMIT 1", queue=queue)
+    return rows[0][0]
+
+
+async def state(settings: Settings, ticket_id: str) -> tuple[Any, ...]:
+    """Everything a write may change about a ticket."""
+    ticket = await _sql(settings, "SELECT status, priority, owner, queue, version, updated_at FROM tickets "
+                                  "WHERE id = :t", t=ticket_id)
+    comments = await _sql(settings, "SELECT count(*) FROM comments WHERE ticket_id = :t", t=ticket_id)
+    events = await _sql(settings, "SELECT count(*) FROM ticket_events WHERE ticket_id = :t", t=ticket_id)
+    keys = await _sql(settings, "SELECT count(*) FROM write_requests")
+    return tuple(ticket[0]), comments[0][0], events[0][0], keys[0][0]
+
+
+@pytest.fixture
+async def agent(settings: Settings, add_caller, server_as):
+    """A server whose caller reads and writes in billing only; no confirmation asked."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    return server_as(stdio_caller="agent", tool_rate_limit="100000/minute", confirm_writes=[])
+
+
+async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_caller, server_as, mode: str) -> None:
+    await add_caller("reader", queues=["billing"])
+    await add_caller("writer", scopes=AGENT_SCOPES, queues=["billing"])
+    async with Client(server_as(stdio_caller="reader"), mode=mode) as client:
+        assert not WRITE_TOOLS & {t.name for t in await client.list_tools()}
+        billing = await ticket_in(settings, "billing")
+        before = await state(settings, billing)
+        result = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "x"},
+                                        raise_on_error=False)
+        assert result.is_error and "Unknown tool" in text_of(result)
+        assert await state(settings, billing) == before
+    async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+        assert WRITE_TOOLS <= set(tools)
+        reply = tools["reply_to_customer"].annotations
+        assert (reply.readOnlyHint, reply.destructiveHint, reply.idempotentHint, reply.openWorldHint) == (
+            False, False, False, True)
+        assert tools["add_internal_note"].annotations.openWorldHint is False
+    async with Client(server_as(stdio_caller="writer", read_only=True), mode=mode) as client:
+        assert not WRITE_TOOLS & {t.name for t in await client.list_tools()}
+    rows = await audit_rows(settings, tool="add_internal_note")
+    assert [r.outcome for r in rows] == ["denied"]
+
+
+async def test_each_write_tool_happy_path(settings: Settings, agent, mode: str) -> None:
+    billing = await ticket_in(settings, "billing")
+    async with Client(agent, mode=mode) as client:
+        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "Checked the invoice."})
+        assert note.structured_content["visibility"] == "internal"
+        v = note.structured_content["ticket"]["version"]
+        reply = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "We fixed it.",
+                                                             "expected_version": v})
+        assert reply.structured_content["visibility"] == "public"
+        assert reply.structured_content["ticket"]["version"] == v + 1
+        assigned = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "ana"})
+        assert assigned.structured_content["ticket"]["owner"] == "ana"
+        unassigned = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": None})
+        assert unassigned.structured_content["changes"] == [
+            {"field": "owner", "old_value": "ana", "new_value": None}]
+        escalated = await client.call_tool("escalate_ticket", {"ticket_id": billing, "priority": "urgent",
+                                                               "reason": "Customer is losing money."})
+        assert escalated.structured_content["ticket"]["priority"] == "urgent"
+        status = (await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["status"]})
+                  ).structured_content["status"]
+        target = "resolved" if status != "resolved" else "open"
+        moved = await client.call_tool("set_ticket_status", {"ticket_id": billing, "status": target})
+        assert moved.structured_content["ticket"]["status"] == target
+    comments = await _sql(settings, "SELECT visibility, body FROM comments WHERE ticket_id = :t AND author = 'agent'"
+                                    " ORDER BY pk", t=billing)
+    assert [tuple(c) for c in comments] == [("internal", "Checked the invoice."), ("public", "We fixed it."),
+                                            ("internal", "Escalation: Customer is losing money.")]
+    audited = await audit_rows(settings, caller="agent")
+    writes = [r for r in audited if r.tool in WRITE_TOOLS]
+    assert len(writes) == 6 and all(r.outcome == "ok" and r.change for r in writes)
+    assert json.loads(writes[2].change)["after"] == {"owner": "ana"}
+
+
+async def test_refusals_change_nothing_and_are_audited(settings: Settings, agent, mode: str) -> None:
+    billing = await ticket_in(settings, "billing")
+    support = await ticket_in(settings, "support")
+    closed = await _sql(settings, "SELECT id FROM tickets WHERE queue = 'billing' AND status = 'closed' LIMIT 1")
+    async with Client(agent, mode=mode) as client:
+        first = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "a",
+                                                             "idempotency_key": "k1"})
+        version = first.structured_content["ticket"]["version"]
+        before = await state(settings, billing)
+        before_support = await state(settings, support)
+        cases = [
+            ("add_internal_note", {"ticket_id": support, "note": "x"}, "No ticket"),
+            ("escalate_ticket", {"ticket_id": billing, "queue": "support", "reason": "r"}, "may not write in queue"),
+            ("add_internal_note", {"ticket_id": billing, "note": "x", "expected_version": version - 1},
+             f"now version {version}"),
+            ("add_internal_note", {"ticket_id": billing, "note": "other", "idempotency_key": "k1"},
+             "already used"),
+            ("assign_ticket", {"ticket_id": billing, "owner": before[0][2]}, "already"),
+        ]
+        if closed:
+            cases.append(("set_ticket_status", {"ticket_id": closed[0][0], "status": "open"}, "closed ticket is final"))
+        for tool, arguments, says in cases:
+            result = await client.call_tool(tool, arguments, raise_on_error=False)
+            assert result.is_error, (tool, arguments)
+            assert says in text_of(result), text_of(result)
+        assert await state(settings, billing) == before
+        assert await state(settings, support) == before_support
+        new_status = (await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["status"]})
+                      ).structured_content["status"]
+        illegal = await client.call_tool("set_ticket_status", {"ticket_id": billing, "status": "new"},
+                                         raise_on_error=False)
+        assert illegal.is_error and f"from {new_status} to new" in text_of(illegal)
+        assert "allowed next statuses" in text_of(illegal)
+        assert await state(settings, billing) == before
+    rows = [r for r in await audit_rows(settings, caller="agent") if r.tool in WRITE_TOOLS]
+    assert [r.outcome for r in rows] == ["ok"] + ["tool_error"] * (len(cases) + 1)
+    assert [r.detail for r in rows][1:4] == ["ticket not found", "queue not writable", "stale version"]
+
+
+async def test_retry_after_a_lost_response_returns_the_first_result(settings: Settings, agent, mode: str) -> None:
+    """The first call commits but its answer is lost; the retry with the same key and
+    arguments returns that result, marked as a replay, and writes nothing."""
+    billing = await ticket_in(settings, "billing")
+    arguments = {"ticket_id": billing, "reply": "Refund issued.", "idempotency_key": "retry-1"}
+    async with Client(agent, mode=mode) as client:
+        first = await client.call_tool("reply_to_customer", arguments)
+        after_first = await state(settings, billing)
+        again = await client.call_tool("reply_to_customer", arguments)
+        assert again.structured_content == first.structured_content
+        assert (again.meta or {}).get("dev.ticket-server/replay") is True
+        assert not (first.meta or {}).get("dev.ticket-server/replay")
+        assert await state(settings, billing) == after_first
+
+
+async def test_write_rate_limit_is_its_own_and_refuses_in_the_same_shape(
+    settings: Settings, add_caller, server_as, mode: str,
+) -> None:
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    server = server_as(stdio_caller="agent", write_rate_limit="2/minute", confirm_writes=[])
+    async with Client(server, mode=mode) as client:
+        for _ in range(2):
+            await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "n"})
+        before = await state(settings, billing)
+        refused = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "n"},
+                                         raise_on_error=False)
+        assert refused.is_error and "Rate limit reached for add_internal_note" in text_of(refused)
+        assert refused.meta["dev.ticket-server/rate-limit"]["limit"] == "2 per 1 minute"
+        assert await state(settings, billing) == before
+        # Reads are not counted against the write limit.
+        read = await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})
+        assert not read.is_error
+    rows = await audit_rows(settings, tool="add_internal_note")
+    assert [r.outcome for r in rows] == ["ok", "ok", "rate_limited"]
+
+
+async def test_16_concurrent_writers_lose_no_update(settings: Settings, agent) -> None:
+    billing = await ticket_in(settings, "billing")
+    start = (await state(settings, billing))[0][4]
+    async with Client(agent) as client:
+        results = await asyncio.gather(*(
+            client.call_tool("add_internal_note", {"ticket_id": billing, "note": f"writer {i}"},
+                             raise_on_error=False)
+            for i in range(16)
+        ))
+    accepted = [r for r in results if not r.is_error]
+    assert len(accepted) == 16, [text_of(r) for r in results if r.is_error]
+    versions = sorted(r.structured_content["ticket"]["version"] for r in accepted)
+    assert versions == list(range(start + 1, start + 17))
+    notes = await _sql(settings, "SELECT body FROM comments WHERE ticket_id = :t AND author = 'agent'", t=billing)
+    assert sorted(n[0] for n in notes) == sorted(f"writer {i}" for i in range(16))
+    assert (await state(settings, billing))[0][4] == start + 16
+
+
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+async def test_reply_confirmation_on_the_legacy_revision(
+    settings: Settings, add_caller, server_as, action: str,
+) -> None:
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    asked: list[str] = []
+
+    async def person(message, response_type, params, context):  # noqa: ANN001
+        asked.append(message)
+        return ElicitResult(action=action, content={"value": True} if action == "accept" else None)
+
+    before = await state(settings, billing)
+    async with Client(server_as(stdio_caller="agent"), mode="legacy", elicitation_handler=person) as client:
+        result = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Hello"},
+                                        raise_on_error=False)
+    assert asked and "Hello" in asked[0]
+    rows = await audit_rows(settings, tool="reply_to_customer")
+    if action == "accept":
+        assert not result.is_error
+        assert json.loads(rows[-1].change)["confirmation"] == "accepted"
+    else:
+        assert result.is_error and "nothing was changed" in text_of(result)
+        assert await state(settings, billing) == before
+        assert rows[-1].outcome == "tool_error" and action in rows[-1].detail
+
+
+async def test_client_that_cannot_confirm_is_refused(settings: Settings, add_caller, server_as, mode: str) -> None:
+    """No elicitation capability (or the 2026-07-28 revision, where the input request is
+    not implemented yet): an isError saying so, nothing written."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    before = await state(settings, billing)
+    async with Client(server_as(stdio_caller="agent"), mode=mode) as client:
+        result = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Hello"},
+                                        raise_on_error=False)
+        assert result.is_error and "needs a person's confirmation" in text_of(result)
+        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "not confirmed"})
+        assert not note.is_error
+    after = await state(settings, billing)
+    assert after[1] == before[1] + 1  # only the note

@@ -1,0 +1,345 @@
+"""The write tools: add_internal_note, reply_to_customer, set_ticket_status, assign_ticket,
+escalate_ticket (scope ``tickets:write``, on the caller's queues).
+
+Each call is one transaction of ``tickets.writes``: the change, its history events, its
+idempotency key and its audit row (``audit_events`` with ``change``: before/after,
+idempotency key, confirmation outcome) commit together; the call pipeline then writes no
+second row for it. An internal note and a reply are different tools with different
+result shapes, so a note is never sent to the customer by mistake.
+
+Confirmation (``Settings.confirm_writes``; default a reply and closing a ticket): on the
+legacy protocol revision the server asks the person through ``elicitation/create``; a
+declined or cancelled confirmation changes nothing. A client that cannot ask (no
+elicitation capability, or the 2026-07-28 revision, whose multi-round-trip input request
+is not implemented yet) gets an ``isError`` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.tools import ToolResult
+from mcp.types import TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from ticket_server.access.context import current_call, current_queues
+from ticket_server.tickets.domain import (
+    DatabaseUnavailable, EventField, TicketPriority, TicketStatus, Visibility, WriteRefused,
+)
+from ticket_server.tools.errors import UnavailableError
+from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from ticket_server.tickets.repository import TicketRepository
+    from ticket_server.tickets.writes import TicketWrites, WriteContext, WriteOutcome
+
+WRITE_SCOPE = "tickets:write"
+IDEMPOTENCY_META = "dev.ticket-server/idempotency-key"
+REPLAY_META = "dev.ticket-server/replay"
+CONFIRMATION_ACTIONS = ("add_internal_note", "reply_to_customer", "set_ticket_status", "close_ticket",
+                        "assign_ticket", "escalate_ticket")
+"""What ``Settings.confirm_writes`` may name: a tool, or ``close_ticket`` (set_ticket_status to closed)."""
+CANNOT_CONFIRM = (
+    "This action needs a person's confirmation, which this client cannot give; nothing was "
+    "changed. Ask the person to do it in the helpdesk, or use a client that supports elicitation."
+)
+MAX_TEXT = 10_000
+
+# Annotations: none of these deletes anything; a note, a reply or an escalation repeated
+# adds another one (not idempotent); setting a status or an owner again is a no-op
+# refusal. Only the reply reaches outside the ticket database: the customer.
+NOTE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+REPLY = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True)
+UPDATE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+ESCALATE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+
+TicketId = Annotated[str, Field(max_length=MAX_ID_LENGTH, description="Ticket id, e.g. SUP-4412.")]
+Body = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+Key = Annotated[
+    Annotated[str, Field(min_length=1, max_length=128)] | None,
+    Field(description="Any unique string; retrying with the same key and arguments returns the first result."),
+]
+Version = Annotated[
+    Annotated[int, Field(ge=1)] | None,
+    Field(description="The version you read (get_ticket); refused if the ticket changed since."),
+]
+
+
+# --- result shapes (documented in the tools' descriptions) ---------------------------
+
+
+class TicketState(BaseModel):
+    id: str
+    status: TicketStatus
+    priority: TicketPriority
+    owner: str | None
+    queue: str
+    version: int
+    updated_at: datetime
+
+
+class Change(BaseModel):
+    field: EventField
+    old_value: str | None
+    new_value: str | None
+
+
+class NoteAdded(BaseModel):
+    ticket: TicketState
+    note_id: int
+    visibility: Literal["internal"]
+
+
+class ReplySent(BaseModel):
+    ticket: TicketState
+    reply_id: int
+    visibility: Literal["public"]
+
+
+class TicketChanged(BaseModel):
+    ticket: TicketState
+    changes: list[Change]
+
+
+def _state(outcome: WriteOutcome) -> TicketState:
+    return TicketState(
+        id=outcome.ticket_id, status=outcome.status, priority=outcome.priority, owner=outcome.owner,
+        queue=outcome.queue, version=outcome.version, updated_at=outcome.updated_at,
+    )
+
+
+def _changes(outcome: WriteOutcome) -> list[Change]:
+    return [Change(field=c.field, old_value=c.old_value, new_value=c.new_value) for c in outcome.changes]
+
+
+def _result(model: BaseModel, replayed: bool) -> ToolResult:
+    data = model.model_dump(mode="json")
+    return ToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data, meta={REPLAY_META: True} if replayed else None,
+    )
+
+
+def request_hash(tool: str, arguments: dict[str, Any]) -> str:
+    """SHA-256 of the tool and its arguments without the idempotency key (what a key is
+    bound to: the same key with other arguments is refused)."""
+    shown = {k: v for k, v in arguments.items() if k != "idempotency_key" and v is not None}
+    return hashlib.sha256(json.dumps([tool, shown], sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Writer:
+    """Runs one write tool call: confirmation, the transaction with its audit row, the
+    mapping of refusals to ``isError`` results."""
+
+    def __init__(self, repository: TicketRepository, confirm: frozenset[str]) -> None:
+        self.repository = repository
+        self.confirm = confirm
+        self._writes: TicketWrites | None = None
+
+    @property
+    def writes(self) -> TicketWrites:
+        # SQLAlchemy is imported on the first write, not when the server is built.
+        if self._writes is None:
+            from ticket_server.tickets.writes import TicketWrites
+
+            self._writes = TicketWrites(self.repository)
+        return self._writes
+
+    def context(self, ctx: Context, tool: str, arguments: dict[str, Any], key: str | None,
+                expected_version: int | None) -> WriteContext:
+        from ticket_server.tickets.writes import WriteContext
+
+        record = current_call.get()
+        caller = record.caller if record is not None else None
+        if caller is None:  # the pipeline admits no call without one; fail closed
+            raise ToolError("No caller: nothing was changed.")
+        if key is None:
+            meta = getattr(ctx.request_context, "meta", None) if ctx.request_context is not None else None
+            value = getattr(meta, IDEMPOTENCY_META, None) if meta is not None and not isinstance(meta, dict) else (
+                meta.get(IDEMPOTENCY_META) if isinstance(meta, dict) else None)
+            if isinstance(value, str) and 0 < len(value) <= 128:
+                key = value
+        return WriteContext(
+            actor=caller.name, tool=tool, request_sha256=request_hash(tool, arguments), queues=current_queues(),
+            idempotency_key=key, expected_version=expected_version,
+        )
+
+    async def confirmed(self, ctx: Context, action: str, question: str) -> str:
+        """``"not required"`` or ``"accepted"``; raises ``ToolError`` (nothing written, the
+        refusal audited by the pipeline) when the person declines, cancels, or cannot be asked."""
+        if action not in self.confirm:
+            return "not required"
+        record = current_call.get()
+        session = ctx.request_context.session if ctx.request_context is not None else None
+        params = getattr(session, "client_params", None)
+        can_ask = (params is not None and params.capabilities.elicitation is not None
+                   and (record is None or record.protocol_version != "2026-07-28"))
+        if not can_ask:
+            _note(f"confirmation unavailable ({action})")
+            raise ToolError(CANNOT_CONFIRM)
+        answer = await ctx.elicit(question, response_type=bool)
+        outcome = answer.action
+        if outcome == "accept" and answer.data is not True:  # accepted the form, answered "no"
+            outcome = "decline"
+        if outcome != "accept":
+            _note(f"confirmation {outcome}d ({action})" if outcome == "decline"
+                  else f"confirmation cancelled ({action})")
+            raise ToolError(f"The person did not confirm ({outcome}); nothing was changed.")
+        return "accepted"
+
+    async def run(self, operation: Any, ctx: WriteContext, confirmation: str, *args: Any) -> tuple[WriteOutcome, bool]:
+        record = current_call.get()
+
+        def audit(conn: Connection, outcome: WriteOutcome) -> None:
+            from sqlalchemy import insert
+
+            from ticket_server.access.models import AuditEvent
+
+            if record is None:
+                return
+            before = {c.field.value: c.old_value for c in outcome.changes}
+            after: dict[str, Any] = {c.field.value: c.new_value for c in outcome.changes}
+            if outcome.comment is not None:
+                after["comment"] = {"id": outcome.comment.id, "visibility": outcome.comment.visibility.value}
+            change = {
+                "ticket_id": outcome.ticket_id, "version": outcome.version, "before": before, "after": after,
+                "idempotency_key": ctx.idempotency_key, "confirmation": confirmation,
+            }
+            row = record.as_row(datetime.now(UTC))
+            conn.execute(insert(AuditEvent.__table__).values(**row, change=json.dumps(change, ensure_ascii=False)))
+            record.audited = True
+
+        try:
+            outcome, replayed = await operation(ctx, *args, audit=audit)
+        except WriteRefused as exc:
+            _note(exc.reason)
+            raise ToolError(str(exc)) from exc
+        except DatabaseUnavailable as exc:
+            raise UnavailableError() from exc
+        if replayed:
+            _note("replay")
+        return outcome, replayed
+
+
+def _note(detail: str) -> None:
+    record = current_call.get()
+    if record is not None:
+        record.detail = detail
+
+
+def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> None:
+    """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's confirmation."""
+    writer = Writer(repo, confirm)
+    tags = {WRITE_SCOPE}
+
+    @mcp.tool(name="add_internal_note", annotations=NOTE, tags=tags, output_schema=NoteAdded.model_json_schema())
+    async def add_internal_note(
+        ticket_id: TicketId,
+        note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.")],
+        ctx: Context,
+        idempotency_key: Key = None,
+        expected_version: Version = None,
+    ) -> ToolResult:
+        """Add an internal note (agents only, never sent to the customer). Returns the
+        ticket's new state and the note id."""
+        tid = normalise_ticket_id(ticket_id)
+        wctx = writer.context(ctx, "add_internal_note", {"ticket_id": tid, "note": note,
+                                                         "expected_version": expected_version},
+                              idempotency_key, expected_version)
+        confirmation = await writer.confirmed(ctx, "add_internal_note", f"Add an internal note to {tid}?")
+        outcome, replayed = await writer.run(writer.writes.add_comment, wctx, confirmation, tid, note,
+                                             Visibility.INTERNAL)
+        assert outcome.comment is not None
+        return _result(NoteAdded(ticket=_state(outcome), note_id=outcome.comment.id, visibility="internal"), replayed)
+
+    @mcp.tool(name="reply_to_customer", annotations=REPLY, tags=tags, output_schema=ReplySent.model_json_schema())
+    async def reply_to_customer(
+        ticket_id: TicketId,
+        reply: Annotated[Body, Field(description="Message the customer receives.")],
+        ctx: Context,
+        idempotency_key: Key = None,
+        expected_version: Version = None,
+    ) -> ToolResult:
+        """Send a public reply: the CUSTOMER receives it. Not for internal notes. May ask
+        the person to confirm first. Returns the ticket's new state and the reply id."""
+        tid = normalise_ticket_id(ticket_id)
+        wctx = writer.context(ctx, "reply_to_customer", {"ticket_id": tid, "reply": reply,
+                                                         "expected_version": expected_version},
+                              idempotency_key, expected_version)
+        confirmation = await writer.confirmed(
+            ctx, "reply_to_customer", f"Send this reply to the customer of {tid}?\n\n{reply}")
+        outcome, replayed = await writer.run(writer.writes.add_comment, wctx, confirmation, tid, reply,
+                                             Visibility.PUBLIC)
+        assert outcome.comment is not None
+        return _result(ReplySent(ticket=_state(outcome), reply_id=outcome.comment.id, visibility="public"), replayed)
+
+    @mcp.tool(name="set_ticket_status", annotations=UPDATE, tags=tags,
+              output_schema=TicketChanged.model_json_schema())
+    async def set_ticket_status(
+        ticket_id: TicketId,
+        status: TicketStatus,
+        ctx: Context,
+        idempotency_key: Key = None,
+        expected_version: Version = None,
+    ) -> ToolResult:
+        """Move a ticket to another status; an illegal move is an error naming the allowed
+        next statuses (closed is final). Closing may ask the person to confirm."""
+        tid = normalise_ticket_id(ticket_id)
+        wctx = writer.context(ctx, "set_ticket_status", {"ticket_id": tid, "status": status.value,
+                                                         "expected_version": expected_version},
+                              idempotency_key, expected_version)
+        action = "close_ticket" if status is TicketStatus.CLOSED else "set_ticket_status"
+        confirmation = await writer.confirmed(ctx, action, f"Set {tid} to {status.value}?")
+        outcome, replayed = await writer.run(writer.writes.set_status, wctx, confirmation, tid, status)
+        return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
+
+    @mcp.tool(name="assign_ticket", annotations=UPDATE, tags=tags, output_schema=TicketChanged.model_json_schema())
+    async def assign_ticket(
+        ticket_id: TicketId,
+        owner: Annotated[
+            Annotated[str, Field(min_length=1, max_length=64)] | None,
+            Field(description="Assignee login; null unassigns."),
+        ],
+        ctx: Context,
+        idempotency_key: Key = None,
+        expected_version: Version = None,
+    ) -> ToolResult:
+        """Assign a ticket to an owner (login), or unassign it with null."""
+        tid = normalise_ticket_id(ticket_id)
+        wctx = writer.context(ctx, "assign_ticket", {"ticket_id": tid, "owner": owner or "",
+                                                     "expected_version": expected_version},
+                              idempotency_key, expected_version)
+        confirmation = await writer.confirmed(ctx, "assign_ticket", f"Assign {tid} to {owner or 'nobody'}?")
+        outcome, replayed = await writer.run(writer.writes.assign, wctx, confirmation, tid, owner)
+        return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
+
+    @mcp.tool(name="escalate_ticket", annotations=ESCALATE, tags=tags,
+              output_schema=TicketChanged.model_json_schema())
+    async def escalate_ticket(
+        ticket_id: TicketId,
+        reason: Annotated[str, Field(min_length=1, max_length=2_000, description="Why; kept as an internal note.")],
+        ctx: Context,
+        priority: TicketPriority | None = None,
+        queue: Annotated[Annotated[str, Field(min_length=1, max_length=64)] | None,
+                         Field(description="Target queue, e.g. engineering.")] = None,
+        idempotency_key: Key = None,
+        expected_version: Version = None,
+    ) -> ToolResult:
+        """Escalate: change priority and/or move to another queue (one you may write in),
+        with a reason kept as an internal note."""
+        tid = normalise_ticket_id(ticket_id)
+        if priority is None and queue is None:
+            raise ToolError("Give a priority, a queue, or both; nothing was changed.")
+        wctx = writer.context(ctx, "escalate_ticket", {
+            "ticket_id": tid, "reason": reason, "priority": priority.value if priority else None, "queue": queue,
+            "expected_version": expected_version}, idempotency_key, expected_version)
+        confirmation = await writer.confirmed(ctx, "escalate_ticket", f"Escalate {tid}?")
+        outcome, replayed = await writer.run(writer.writes.escalate, wctx, confirmation, tid, priority, queue, reason)
+        return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
