@@ -130,6 +130,6 @@ def build_server(
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
     if not rt.settings.read_only:
-        writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes))
+        writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.settings.cursor_key)
     compat.advertise_fixed_lists(mcp)
     return mcp

@@ -208,19 +208,20 @@ async def test_16_concurrent_writers_lose_no_update(settings: Settings, agent) -
 
 
 @pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
-async def test_reply_confirmation_on_the_legacy_revision(
-    settings: Settings, add_caller, server_as, action: str,
-) -> None:
+async def test_reply_confirmation(settings: Settings, add_caller, server_as, mode: str, action: str) -> None:
+    """Legacy: elicitation/create; 2026-07-28: the input_required round trip with sealed
+    request state. Declined or cancelled: nothing written, audited."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
     asked: list[str] = []
 
     async def person(message, response_type, params, context):  # noqa: ANN001
         asked.append(message)
-        return ElicitResult(action=action, content={"value": True} if action == "accept" else None)
+        field = next(iter(params.requestedSchema["properties"]))
+        return ElicitResult(action=action, content={field: True} if action == "accept" else None)
 
     before = await state(settings, billing)
-    async with Client(server_as(stdio_caller="agent"), mode="legacy", elicitation_handler=person) as client:
+    async with Client(server_as(stdio_caller="agent"), mode=mode, elicitation_handler=person) as client:
         result = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Hello"},
                                         raise_on_error=False)
     assert asked and "Hello" in asked[0]

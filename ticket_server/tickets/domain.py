@@ -162,3 +162,15 @@ class IdempotencyConflict(WriteRefused):
             "This idempotency_key was already used for a different request; use a new key "
             "for a new write (reuse a key only to retry the exact same call)."
         )
+
+
+class ConfirmationSpent(WriteRefused):
+    """The person's confirmation was already used for a write (a replayed request state)."""
+
+    reason = "confirmation replayed"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This confirmation was already used; nothing was changed. Call the tool again "
+            "(without the old request state) to ask the person afresh."
+        )

@@ -11,7 +11,7 @@ Every write, in its transaction:
 4. applies the change, bumps ``tickets.version`` and ``updated_at`` (the UPDATE repeats
    the version read in its WHERE), appends one ``ticket_events`` row per changed field
    and the comment, if any;
-5. stores the idempotency key with the result, and calls ``audit(connection, outcome)``,
+5. stores the idempotency key with the result (and spends the confirmation's nonce), and calls ``audit(connection, outcome)``,
    which the caller uses to write its audit record: a write whose audit record fails is
    rolled back with it.
 
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, insert, select, update
 
 from ticket_server.tickets.domain import (
-    NEXT_STATUSES, AuthorType, EventField, IdempotencyConflict, IllegalTransition, NoChange, QueueNotWritable,
+    NEXT_STATUSES, AuthorType, ConfirmationSpent, EventField, IdempotencyConflict, IllegalTransition, NoChange, QueueNotWritable,
     StaleVersion, TicketNotWritable, TicketPriority, TicketStatus, Visibility,
 )
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent, WriteRequest
@@ -53,6 +53,8 @@ class WriteContext:
     queues: frozenset[str] | None = None
     idempotency_key: str | None = None
     expected_version: int | None = None
+    confirmation_nonce: str | None = None
+    """The single-use nonce of the person's confirmation (2026-07-28), spent by the write."""
 
 
 class FieldChange(BaseModel):
@@ -183,6 +185,11 @@ class TicketWrites:
                     if first.request_sha256 != ctx.request_sha256:
                         raise IdempotencyConflict()
                     return WriteOutcome.model_validate_json(first.result), True
+            spent = None if ctx.confirmation_nonce is None else f"confirmation:{ctx.confirmation_nonce}"
+            if spent is not None and conn.execute(
+                select(_REQUESTS.c.pk).where(_REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == spent)
+            ).first() is not None:
+                raise ConfirmationSpent()
             if row is None or (ctx.queues is not None and row["queue"] not in ctx.queues):
                 raise TicketNotWritable(f"No ticket {ticket_id} in a queue this caller may write; nothing was changed.")
             state = dict(row)
@@ -221,12 +228,12 @@ class TicketWrites:
                 ticket_id=ticket_id, status=after["status"], priority=after["priority"], owner=after["owner"],
                 queue=after["queue"], version=state["version"] + 1, updated_at=now, changes=changes, comment=comment,
             )
-            if ctx.idempotency_key is not None:
-                conn.execute(insert(_REQUESTS).values(
-                    caller=ctx.actor, idempotency_key=ctx.idempotency_key, tool=ctx.tool,
-                    request_sha256=ctx.request_sha256, ticket_id=ticket_id, result=outcome.model_dump_json(),
-                    created_at=now,
-                ))
+            for key in (ctx.idempotency_key, spent):
+                if key is not None:
+                    conn.execute(insert(_REQUESTS).values(
+                        caller=ctx.actor, idempotency_key=key, tool=ctx.tool, request_sha256=ctx.request_sha256,
+                        ticket_id=ticket_id, result=outcome.model_dump_json(), created_at=now,
+                    ))
             audit(conn, outcome)
             return outcome, False
 

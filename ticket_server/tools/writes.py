@@ -16,15 +16,20 @@ is not implemented yet) gets an ``isError`` and nothing is written.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
+import secrets
+import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools import ToolResult
-from mcp.types import TextContent, ToolAnnotations
+from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call, current_queues
@@ -51,6 +56,9 @@ CANNOT_CONFIRM = (
     "changed. Ask the person to do it in the helpdesk, or use a client that supports elicitation."
 )
 MAX_TEXT = 10_000
+CONFIRM_SECONDS = 300
+"""How long a person's confirmation may take (the sealed request state's expiry)."""
+CONFIRM_REQUEST = "confirm"
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -134,13 +142,40 @@ def request_hash(tool: str, arguments: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps([tool, shown], sort_keys=True, default=str).encode()).hexdigest()
 
 
+class ConfirmationState:
+    """The request state of a confirmation on the 2026-07-28 revision: what was asked,
+    for whom, until when, with a single-use nonce, under HMAC-SHA256 with the server's
+    key. (FastMCP also seals the state on the wire; this binding is ours: caller,
+    tool, ticket, the hash of the arguments, and the nonce that makes it single-use.)"""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = hashlib.sha256(b"ticket-server confirmation\0" + key).digest()
+
+    def seal(self, claims: dict[str, Any]) -> str:
+        payload = base64.urlsafe_b64encode(json.dumps(claims, sort_keys=True).encode()).decode()
+        return payload + "." + hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
+
+    def unseal(self, token: str) -> dict[str, Any] | None:
+        """The claims, or None when ``token`` was not made by ``seal`` with this key."""
+        payload, _, tag = token.rpartition(".")
+        expected = hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
+        if not payload or not hmac.compare_digest(tag, expected):
+            return None
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(payload.encode()))
+        except ValueError:
+            return None
+        return claims if isinstance(claims, dict) else None
+
+
 class Writer:
     """Runs one write tool call: confirmation, the transaction with its audit row, the
     mapping of refusals to ``isError`` results."""
 
-    def __init__(self, repository: TicketRepository, confirm: frozenset[str]) -> None:
+    def __init__(self, repository: TicketRepository, confirm: frozenset[str], key: bytes) -> None:
         self.repository = repository
         self.confirm = confirm
+        self.states = ConfirmationState(key)
         self._writes: TicketWrites | None = None
 
     @property
@@ -171,23 +206,55 @@ class Writer:
             idempotency_key=key, expected_version=expected_version,
         )
 
-    async def confirmed(self, ctx: Context, action: str, question: str) -> str:
-        """``"not required"`` or ``"accepted"``; raises ``ToolError`` (nothing written, the
-        refusal audited by the pipeline) when the person declines, cancels, or cannot be asked."""
+    async def confirmed(
+        self, ctx: Context, action: str, question: str, wctx: WriteContext, ticket_id: str,
+    ) -> tuple[WriteContext, str] | InputRequiredResult:
+        """``(wctx, "not required" | "accepted")`` (``wctx`` then carries the single-use
+        nonce of a 2026-07-28 confirmation), or (2026-07-28, first round) the
+        ``InputRequiredResult`` asking the person; raises ``ToolError`` (nothing written;
+        the pipeline audits the refusal) when the person declines or cancels, when the
+        client cannot ask, or when the returned request state is not valid."""
         if action not in self.confirm:
-            return "not required"
+            return wctx, "not required"
         record = current_call.get()
-        session = ctx.request_context.session if ctx.request_context is not None else None
-        params = getattr(session, "client_params", None)
-        can_ask = (params is not None and params.capabilities.elicitation is not None
-                   and (record is None or record.protocol_version != "2026-07-28"))
-        if not can_ask:
+        rc = ctx.request_context
+        capabilities = rc.session.client_capabilities if rc is not None else None
+        if capabilities is None or capabilities.elicitation is None:
             _note(f"confirmation unavailable ({action})")
             raise ToolError(CANNOT_CONFIRM)
-        answer = await ctx.elicit(question, response_type=bool)
-        outcome = answer.action
-        if outcome == "accept" and answer.data is not True:  # accepted the form, answered "no"
+        if record is None or record.protocol_version != "2026-07-28":
+            answer = await ctx.elicit(question, response_type=bool)
+            outcome = answer.action
+            if outcome == "accept" and answer.data is not True:  # accepted the form, answered "no"
+                outcome = "decline"
+            return wctx, self._answered(action, outcome)
+        binding = {"c": wctx.actor, "t": wctx.tool, "k": ticket_id, "h": wctx.request_sha256}
+        state = ctx.request_state
+        if state is None:
+            claims = {**binding, "e": int(time.time()) + CONFIRM_SECONDS, "n": secrets.token_urlsafe(16)}
+            schema = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
+                      "required": ["confirm"]}
+            ask = ElicitRequest(params=ElicitRequestFormParams(message=question, requested_schema=schema))
+            _note(f"confirmation requested ({action})")
+            return InputRequiredResult(input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims))
+        claims = self.states.unseal(state)
+        if claims is None or any(claims.get(k) != v for k, v in binding.items()):
+            _note(f"confirmation state invalid ({action})")
+            raise ToolError("The confirmation does not match this request; nothing was changed. Call the tool "
+                            "again to ask the person afresh.")
+        if not isinstance(claims.get("e"), int) or claims["e"] <= time.time():
+            _note(f"confirmation expired ({action})")
+            raise ToolError("The confirmation expired; nothing was changed. Call the tool again to ask afresh.")
+        responses = ctx.input_responses or {}
+        answer = responses.get(CONFIRM_REQUEST)
+        outcome = getattr(answer, "action", "cancel")
+        content = getattr(answer, "content", None) or {}
+        if outcome == "accept" and content.get("confirm") is not True:
             outcome = "decline"
+        return replace(wctx, confirmation_nonce=str(claims.get("n"))), self._answered(action, outcome)
+
+    @staticmethod
+    def _answered(action: str, outcome: str) -> str:
         if outcome != "accept":
             _note(f"confirmation {outcome}d ({action})" if outcome == "decline"
                   else f"confirmation cancelled ({action})")
@@ -234,9 +301,10 @@ def _note(detail: str) -> None:
         record.detail = detail
 
 
-def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> None:
-    """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's confirmation."""
-    writer = Writer(repo, confirm)
+def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: bytes) -> None:
+    """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's
+    confirmation; ``key``: the secret sealing confirmation request state."""
+    writer = Writer(repo, confirm, key)
     tags = {WRITE_SCOPE}
 
     @mcp.tool(name="add_internal_note", annotations=NOTE, tags=tags, output_schema=NoteAdded.model_json_schema())
@@ -253,7 +321,10 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> N
         wctx = writer.context(ctx, "add_internal_note", {"ticket_id": tid, "note": note,
                                                          "expected_version": expected_version},
                               idempotency_key, expected_version)
-        confirmation = await writer.confirmed(ctx, "add_internal_note", f"Add an internal note to {tid}?")
+        asked = await writer.confirmed(ctx, "add_internal_note", f"Add an internal note to {tid}?", wctx, tid)
+        if isinstance(asked, InputRequiredResult):
+            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
+        wctx, confirmation = asked
         outcome, replayed = await writer.run(writer.writes.add_comment, wctx, confirmation, tid, note,
                                              Visibility.INTERNAL)
         assert outcome.comment is not None
@@ -273,8 +344,11 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> N
         wctx = writer.context(ctx, "reply_to_customer", {"ticket_id": tid, "reply": reply,
                                                          "expected_version": expected_version},
                               idempotency_key, expected_version)
-        confirmation = await writer.confirmed(
-            ctx, "reply_to_customer", f"Send this reply to the customer of {tid}?\n\n{reply}")
+        question = f"Send this reply to the customer of {tid}?\n\n{reply}"
+        asked = await writer.confirmed(ctx, "reply_to_customer", question, wctx, tid)
+        if isinstance(asked, InputRequiredResult):
+            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
+        wctx, confirmation = asked
         outcome, replayed = await writer.run(writer.writes.add_comment, wctx, confirmation, tid, reply,
                                              Visibility.PUBLIC)
         assert outcome.comment is not None
@@ -296,7 +370,10 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> N
                                                          "expected_version": expected_version},
                               idempotency_key, expected_version)
         action = "close_ticket" if status is TicketStatus.CLOSED else "set_ticket_status"
-        confirmation = await writer.confirmed(ctx, action, f"Set {tid} to {status.value}?")
+        asked = await writer.confirmed(ctx, action, f"Set {tid} to {status.value}?", wctx, tid)
+        if isinstance(asked, InputRequiredResult):
+            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
+        wctx, confirmation = asked
         outcome, replayed = await writer.run(writer.writes.set_status, wctx, confirmation, tid, status)
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
@@ -316,7 +393,10 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> N
         wctx = writer.context(ctx, "assign_ticket", {"ticket_id": tid, "owner": owner or "",
                                                      "expected_version": expected_version},
                               idempotency_key, expected_version)
-        confirmation = await writer.confirmed(ctx, "assign_ticket", f"Assign {tid} to {owner or 'nobody'}?")
+        asked = await writer.confirmed(ctx, "assign_ticket", f"Assign {tid} to {owner or 'nobody'}?", wctx, tid)
+        if isinstance(asked, InputRequiredResult):
+            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
+        wctx, confirmation = asked
         outcome, replayed = await writer.run(writer.writes.assign, wctx, confirmation, tid, owner)
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
@@ -340,6 +420,9 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str]) -> N
         wctx = writer.context(ctx, "escalate_ticket", {
             "ticket_id": tid, "reason": reason, "priority": priority.value if priority else None, "queue": queue,
             "expected_version": expected_version}, idempotency_key, expected_version)
-        confirmation = await writer.confirmed(ctx, "escalate_ticket", f"Escalate {tid}?")
+        asked = await writer.confirmed(ctx, "escalate_ticket", f"Escalate {tid}?", wctx, tid)
+        if isinstance(asked, InputRequiredResult):
+            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
+        wctx, confirmation = asked
         outcome, replayed = await writer.run(writer.writes.escalate, wctx, confirmation, tid, priority, queue, reason)
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
