@@ -81,7 +81,7 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
 def _audit(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
-    commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
+    commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json, ticket=args.ticket)
 
 
 def _report(settings: Settings, args: argparse.Namespace) -> None:
@@ -234,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     auditp.add_argument("--since", help="only since then: 24h, 30m, 7d, or an ISO time")
     auditp.add_argument("--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)")
     auditp.add_argument("--json", action="store_true", help="one JSON object per row")
+    auditp.add_argument("--ticket", help="the story of one ticket (e.g. SUP-4412): changes, comments, calls")
     auditp.set_defaults(handler=_audit)
 
     reportp = commands.add_parser("report", help="usage reports from the audit trail")

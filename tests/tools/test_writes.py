@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
+from mcp.shared.exceptions import MCPError
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import text_of
@@ -249,3 +250,107 @@ async def test_client_that_cannot_confirm_is_refused(settings: Settings, add_cal
         assert not note.is_error
     after = await state(settings, billing)
     assert after[1] == before[1] + 1  # only the note
+
+
+async def _asked(client: Client, ticket_id: str) -> Any:
+    from mcp.types import InputRequiredResult
+
+    first = await client.session.call_tool("reply_to_customer", {"ticket_id": ticket_id, "reply": "Hello"},
+                                           allow_input_required=True)
+    assert isinstance(first, InputRequiredResult)
+    assert set(first.input_requests) == {"confirm"}
+    return first
+
+
+async def _answer(client: Client, ticket_id: str, state: str, reply: str = "Hello") -> Any:
+    from mcp.types import ElicitResult as WireElicitResult
+
+    return await client.session.call_tool(
+        "reply_to_customer", {"ticket_id": ticket_id, "reply": reply},
+        input_responses={"confirm": WireElicitResult(action="accept", content={"confirm": True})},
+        request_state=state, allow_input_required=True,
+    )
+
+
+async def _yes(message, response_type, params, context):  # noqa: ANN001
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_confirmation_state_replayed_or_tampered_is_refused(
+    settings: Settings, add_caller, server_as,
+) -> None:
+    """2026-07-28: the sealed request state is single-use, and bound to the request."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    async with Client(server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes) as client:
+        first = await _asked(client, billing)
+        done = await _answer(client, billing, first.request_state)
+        assert not done.is_error
+        after = await state(settings, billing)
+        replayed = await _answer(client, billing, first.request_state)
+        assert replayed.is_error and "already used" in text_of(replayed)
+        second = await _asked(client, billing)
+        tampered = second.request_state[:-4] + ("AAAA" if not second.request_state.endswith("AAAA") else "BBBB")
+        # Tampered, or echoed with other arguments: FastMCP's seal (which wraps ours)
+        # refuses it before the tool runs.
+        with pytest.raises(MCPError, match="requestState"):
+            await _answer(client, billing, tampered)
+        with pytest.raises(MCPError, match="requestState"):
+            await _answer(client, billing, second.request_state, reply="Another text")
+        assert await state(settings, billing) == after
+    rows = await audit_rows(settings, tool="reply_to_customer")
+    assert "confirmation replayed" in [r.detail for r in rows]
+
+
+async def test_confirmation_state_expired_is_refused(settings: Settings, add_caller, server_as, monkeypatch) -> None:
+    from ticket_server.tools import writes
+
+    monkeypatch.setattr(writes, "CONFIRM_SECONDS", -1)
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    before = await state(settings, billing)
+    async with Client(server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes) as client:
+        first = await _asked(client, billing)
+        late = await _answer(client, billing, first.request_state)
+        assert late.is_error and "expired" in text_of(late)
+    assert await state(settings, billing) == before
+
+
+def test_confirmation_state_binds_what_it_seals() -> None:
+    from ticket_server.tools.writes import ConfirmationState
+
+    states = ConfirmationState(b"k" * 32)
+    token = states.seal({"c": "agent", "k": "SUP-1"})
+    assert states.unseal(token) == {"c": "agent", "k": "SUP-1"}
+    payload, _, tag = token.rpartition(".")
+    forged = ConfirmationState(b"x" * 32).seal({"c": "intruder", "k": "SUP-1"})
+    assert states.unseal(forged) is None
+    assert states.unseal(forged.rpartition(".")[0] + "." + tag) is None
+    assert states.unseal("garbage") is None
+
+
+async def test_audit_prints_the_story_of_a_ticket(settings: Settings, agent, db_path) -> None:
+    """`ticket-server audit --ticket ID`: the writes, refusals and history of one ticket."""
+    import os
+    import subprocess
+    import sys
+
+    billing = await ticket_in(settings, "billing")
+    async with Client(agent) as client:
+        await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "Story note",
+                                                     "idempotency_key": "story-1"})
+        await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "zoe"})
+        await client.call_tool("set_ticket_status", {"ticket_id": billing, "status": "new"}, raise_on_error=False)
+    env = {**os.environ, "TICKET_SERVER_DATABASE_URL": settings.database_url}
+    proc = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "ticket_server", "audit", "--ticket", billing.lower()],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "internal note" in out and "'Story note'" in out
+    assert "called add_internal_note: ok [version" in out and "key story-1" in out
+    assert "owner:" in out and "-> zoe" in out
+    assert "called set_ticket_status: tool_error (illegal status transition)" in out
+    lines = out.splitlines()
+    assert lines.index(next(l for l in lines if "Story note" in l)) < lines.index(next(l for l in lines if "-> zoe" in l))

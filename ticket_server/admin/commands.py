@@ -103,7 +103,10 @@ def callers_rotate(settings: Settings, name: str) -> None:
 
 
 def audit(settings: Settings, caller: str | None, tool: str | None, since: str | None,
-          limit: int, as_json: bool = False) -> None:
+          limit: int, as_json: bool = False, ticket: str | None = None) -> None:
+    if ticket is not None:
+        ticket_story(settings, ticket.strip().upper(), as_json)
+        return
     try:
         moment = parse_since(since) if since else None
     except ValueError as exc:
@@ -122,6 +125,25 @@ def audit(settings: Settings, caller: str | None, tool: str | None, since: str |
         ])
     _print_table(table)
     print(f"{len(rows)} audit row(s)", file=sys.stderr)
+
+
+def ticket_story(settings: Settings, ticket_id: str, as_json: bool = False) -> None:
+    """Print the story of one ticket: creation, comments, changes, and the tool calls
+    naming it (who, through which transport, how each ended, with the trace id)."""
+    from ticket_server.admin.reports import ticket_story as story_of
+
+    rows = _run(settings, lambda s: story_of(s, ticket_id))
+    if not rows:
+        raise CommandError(f"no ticket {ticket_id!r} and no audited call naming it")
+    if as_json:
+        for at, who, what, trace in rows:
+            print(json.dumps({"time": at.isoformat(), "who": who, "what": what, "trace_id": trace or None},
+                             ensure_ascii=False))
+        return
+    table = [["TIME", "WHO", "WHAT", "TRACE"]]
+    table += [[at.strftime("%Y-%m-%dT%H:%M:%SZ"), who, what, trace[:12]] for at, who, what, trace in rows]
+    _print_table(table)
+    print(f"{len(rows)} entries for {ticket_id}", file=sys.stderr)
 
 
 def report_deprecated(settings: Settings, since: str | None, as_json: bool = False) -> None:
