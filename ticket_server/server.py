@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
 
 INSTRUCTIONS = """\
-This server reads a support organisation's ticket database (read-only). Use
+This server reads a support organisation's ticket database; callers allowed to write
+also get tools that add notes, reply, and change status, owner or priority. Use
 get_ticket_status_v2 to look up a ticket by its id (ids look like SUP-4412) and
 search_tickets_v2 to find tickets by words in their subject and body, with filters and
 pages, when you do not know the id; get_ticket_status and search_tickets are deprecated.

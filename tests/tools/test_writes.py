@@ -354,3 +354,15 @@ async def test_audit_prints_the_story_of_a_ticket(settings: Settings, agent, db_
     assert "called set_ticket_status: tool_error (illegal status transition)" in out
     lines = out.splitlines()
     assert lines.index(next(l for l in lines if "Story note" in l)) < lines.index(next(l for l in lines if "-> zoe" in l))
+
+
+async def test_idempotency_key_in_meta_as_the_client_kit_sends_it(settings: Settings, agent, mode: str) -> None:
+    billing = await ticket_in(settings, "billing")
+    meta = {"dev.ticket-server/idempotency-key": "kit-1"}
+    async with Client(agent, mode=mode) as client:
+        first = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "kit"}, meta=meta)
+        after = await state(settings, billing)
+        again = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "kit"}, meta=meta)
+        assert again.structured_content == first.structured_content
+        assert again.meta["dev.ticket-server/replay"] is True
+        assert await state(settings, billing) == after
