@@ -66,6 +66,9 @@ class TicketRepository:
         self._rank_window = rank_window
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
+        # SQLite: this process's writers queue here rather than in SQLite's busy handler,
+        # whose sleeps starve some of them past the timeout (bench/writes.py).
+        self._write_lock = asyncio.Lock()
 
     @property
     def rank_window(self) -> int:
@@ -128,8 +131,9 @@ class TicketRepository:
         """``work(connection)`` in one write transaction, committed when it returns and
         rolled back when it raises. Writers are serialised: on SQLite by ``BEGIN
         IMMEDIATE`` (the write lock is taken first, waiting up to the busy timeout, so a
-        transaction never reads a state another writer is about to change); on
-        PostgreSQL ``work`` locks the rows it changes (``SELECT ... FOR UPDATE``)."""
+        transaction never reads a state another writer is about to change), and this
+        process's writers take turns before that; on PostgreSQL ``work`` locks the rows
+        it changes (``SELECT ... FOR UPDATE``)."""
         async with bounded(self._timeout):
             if self._reader is None:
                 async with self._engine.begin() as conn:
@@ -148,7 +152,8 @@ class TicketRepository:
                     conn.commit()
                     return done
 
-            return await asyncio.to_thread(run)
+            async with self._write_lock:
+                return await asyncio.to_thread(run)
 
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
