@@ -139,6 +139,11 @@ class TicketRepository:
                 async with self._engine.begin() as conn:
                     return await conn.run_sync(work)
 
+            # A worker thread cannot be cancelled: when the caller gives up (timeout,
+            # cancellation) the transaction is rolled back instead of committed, so "nothing
+            # was changed" stays true (short of a give-up landing during the commit itself).
+            abandoned = threading.Event()
+
             def run() -> T:
                 assert self._reader is not None
                 with self._reader.connect() as conn:
@@ -146,6 +151,8 @@ class TicketRepository:
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
                     try:
                         done = work(conn)
+                        if abandoned.is_set():
+                            raise TimeoutError("write abandoned by its caller")
                     except BaseException:
                         conn.rollback()
                         raise
@@ -153,7 +160,11 @@ class TicketRepository:
                     return done
 
             async with self._write_lock:
-                return await asyncio.to_thread(run)
+                try:
+                    return await asyncio.to_thread(run)
+                except asyncio.CancelledError:
+                    abandoned.set()
+                    raise
 
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
