@@ -196,9 +196,9 @@ class Writer:
         if caller is None:  # the pipeline admits no call without one; fail closed
             raise ToolError("No caller: nothing was changed.")
         if key is None:
-            meta = getattr(ctx.request_context, "meta", None) if ctx.request_context is not None else None
-            value = getattr(meta, IDEMPOTENCY_META, None) if meta is not None and not isinstance(meta, dict) else (
-                meta.get(IDEMPOTENCY_META) if isinstance(meta, dict) else None)
+            # The client kit sends the key in the request's _meta (a mapping).
+            meta = ctx.request_context.meta if ctx.request_context is not None else None
+            value = meta.get(IDEMPOTENCY_META) if meta else None
             if isinstance(value, str) and 0 < len(value) <= 128:
                 key = value
         return WriteContext(
@@ -261,6 +261,20 @@ class Writer:
             raise ToolError(f"The person did not confirm ({outcome}); nothing was changed.")
         return "accepted"
 
+    async def perform(
+        self, ctx: Context, tool: str, ticket_id: str, arguments: dict[str, Any], key: str | None,
+        expected_version: int | None, question: str, operation: Any, *args: Any, action: str | None = None,
+    ) -> tuple[WriteOutcome, bool] | InputRequiredResult:
+        """One write call: its context, the confirmation ``action`` (default: ``tool``)
+        needs, then ``operation(wctx, ticket_id, *args)``; or the input request to send."""
+        wctx = self.context(ctx, tool, {"ticket_id": ticket_id, **arguments, "expected_version": expected_version},
+                            key, expected_version)
+        asked = await self.confirmed(ctx, action or tool, question, wctx, ticket_id)
+        if isinstance(asked, InputRequiredResult):
+            return asked
+        wctx, confirmation = asked
+        return await self.run(operation, wctx, confirmation, ticket_id, *args)
+
     async def run(self, operation: Any, ctx: WriteContext, confirmation: str, *args: Any) -> tuple[WriteOutcome, bool]:
         record = current_call.get()
 
@@ -318,15 +332,12 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         """Add an internal note (agents only, never sent to the customer). Returns the
         ticket's new state and the note id."""
         tid = normalise_ticket_id(ticket_id)
-        wctx = writer.context(ctx, "add_internal_note", {"ticket_id": tid, "note": note,
-                                                         "expected_version": expected_version},
-                              idempotency_key, expected_version)
-        asked = await writer.confirmed(ctx, "add_internal_note", f"Add an internal note to {tid}?", wctx, tid)
-        if isinstance(asked, InputRequiredResult):
-            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
-        wctx, confirmation = asked
-        outcome, replayed = await writer.run(writer.writes.add_comment, wctx, confirmation, tid, note,
-                                             Visibility.INTERNAL)
+        done = await writer.perform(ctx, "add_internal_note", tid, {"note": note}, idempotency_key, expected_version,
+                                    f"Add an internal note to {tid}?", writer.writes.add_comment, note,
+                                    Visibility.INTERNAL)
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]  (FastMCP sends it as the input request)
+        outcome, replayed = done
         assert outcome.comment is not None
         return _result(NoteAdded(ticket=_state(outcome), note_id=outcome.comment.id, visibility="internal"), replayed)
 
@@ -341,16 +352,12 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         """Send a public reply: the CUSTOMER receives it. Not for internal notes. May ask
         the person to confirm first. Returns the ticket's new state and the reply id."""
         tid = normalise_ticket_id(ticket_id)
-        wctx = writer.context(ctx, "reply_to_customer", {"ticket_id": tid, "reply": reply,
-                                                         "expected_version": expected_version},
-                              idempotency_key, expected_version)
-        question = f"Send this reply to the customer of {tid}?\n\n{reply}"
-        asked = await writer.confirmed(ctx, "reply_to_customer", question, wctx, tid)
-        if isinstance(asked, InputRequiredResult):
-            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
-        wctx, confirmation = asked
-        outcome, replayed = await writer.run(writer.writes.add_comment, wctx, confirmation, tid, reply,
-                                             Visibility.PUBLIC)
+        done = await writer.perform(ctx, "reply_to_customer", tid, {"reply": reply}, idempotency_key, expected_version,
+                                    f"Send this reply to the customer of {tid}?\n\n{reply}",
+                                    writer.writes.add_comment, reply, Visibility.PUBLIC)
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]
+        outcome, replayed = done
         assert outcome.comment is not None
         return _result(ReplySent(ticket=_state(outcome), reply_id=outcome.comment.id, visibility="public"), replayed)
 
@@ -366,15 +373,12 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         """Move a ticket to another status; an illegal move is an error naming the allowed
         next statuses (closed is final). Closing may ask the person to confirm."""
         tid = normalise_ticket_id(ticket_id)
-        wctx = writer.context(ctx, "set_ticket_status", {"ticket_id": tid, "status": status.value,
-                                                         "expected_version": expected_version},
-                              idempotency_key, expected_version)
-        action = "close_ticket" if status is TicketStatus.CLOSED else "set_ticket_status"
-        asked = await writer.confirmed(ctx, action, f"Set {tid} to {status.value}?", wctx, tid)
-        if isinstance(asked, InputRequiredResult):
-            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
-        wctx, confirmation = asked
-        outcome, replayed = await writer.run(writer.writes.set_status, wctx, confirmation, tid, status)
+        done = await writer.perform(ctx, "set_ticket_status", tid, {"status": status.value}, idempotency_key,
+                                    expected_version, f"Set {tid} to {status.value}?", writer.writes.set_status,
+                                    status, action="close_ticket" if status is TicketStatus.CLOSED else None)
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]
+        outcome, replayed = done
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
     @mcp.tool(name="assign_ticket", annotations=UPDATE, tags=tags, output_schema=TicketChanged.model_json_schema())
@@ -390,14 +394,12 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
     ) -> ToolResult:
         """Assign a ticket to an owner (login), or unassign it with null."""
         tid = normalise_ticket_id(ticket_id)
-        wctx = writer.context(ctx, "assign_ticket", {"ticket_id": tid, "owner": owner or "",
-                                                     "expected_version": expected_version},
-                              idempotency_key, expected_version)
-        asked = await writer.confirmed(ctx, "assign_ticket", f"Assign {tid} to {owner or 'nobody'}?", wctx, tid)
-        if isinstance(asked, InputRequiredResult):
-            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
-        wctx, confirmation = asked
-        outcome, replayed = await writer.run(writer.writes.assign, wctx, confirmation, tid, owner)
+        done = await writer.perform(ctx, "assign_ticket", tid, {"owner": owner or ""}, idempotency_key,
+                                    expected_version, f"Assign {tid} to {owner or 'nobody'}?", writer.writes.assign,
+                                    owner)
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]
+        outcome, replayed = done
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
     @mcp.tool(name="escalate_ticket", annotations=ESCALATE, tags=tags,
@@ -417,12 +419,10 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         tid = normalise_ticket_id(ticket_id)
         if priority is None and queue is None:
             raise ToolError("Give a priority, a queue, or both; nothing was changed.")
-        wctx = writer.context(ctx, "escalate_ticket", {
-            "ticket_id": tid, "reason": reason, "priority": priority.value if priority else None, "queue": queue,
-            "expected_version": expected_version}, idempotency_key, expected_version)
-        asked = await writer.confirmed(ctx, "escalate_ticket", f"Escalate {tid}?", wctx, tid)
-        if isinstance(asked, InputRequiredResult):
-            return asked  # type: ignore[return-value]  (FastMCP sends it as the input request)
-        wctx, confirmation = asked
-        outcome, replayed = await writer.run(writer.writes.escalate, wctx, confirmation, tid, priority, queue, reason)
+        arguments = {"reason": reason, "priority": priority.value if priority else None, "queue": queue}
+        done = await writer.perform(ctx, "escalate_ticket", tid, arguments, idempotency_key, expected_version,
+                                    f"Escalate {tid}?", writer.writes.escalate, priority, queue, reason)
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]
+        outcome, replayed = done
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
