@@ -1,5 +1,6 @@
-"""The write tools over real HTTP (a spawned server process, bearer tokens), in both
-protocol revisions: the same scope, queue, confirmation and audit rules as in memory."""
+"""The write tools over real transports: HTTP (a spawned server process, bearer tokens)
+in both protocol revisions, and a spawned stdio server: the same scope, queue,
+confirmation, idempotency, read-only and audit rules as in memory."""
 
 from __future__ import annotations
 
@@ -43,3 +44,23 @@ async def test_writes_over_http(db_path: Path, tmp_path: Path, mode: str) -> Non
     assert _count(db_path, "SELECT count(*) FROM comments WHERE author = 'writer' AND ticket_id = ?", support) == 0
     assert _count(db_path, "SELECT count(*) FROM audit_events WHERE caller = 'writer' AND change IS NOT NULL") == 1
     assert _count(db_path, "SELECT count(*) FROM audit_events WHERE caller = 'writer' AND outcome = 'tool_error'") == 2
+
+
+async def test_writes_over_stdio_and_read_only_mode(db_path: Path) -> None:
+    from tests.transports.test_stdio import stdio_params
+
+    token = add_caller(db_path, "writer", scopes=("tickets:read", "tickets:write"), queues=["billing"])
+    _, billing = support_and_billing_ids(db_path)
+    async with Client(stdio_params(db_path, TICKET_SERVER_TOKEN=token)) as client:
+        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "over stdio",
+                                                            "idempotency_key": "stdio-1"})
+        assert note.is_error is False
+        again = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "over stdio",
+                                                             "idempotency_key": "stdio-1"})
+        assert again.structured_content == note.structured_content
+        assert again.meta["dev.ticket-server/replay"] is True
+    async with Client(stdio_params(db_path, TICKET_SERVER_TOKEN=token, TICKET_SERVER_READ_ONLY="true")) as client:
+        assert not {"add_internal_note", "reply_to_customer"} & {t.name for t in (await client.list_tools()).tools}
+        refused = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "read-only"})
+        assert refused.is_error and text_of(refused) == "Unknown tool: 'add_internal_note'"
+    assert _count(db_path, "SELECT count(*) FROM comments WHERE author = 'writer' AND ticket_id = ?", billing) == 1
