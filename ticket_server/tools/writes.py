@@ -22,6 +22,7 @@ import hmac
 import json
 import secrets
 import time
+from time import monotonic
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -293,6 +294,8 @@ class Writer:
                 "ticket_id": outcome.ticket_id, "version": outcome.version, "before": before, "after": after,
                 "idempotency_key": ctx.idempotency_key, "confirmation": confirmation,
             }
+            # The call is not over: its duration so far; its result size is not known yet.
+            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
             row = record.as_row(datetime.now(UTC))
             conn.execute(insert(AuditEvent.__table__).values(**row, change=json.dumps(change, ensure_ascii=False)))
             record.audited = True
