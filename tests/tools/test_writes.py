@@ -366,3 +366,22 @@ async def test_idempotency_key_in_meta_as_the_client_kit_sends_it(settings: Sett
         assert again.structured_content == first.structured_content
         assert again.meta["dev.ticket-server/replay"] is True
         assert await state(settings, billing) == after
+
+
+async def test_caller_writes_only_in_its_write_queues(settings: Settings, add_caller, server_as, mode: str) -> None:
+    """Reads billing and support, writes billing only: a support ticket is readable but
+    not writable, and a billing ticket cannot be moved to support."""
+    await add_caller("split", scopes=AGENT_SCOPES, queues=["billing", "support"], write_queues=["billing"])
+    billing, support = await ticket_in(settings, "billing"), await ticket_in(settings, "support")
+    before = await state(settings, billing), await state(settings, support)
+    async with Client(server_as(stdio_caller="split", confirm_writes=[]), mode=mode) as client:
+        read = await client.call_tool("get_ticket", {"ticket_id": support, "fields": ["status"]})
+        assert not read.is_error
+        note = await client.call_tool("add_internal_note", {"ticket_id": support, "note": "x"}, raise_on_error=False)
+        assert note.is_error and "may write" in text_of(note)
+        moved = await client.call_tool("escalate_ticket", {"ticket_id": billing, "queue": "support", "reason": "r"},
+                                       raise_on_error=False)
+        assert moved.is_error and "may not write in queue 'support'" in text_of(moved)
+        assert (await state(settings, billing), await state(settings, support)) == before
+        ok = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "fine"})
+        assert not ok.is_error

@@ -54,13 +54,23 @@ def token_hash(token: str) -> str:
 
 @dataclass(frozen=True)
 class Caller:
-    """A resolved caller. ``queues`` None means every queue."""
+    """A resolved caller. ``queues`` None means every queue. ``write_queues`` narrows
+    where ``tickets:write`` applies (None: wherever it may read; see ``writable_queues``)."""
 
     name: str
     scopes: frozenset[str]
     queues: frozenset[str] | None = None
     tool_rate_limit: str | None = None
     http_rate_limit: str | None = None
+    write_queues: frozenset[str] | None = None
+
+    @property
+    def writable_queues(self) -> frozenset[str] | None:
+        """The queues a write may touch: its write queues within its read queues (None:
+        every queue); a caller never writes where it cannot read."""
+        if self.write_queues is None:
+            return self.queues
+        return self.write_queues if self.queues is None else self.write_queues & self.queues
 
     CLAIMS_KEY = "ticket_server_caller"
     """The claim of an HTTP access token that carries what the token alone does not."""
@@ -73,6 +83,7 @@ class Caller:
                 "queues": sorted(self.queues) if self.queues is not None else None,
                 "tool_rate_limit": self.tool_rate_limit,
                 "http_rate_limit": self.http_rate_limit,
+                "write_queues": sorted(self.write_queues) if self.write_queues is not None else None,
             }
         }
 
@@ -87,6 +98,7 @@ class Caller:
             queues=frozenset(queues) if queues is not None else None,
             tool_rate_limit=ours.get("tool_rate_limit"),
             http_rate_limit=ours.get("http_rate_limit"),
+            write_queues=frozenset(ours["write_queues"]) if ours.get("write_queues") is not None else None,
         )
 
 
@@ -105,6 +117,7 @@ def _caller(row: CallerRow) -> Caller:
         queues=_split(row.queues),
         tool_rate_limit=row.tool_rate_limit,
         http_rate_limit=row.http_rate_limit,
+        write_queues=_split(row.write_queues),
     )
 
 
@@ -119,6 +132,7 @@ class CallerInfo:
     http_rate_limit: str | None
     created_at: datetime
     revoked_at: datetime | None
+    write_queues: list[str] | None = None
 
 
 def validate(
@@ -293,6 +307,7 @@ class CallerStore:
         tool_rate_limit: str | None = None,
         http_rate_limit: str | None = None,
         *,
+        write_queues: list[str] | None = None,
         only_if_empty: bool = False,
     ) -> str | None:
         """Create a caller; returns its token (the only time it exists in plain text).
@@ -303,13 +318,14 @@ class CallerStore:
 
         from ticket_server.access.models import CallerRow
 
-        validate(name, scopes, queues, [tool_rate_limit, http_rate_limit])
+        validate(name, scopes, [*(queues or []), *(write_queues or [])], [tool_rate_limit, http_rate_limit])
         token = new_token()
         row = CallerRow(
             name=name,
             token_sha256=token_hash(token),
             scopes=" ".join(sorted(set(scopes))),
             queues=" ".join(sorted(set(queues))) if queues else None,
+            write_queues=" ".join(sorted(set(write_queues))) if write_queues else None,
             tool_rate_limit=tool_rate_limit,
             http_rate_limit=http_rate_limit,
             created_at=datetime.now(UTC),
@@ -339,6 +355,7 @@ class CallerStore:
                 http_rate_limit=r.http_rate_limit,
                 created_at=r.created_at,
                 revoked_at=r.revoked_at,
+                write_queues=r.write_queues.split() if r.write_queues is not None else None,
             )
             for r in rows
         ]

@@ -24,6 +24,8 @@ class CallerRow(Base):
     token_sha256: Mapped[str] = mapped_column(String(64))
     scopes: Mapped[str] = mapped_column(Text)
     queues: Mapped[str | None] = mapped_column(Text)
+    # Where tickets:write applies, space-separated (null: every queue it may read).
+    write_queues: Mapped[str | None] = mapped_column(Text)
     tool_rate_limit: Mapped[str | None] = mapped_column(String(64))
     http_rate_limit: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -52,8 +52,8 @@ def _connect_hint(settings: Settings, token: str) -> str:
 
 
 def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
-                tool_limit: str | None, http_limit: str | None) -> None:
-    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit))
+                tool_limit: str | None, http_limit: str | None, write_queues: list[str] | None = None) -> None:
+    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit, write_queues=write_queues))
     assert token is not None
     print(token)
     print(f"created caller {name!r}; the token above is shown only once", file=sys.stderr)
@@ -74,7 +74,7 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
     if as_json:
         for r in rows:
             print(json.dumps({
-                "name": r.name, "scopes": r.scopes, "queues": r.queues,
+                "name": r.name, "scopes": r.scopes, "queues": r.queues, "write_queues": r.write_queues,
                 "tool_rate_limit": r.tool_rate_limit, "http_rate_limit": r.http_rate_limit,
                 "created_at": r.created_at.isoformat(),
                 "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,

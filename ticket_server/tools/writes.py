@@ -33,7 +33,7 @@ from fastmcp.tools import ToolResult
 from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from ticket_server.access.context import current_call, current_queues
+from ticket_server.access.context import current_call
 from ticket_server.tickets.domain import (
     DatabaseUnavailable, EventField, TicketPriority, TicketStatus, Visibility, WriteRefused,
 )
@@ -203,7 +203,7 @@ class Writer:
             if isinstance(value, str) and 0 < len(value) <= 128:
                 key = value
         return WriteContext(
-            actor=caller.name, tool=tool, request_sha256=request_hash(tool, arguments), queues=current_queues(),
+            actor=caller.name, tool=tool, request_sha256=request_hash(tool, arguments), queues=caller.writable_queues,
             idempotency_key=key, expected_version=expected_version,
         )
 
