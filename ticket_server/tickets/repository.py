@@ -66,8 +66,10 @@ class TicketRepository:
         self._rank_window = rank_window
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
-        # SQLite: this process's writers queue here rather than in SQLite's busy handler,
-        # whose sleeps starve some of them past the timeout (bench/writes.py).
+        # This process's writers queue here: on SQLite rather than in its busy handler,
+        # whose sleeps starved some of them past the timeout; on PostgreSQL rather than
+        # on a row lock while holding a pooled connection, which starved reads of
+        # connections (bench/writes.py).
         self._write_lock = asyncio.Lock()
 
     @property
@@ -133,10 +135,11 @@ class TicketRepository:
         IMMEDIATE`` (the write lock is taken first, waiting up to the busy timeout, so a
         transaction never reads a state another writer is about to change), and this
         process's writers take turns before that; on PostgreSQL ``work`` locks the rows
-        it changes (``SELECT ... FOR UPDATE``)."""
+        it changes (``SELECT ... FOR UPDATE``, across processes) and this process's
+        writers take turns before taking a connection."""
         async with bounded(self._timeout):
             if self._reader is None:
-                async with self._engine.begin() as conn:
+                async with self._write_lock, self._engine.begin() as conn:
                     return await conn.run_sync(work)
 
             # A worker thread cannot be cancelled: when the caller gives up (timeout,
