@@ -68,7 +68,7 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
 
     if args.callers_command == "add":
         commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit,
-                             args.write_queue)
+                             args.write_queue, args.confirm)
     elif args.callers_command == "bootstrap":
         commands.callers_bootstrap(settings, args.name)
     elif args.callers_command == "list":
@@ -221,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--queue", action="append", help="limit to this queue (repeatable; default: every queue)")
     add.add_argument("--write-queue", action="append",
                      help="with tickets:write: write only in this queue (repeatable; default: every queue it reads)")
+    add.add_argument("--confirm", action="append",
+                     help="a write needing a person's confirmation for this caller, e.g. reply_to_customer or "
+                     "close_ticket (repeatable; `none`: no confirmation; default: TICKET_SERVER_CONFIRM_WRITES)")
     add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
     add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")
     boot = callers_commands.add_parser("bootstrap", help="create a first caller unless any exists")

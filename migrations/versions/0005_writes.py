@@ -3,7 +3,9 @@
 ``write_requests`` keeps, per caller and idempotency key, the hash of the request and the
 result it produced, so a retry returns the first result and writes nothing.
 ``callers.write_queues`` narrows where a caller with ``tickets:write`` may write (null:
-wherever it may read). ``audit_events.change`` holds a write's before/after values, idempotency key and
+wherever it may read); ``callers.confirm_writes`` replaces the deployment's list of
+writes needing a person's confirmation for that caller (null: the deployment's).
+``audit_events.change`` holds a write's before/after values, idempotency key and
 confirmation outcome (JSON text), written in the same transaction as the write.
 
 Revision ID: 0005_writes
@@ -25,6 +27,7 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("audit_events", sa.Column("change", sa.Text(), nullable=True))
     op.add_column("callers", sa.Column("write_queues", sa.Text(), nullable=True))
+    op.add_column("callers", sa.Column("confirm_writes", sa.Text(), nullable=True))
     op.create_table(
         "write_requests",
         sa.Column("pk", sa.Integer(), primary_key=True, autoincrement=True),
@@ -41,5 +44,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("write_requests")
+    op.drop_column("callers", "confirm_writes")
     op.drop_column("callers", "write_queues")
     op.drop_column("audit_events", "change")

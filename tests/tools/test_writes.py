@@ -385,3 +385,20 @@ async def test_caller_writes_only_in_its_write_queues(settings: Settings, add_ca
         assert (await state(settings, billing), await state(settings, support)) == before
         ok = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "fine"})
         assert not ok.is_error
+
+
+async def test_a_callers_own_confirmation_policy_replaces_the_deployments(
+    settings: Settings, add_caller, server_as, mode: str,
+) -> None:
+    """A trusted bot confirms nothing; another caller must confirm even its notes."""
+    await add_caller("bot", scopes=AGENT_SCOPES, queues=["billing"], confirm_writes=[])
+    await add_caller("careful", scopes=AGENT_SCOPES, queues=["billing"], confirm_writes=["add_internal_note"])
+    billing = await ticket_in(settings, "billing")
+    async with Client(server_as(stdio_caller="bot"), mode=mode) as client:
+        reply = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Done."})
+        assert not reply.is_error
+    async with Client(server_as(stdio_caller="careful"), mode=mode) as client:
+        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "n"}, raise_on_error=False)
+        assert note.is_error and "needs a person's confirmation" in text_of(note)
+    rows = await audit_rows(settings, tool="reply_to_customer")
+    assert json.loads(rows[-1].change)["confirmation"] == "not required"

@@ -63,6 +63,8 @@ class Caller:
     tool_rate_limit: str | None = None
     http_rate_limit: str | None = None
     write_queues: frozenset[str] | None = None
+    confirm_writes: frozenset[str] | None = None
+    """The writes needing a person's confirmation for this caller (None: the deployment's)."""
 
     @property
     def writable_queues(self) -> frozenset[str] | None:
@@ -84,6 +86,7 @@ class Caller:
                 "tool_rate_limit": self.tool_rate_limit,
                 "http_rate_limit": self.http_rate_limit,
                 "write_queues": sorted(self.write_queues) if self.write_queues is not None else None,
+                "confirm_writes": sorted(self.confirm_writes) if self.confirm_writes is not None else None,
             }
         }
 
@@ -99,6 +102,7 @@ class Caller:
             tool_rate_limit=ours.get("tool_rate_limit"),
             http_rate_limit=ours.get("http_rate_limit"),
             write_queues=frozenset(ours["write_queues"]) if ours.get("write_queues") is not None else None,
+            confirm_writes=frozenset(ours["confirm_writes"]) if ours.get("confirm_writes") is not None else None,
         )
 
 
@@ -118,6 +122,7 @@ def _caller(row: CallerRow) -> Caller:
         tool_rate_limit=row.tool_rate_limit,
         http_rate_limit=row.http_rate_limit,
         write_queues=_split(row.write_queues),
+        confirm_writes=_split(row.confirm_writes),
     )
 
 
@@ -136,7 +141,8 @@ class CallerInfo:
 
 
 def validate(
-    name: str, scopes: list[str], queues: list[str] | None, limits: list[str | None]
+    name: str, scopes: list[str], queues: list[str] | None, limits: list[str | None],
+    confirm_writes: list[str] | None = None,
 ) -> None:
     if not NAME.match(name):
         raise CallerError(
@@ -147,6 +153,9 @@ def validate(
     for scope in scopes:
         if not SCOPE.match(scope):
             raise CallerError(f"scope {scope!r}: scopes look like tickets:read")
+    for action in confirm_writes or []:
+        if not NAME.match(action):
+            raise CallerError(f"confirmation {action!r}: name a write tool, e.g. reply_to_customer")
     for queue in queues or []:
         if not QUEUE.match(queue):
             raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
@@ -308,9 +317,12 @@ class CallerStore:
         http_rate_limit: str | None = None,
         *,
         write_queues: list[str] | None = None,
+        confirm_writes: list[str] | None = None,
         only_if_empty: bool = False,
     ) -> str | None:
         """Create a caller; returns its token (the only time it exists in plain text).
+        ``confirm_writes`` (an empty list: none) replaces the deployment's confirmation
+        list for this caller.
 
         With ``only_if_empty``, returns None and creates nothing when any caller exists.
         """
@@ -318,7 +330,8 @@ class CallerStore:
 
         from ticket_server.access.models import CallerRow
 
-        validate(name, scopes, [*(queues or []), *(write_queues or [])], [tool_rate_limit, http_rate_limit])
+        validate(name, scopes, [*(queues or []), *(write_queues or [])], [tool_rate_limit, http_rate_limit],
+                 confirm_writes)
         token = new_token()
         row = CallerRow(
             name=name,
@@ -326,6 +339,7 @@ class CallerStore:
             scopes=" ".join(sorted(set(scopes))),
             queues=" ".join(sorted(set(queues))) if queues else None,
             write_queues=" ".join(sorted(set(write_queues))) if write_queues else None,
+            confirm_writes=" ".join(sorted(set(confirm_writes))) if confirm_writes is not None else None,
             tool_rate_limit=tool_rate_limit,
             http_rate_limit=http_rate_limit,
             created_at=datetime.now(UTC),

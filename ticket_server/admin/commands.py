@@ -52,8 +52,12 @@ def _connect_hint(settings: Settings, token: str) -> str:
 
 
 def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
-                tool_limit: str | None, http_limit: str | None, write_queues: list[str] | None = None) -> None:
-    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit, write_queues=write_queues))
+                tool_limit: str | None, http_limit: str | None, write_queues: list[str] | None = None,
+                confirm_writes: list[str] | None = None) -> None:
+    if confirm_writes is not None:
+        confirm_writes = [a for a in confirm_writes if a != "none"]
+    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit, write_queues=write_queues,
+                                           confirm_writes=confirm_writes))
     assert token is not None
     print(token)
     print(f"created caller {name!r}; the token above is shown only once", file=sys.stderr)

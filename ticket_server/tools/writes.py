@@ -7,11 +7,12 @@ idempotency key, confirmation outcome) commit together; the call pipeline then w
 second row for it. An internal note and a reply are different tools with different
 result shapes, so a note is never sent to the customer by mistake.
 
-Confirmation (``Settings.confirm_writes``; default a reply and closing a ticket): on the
-legacy protocol revision the server asks the person through ``elicitation/create``; a
+Confirmation (``Settings.confirm_writes``, or the caller's own list; default a reply and
+closing a ticket): on the legacy revision the server asks the person through
+``elicitation/create``; on 2026-07-28 the call answers with an ``input_required`` result
+and sealed request state (``ConfirmationState``), and the retry carries the answer. A
 declined or cancelled confirmation changes nothing. A client that cannot ask (no
-elicitation capability, or the 2026-07-28 revision, whose multi-round-trip input request
-is not implemented yet) gets an ``isError`` and nothing is written.
+elicitation capability) gets an ``isError`` and nothing is written.
 """
 
 from __future__ import annotations
@@ -215,9 +216,11 @@ class Writer:
         ``InputRequiredResult`` asking the person; raises ``ToolError`` (nothing written;
         the pipeline audits the refusal) when the person declines or cancels, when the
         client cannot ask, or when the returned request state is not valid."""
-        if action not in self.confirm:
-            return wctx, "not required"
         record = current_call.get()
+        caller = record.caller if record is not None else None
+        policy = caller.confirm_writes if caller is not None and caller.confirm_writes is not None else self.confirm
+        if action not in policy:
+            return wctx, "not required"
         rc = ctx.request_context
         capabilities = rc.session.client_capabilities if rc is not None else None
         if capabilities is None or capabilities.elicitation is None:
