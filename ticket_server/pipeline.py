@@ -44,11 +44,11 @@ from ticket_server.tools.errors import (
     DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_unusable_arguments,
 )
 from ticket_server.tools.versions import ToolVersions
+from ticket_server.tools.writes import WRITE_SCOPE  # write tools: held to the write limit
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
 READ_SCOPE = "tickets:read"
-WRITE_SCOPE = "tickets:write"  # write tools: held to the write limit; queues checked in the domain
 
 
 def shown(name: str) -> str:

@@ -23,7 +23,6 @@ import hmac
 import json
 import secrets
 import time
-from time import monotonic
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -50,9 +49,6 @@ if TYPE_CHECKING:
 WRITE_SCOPE = "tickets:write"
 IDEMPOTENCY_META = "dev.ticket-server/idempotency-key"
 REPLAY_META = "dev.ticket-server/replay"
-CONFIRMATION_ACTIONS = ("add_internal_note", "reply_to_customer", "set_ticket_status", "close_ticket",
-                        "assign_ticket", "escalate_ticket")
-"""What ``Settings.confirm_writes`` may name: a tool, or ``close_ticket`` (set_ticket_status to closed)."""
 CANNOT_CONFIRM = (
     "This action needs a person's confirmation, which this client cannot give; nothing was "
     "changed. Ask the person to do it in the helpdesk, or use a client that supports elicitation."
@@ -287,8 +283,8 @@ class Writer:
 
             from ticket_server.access.models import AuditEvent
 
-            if record is None:
-                return
+            if record is None:  # no call to audit: the write must not happen
+                raise RuntimeError("a write outside a tools/call")
             before = {c.field.value: c.old_value for c in outcome.changes}
             after: dict[str, Any] = {c.field.value: c.new_value for c in outcome.changes}
             if outcome.comment is not None:
@@ -298,7 +294,7 @@ class Writer:
                 "idempotency_key": ctx.idempotency_key, "confirmation": confirmation,
             }
             # The call is not over: its duration so far; its result size is not known yet.
-            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
+            record.duration_ms = round((time.monotonic() - record.started) * 1000, 3)
             row = record.as_row(datetime.now(UTC))
             conn.execute(insert(AuditEvent.__table__).values(**row, change=json.dumps(change, ensure_ascii=False)))
             record.audited = True
