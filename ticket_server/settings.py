@@ -27,6 +27,11 @@ def default_database_url() -> str:
     return f"sqlite+aiosqlite:///{default_data_dir() / 'tickets.db'}"
 
 
+WriteAction = Literal[
+    "add_internal_note", "reply_to_customer", "set_ticket_status", "close_ticket", "assign_ticket", "escalate_ticket",
+]
+"""What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
+
 class Settings(BaseSettings):
     """Server settings. Each field is read from ``TICKET_SERVER_<FIELD>`` (case-insensitive)."""
 
@@ -145,7 +150,7 @@ class Settings(BaseSettings):
         default=False,
         description="Serve no write tool at all: they are not listed and cannot be called.",
     )
-    confirm_writes: list[str] = Field(
+    confirm_writes: list[WriteAction] = Field(
         default=["reply_to_customer", "close_ticket"],
         description="Writes that need a person's confirmation before they happen: tool names, "
         "or `close_ticket` (set_ticket_status to closed).",

@@ -402,3 +402,16 @@ async def test_a_callers_own_confirmation_policy_replaces_the_deployments(
         assert note.is_error and "needs a person's confirmation" in text_of(note)
     rows = await audit_rows(settings, tool="reply_to_customer")
     assert json.loads(rows[-1].change)["confirmation"] == "not required"
+
+
+def test_a_misspelt_confirmation_policy_is_refused_not_ignored() -> None:
+    """A typo must not silently turn a confirmation off: settings and callers refuse it."""
+    import pydantic
+
+    from ticket_server.access.callers import CallerError, validate
+
+    with pytest.raises(pydantic.ValidationError):
+        Settings(confirm_writes=["reply_to_customers"])
+    with pytest.raises(CallerError, match="reply_to_customers"):
+        validate("bot", ["tickets:write"], None, [], ["reply_to_customers"])
+    validate("bot", ["tickets:write"], None, [], ["reply_to_customer", "close_ticket"])

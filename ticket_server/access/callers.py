@@ -153,9 +153,13 @@ def validate(
     for scope in scopes:
         if not SCOPE.match(scope):
             raise CallerError(f"scope {scope!r}: scopes look like tickets:read")
+    from typing import get_args
+
+    from ticket_server.settings import WriteAction
+
     for action in confirm_writes or []:
-        if not NAME.match(action):
-            raise CallerError(f"confirmation {action!r}: name a write tool, e.g. reply_to_customer")
+        if action not in get_args(WriteAction):
+            raise CallerError(f"confirmation {action!r}: one of {', '.join(get_args(WriteAction))}, or none")
     for queue in queues or []:
         if not QUEUE.match(queue):
             raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
