@@ -6,6 +6,7 @@ runtime made here; nothing else constructs these parts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
 if TYPE_CHECKING:
+    from mcp.server.request_state import RequestStateSecurity
+
     from ticket_server.tickets.repository import TicketRepository
 
 INSTRUCTIONS = """\
@@ -87,6 +90,19 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
     )
 
 
+def _request_state_security(settings: Settings) -> RequestStateSecurity | None:
+    """With ``TICKET_SERVER_CURSOR_SECRET`` set, the 2026-07-28 request state (a write's
+    confirmation) is sealed under a key derived from it, so any replica verifies what
+    another sealed; without it, under a key of this process (FastMCP's default: the
+    default secret is guessable)."""
+    if settings.cursor_secret is None:
+        return None
+    from mcp.server.request_state import RequestStateSecurity
+
+    key = hashlib.sha256(b"ticket-server request state\0" + settings.cursor_key).digest()
+    return RequestStateSecurity(keys=[key], audience="ticket-server")
+
+
 def build_server(
     runtime: Runtime | Settings, *, clock: Clock = utc_today, ready: Callable[[], Awaitable[None]] | None = None,
 ) -> FastMCP:
@@ -121,6 +137,7 @@ def build_server(
         dereference_schemas=False,
         lifespan=lifespan,
         middleware=[pipeline],
+        request_state_security=_request_state_security(rt.settings),
     )
     cursors = CursorCodec(rt.settings.cursor_key)
     v1.register(mcp, rt.repository, rt.versions)

@@ -415,3 +415,22 @@ def test_a_misspelt_confirmation_policy_is_refused_not_ignored() -> None:
     with pytest.raises(CallerError, match="reply_to_customers"):
         validate("bot", ["tickets:write"], None, [], ["reply_to_customers"])
     validate("bot", ["tickets:write"], None, [], ["reply_to_customer", "close_ticket"])
+
+
+async def test_confirmation_asked_by_one_replica_is_accepted_by_another(
+    settings: Settings, add_caller, server_as,
+) -> None:
+    """With TICKET_SERVER_CURSOR_SECRET shared, the retry carrying the person's answer may
+    reach another server process (stateless HTTP replicas); the state is still single-use."""
+    from pydantic import SecretStr
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    shared = {"stdio_caller": "agent", "cursor_secret": SecretStr("replica secret")}
+    async with (Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as one,
+                Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as two):
+        first = await _asked(one, billing)
+        done = await _answer(two, billing, first.request_state)
+        assert not done.is_error
+        replayed = await _answer(one, billing, first.request_state)
+        assert replayed.is_error and "already used" in text_of(replayed)
