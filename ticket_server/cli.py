@@ -113,7 +113,8 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
     if args.callers_command == "add":
-        commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit)
+        commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit,
+                             args.write_queue, args.confirm)
     elif args.callers_command == "bootstrap":
         commands.callers_bootstrap(settings, args.name)
     elif args.callers_command == "list":
@@ -130,7 +131,7 @@ def _audit(settings: Settings, args: argparse.Namespace) -> None:
     if args.audit_command == "prune":
         commands.audit_prune(settings, args.older_than)
         return
-    commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json)
+    commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json, ticket=args.ticket)
 
 
 def _report(settings: Settings, args: argparse.Namespace) -> None:
@@ -304,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--scope", action="append", required=True, help="a scope, e.g. tickets:read (repeatable)")
     add.add_argument("--queue", action="append", help="limit to this queue (repeatable; default: every queue)")
+    add.add_argument("--write-queue", action="append",
+                     help="with tickets:write: write only in this queue (repeatable; default: every queue it reads)")
+    add.add_argument("--confirm", action="append",
+                     help="a write needing a person's confirmation for this caller, e.g. reply_to_customer or "
+                     "close_ticket (repeatable; `none`: no confirmation; default: TICKET_SERVER_CONFIRM_WRITES)")
     add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
     add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")
     boot = callers_commands.add_parser("bootstrap", help="create a first caller unless any exists")
@@ -323,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     auditp.add_argument("--since", help="only since then: 24h, 30m, 7d, or an ISO time")
     auditp.add_argument("--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)")
     auditp.add_argument("--json", action="store_true", help="one JSON object per row")
+    auditp.add_argument("--ticket", help="the story of one ticket (e.g. SUP-4412): changes, comments, calls")
     auditp.set_defaults(handler=_audit)
     audit_commands = auditp.add_subparsers(dest="audit_command")
     prunep = audit_commands.add_parser("prune", help="delete old audit rows (the retention policy)")

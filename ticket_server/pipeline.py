@@ -55,6 +55,7 @@ from ticket_server.tools.errors import (
     describe_unusable_arguments, model_error,
 )
 from ticket_server.tools.versions import Deprecation, ToolVersions
+from ticket_server.tools.writes import WRITE_SCOPE  # write tools: held to the write limit
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
@@ -299,7 +300,8 @@ class CallPipeline(Middleware):
             # Every name this caller may not call (unknown, out of scope) counts against
             # one allowance; a deprecated name counts with its replacement.
             key = self.versions.family(name) if permitted else UNLISTED
-            refusal = await self.limiter.admit(record.caller, name if permitted else shown(name), key)
+            write = permitted and tool is not None and WRITE_SCOPE in tool.tags
+            refusal = await self.limiter.admit(record.caller, name if permitted else shown(name), key, write=write)
             if refusal is not None:
                 cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
                 retry = refusal.meta.get("dev.ticket-server/rate-limit", {})

@@ -39,6 +39,11 @@ def default_database_url() -> str:
     return f"sqlite+aiosqlite:///{default_data_dir() / 'tickets.db'}"
 
 
+WriteAction = Literal[
+    "add_internal_note", "reply_to_customer", "set_ticket_status", "close_ticket", "assign_ticket", "escalate_ticket",
+]
+"""What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
+
 class Settings(BaseSettings):
     """Server settings. Each field is read from ``TICKET_SERVER_<FIELD>`` (case-insensitive)."""
 
@@ -220,6 +225,20 @@ class Settings(BaseSettings):
         default="60/minute",
         description="Default limit per caller per tool on tools/call (moving window), "
         "e.g. `60/minute`; a caller's own limit overrides it.",
+    )
+    write_rate_limit: str = Field(
+        default="20/minute",
+        description="Limit per caller per write tool (tickets:write) on tools/call, lower "
+        "than reads by default; it applies whatever a caller's own read limit is.",
+    )
+    read_only: bool = Field(
+        default=False,
+        description="Serve no write tool at all: they are not listed and cannot be called.",
+    )
+    confirm_writes: list[WriteAction] = Field(
+        default=["reply_to_customer", "close_ticket"],
+        description="Writes that need a person's confirmation before they happen: tool names, "
+        "or `close_ticket` (set_ticket_status to closed).",
     )
     http_rate_limit: str = Field(
         default="600/minute",

@@ -34,7 +34,8 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
     published = contract.read_contract(ROOT / "tool-contract.json")
     assert contract.compare(published, live) == []
     assert {t["name"] for t in published["tools"]} == {
-        "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2", "get_ticket", "get_customer"}
+        "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2", "get_ticket", "get_customer",
+        "add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)
 
@@ -66,6 +67,9 @@ def change(live: dict, name: str, edit) -> dict:
     (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"]["updated_at"].update(type="integer"), ("breaking", "output type changed ['string'] -> ['integer']")),
     (lambda t: t.update(outputSchema={"type": "object", "properties": {"result": {"type": "array"}}, "x-fastmcp-wrap-result": True}), ("breaking", "output shape changed (wrapped result)")),
     (lambda t: t["annotations"].update(readOnlyHint=False), ("breaking", "annotation readOnlyHint no longer True")),
+    (lambda t: t["annotations"].update(openWorldHint=True), ("breaking", "annotation openWorldHint False -> True")),
+    (lambda t: t["annotations"].update(destructiveHint=True), ("breaking", "annotation destructiveHint None -> True")),
+    (lambda t: t["annotations"].update(title="Search"), ("breaking", "annotation title None -> 'Search'")),
 ])
 def test_each_class_of_change(live: dict, edit, expected: tuple[str, str]) -> None:
     assert expected in kinds(live, change(live, "search_tickets_v2", edit))

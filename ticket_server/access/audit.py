@@ -105,7 +105,8 @@ class AuditWriter:
         """Log ``record`` on stderr now and queue its row for the table."""
         row = record.as_row(datetime.now(UTC))
         audit_log.info("tools/call", extra={"audit": {**row, "time": row["time"].isoformat()}})
-        self.submit(row)
+        if not record.audited:
+            self.submit(row)
 
     @property
     def pending(self) -> int:

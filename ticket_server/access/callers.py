@@ -61,15 +61,27 @@ def token_hash(token: str) -> str:
 
 @dataclass(frozen=True)
 class Caller:
-    """A resolved caller. ``queues`` None means every queue."""
+    """A resolved caller. ``queues`` None means every queue. ``write_queues`` narrows
+    where ``tickets:write`` applies (None: wherever it may read; see ``writable_queues``)."""
 
     name: str
     scopes: frozenset[str]
     queues: frozenset[str] | None = None
     tool_rate_limit: str | None = None
     http_rate_limit: str | None = None
+    write_queues: frozenset[str] | None = None
+    confirm_writes: frozenset[str] | None = None
+    """The writes needing a person's confirmation for this caller (None: the deployment's)."""
     registered: bool = True
     """False for a JWT subject with no row of its own, served under the default role."""
+
+    @property
+    def writable_queues(self) -> frozenset[str] | None:
+        """The queues a write may touch: its write queues within its read queues (None:
+        every queue); a caller never writes where it cannot read."""
+        if self.write_queues is None:
+            return self.queues
+        return self.write_queues if self.queues is None else self.write_queues & self.queues
 
     def may_call(self, tags: Iterable[str]) -> bool:
         """Whether this caller holds every scope among a tool's ``tags`` (tags of the form
@@ -89,6 +101,8 @@ class Caller:
                 "tool_rate_limit": self.tool_rate_limit,
                 "http_rate_limit": self.http_rate_limit,
                 "registered": self.registered,
+                "write_queues": sorted(self.write_queues) if self.write_queues is not None else None,
+                "confirm_writes": sorted(self.confirm_writes) if self.confirm_writes is not None else None,
             }
         }
 
@@ -104,6 +118,8 @@ class Caller:
             tool_rate_limit=ours.get("tool_rate_limit"),
             http_rate_limit=ours.get("http_rate_limit"),
             registered=ours.get("registered", True) is not False,
+            write_queues=frozenset(ours["write_queues"]) if ours.get("write_queues") is not None else None,
+            confirm_writes=frozenset(ours["confirm_writes"]) if ours.get("confirm_writes") is not None else None,
         )
 
 
@@ -122,6 +138,8 @@ def _caller(row: CallerRow) -> Caller:
         queues=_split(row.queues),
         tool_rate_limit=row.tool_rate_limit,
         http_rate_limit=row.http_rate_limit,
+        write_queues=_split(row.write_queues),
+        confirm_writes=_split(row.confirm_writes),
     )
 
 
@@ -136,10 +154,12 @@ class CallerInfo:
     http_rate_limit: str | None
     created_at: datetime
     revoked_at: datetime | None
+    write_queues: list[str] | None = None
 
 
 def validate(
-    name: str, scopes: list[str], queues: list[str] | None, limits: list[str | None]
+    name: str, scopes: list[str], queues: list[str] | None, limits: list[str | None],
+    confirm_writes: list[str] | None = None,
 ) -> None:
     if not NAME.match(name):
         raise CallerError(
@@ -150,6 +170,13 @@ def validate(
     for scope in scopes:
         if not SCOPE.match(scope):
             raise CallerError(f"scope {scope!r}: scopes look like tickets:read")
+    from typing import get_args
+
+    from ticket_server.settings import WriteAction
+
+    for action in confirm_writes or []:
+        if action not in get_args(WriteAction):
+            raise CallerError(f"confirmation {action!r}: one of {', '.join(get_args(WriteAction))}, or none")
     for queue in queues or []:
         if not QUEUE.match(queue):
             raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
@@ -313,9 +340,13 @@ class CallerStore:
         tool_rate_limit: str | None = None,
         http_rate_limit: str | None = None,
         *,
+        write_queues: list[str] | None = None,
+        confirm_writes: list[str] | None = None,
         only_if_empty: bool = False,
     ) -> str | None:
         """Create a caller; returns its token (the only time it exists in plain text).
+        ``confirm_writes`` (an empty list: none) replaces the deployment's confirmation
+        list for this caller.
 
         With ``only_if_empty``, returns None and creates nothing when any caller exists.
         """
@@ -324,13 +355,16 @@ class CallerStore:
 
         from ticket_server.access.models import CallerRow
 
-        validate(name, scopes, queues, [tool_rate_limit, http_rate_limit])
+        validate(name, scopes, [*(queues or []), *(write_queues or [])], [tool_rate_limit, http_rate_limit],
+                 confirm_writes)
         token = new_token()
         row = CallerRow(
             name=name,
             token_sha256=token_hash(token),
             scopes=" ".join(sorted(set(scopes))),
             queues=" ".join(sorted(set(queues))) if queues else None,
+            write_queues=" ".join(sorted(set(write_queues))) if write_queues else None,
+            confirm_writes=" ".join(sorted(set(confirm_writes))) if confirm_writes is not None else None,
             tool_rate_limit=tool_rate_limit,
             http_rate_limit=http_rate_limit,
             created_at=datetime.now(UTC),
@@ -365,6 +399,7 @@ class CallerStore:
                 http_rate_limit=r.http_rate_limit,
                 created_at=r.created_at,
                 revoked_at=r.revoked_at,
+                write_queues=r.write_queues.split() if r.write_queues is not None else None,
             )
             for r in rows
         ]

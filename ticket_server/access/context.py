@@ -67,6 +67,7 @@ class CallRecord:
     result_bytes: int = 0
     started: float = field(default_factory=monotonic)
     duration_ms: float = 0.0
+    audited: bool = False  # a write's audit row was written in the write's transaction
 
     def fail(self, outcome: Outcome, cause: Cause | None = None, detail: str | None = None) -> None:
         self.outcome, self.cause = outcome, cause

@@ -33,7 +33,7 @@ from ticket_server.access.callers import (
 from ticket_server.settings import Settings
 
 # Every scope a tool declares in its tags (`resource:action`); `callers add` refuses others.
-KNOWN_SCOPES = ["tickets:read"]
+KNOWN_SCOPES = ["tickets:read", "tickets:write"]
 CLOCK_SKEW_SECONDS = 30
 """How far a token's ``nbf`` may be ahead of this server's clock."""
 

@@ -24,6 +24,10 @@ class CallerRow(Base):
     token_sha256: Mapped[str] = mapped_column(String(64))
     scopes: Mapped[str] = mapped_column(Text)
     queues: Mapped[str | None] = mapped_column(Text)
+    # Where tickets:write applies, space-separated (null: every queue it may read).
+    write_queues: Mapped[str | None] = mapped_column(Text)
+    # Writes needing a person's confirmation for this caller (null: the deployment's list).
+    confirm_writes: Mapped[str | None] = mapped_column(Text)
     tool_rate_limit: Mapped[str | None] = mapped_column(String(64))
     http_rate_limit: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -54,6 +58,9 @@ class AuditEvent(Base):
     detail: Mapped[str | None] = mapped_column(String(300))
     result_bytes: Mapped[int] = mapped_column(Integer)
     duration_ms: Mapped[float] = mapped_column(Float)
+    # A write's before/after values, idempotency key and confirmation outcome (JSON),
+    # written in the write's own transaction.
+    change: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_audit_events_time", "time"),

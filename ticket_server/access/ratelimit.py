@@ -85,6 +85,7 @@ class ToolLimiter:
 
     def __init__(self, settings: Settings) -> None:
         self.default = parse(settings.tool_rate_limit)
+        self.write_default = parse(settings.write_rate_limit)
         url = settings.rate_limit_storage_url
         # Redis: `limits`' async storage (network I/O must not block the event loop).
         # memory://: its synchronous storage, which never waits on anything (the async
@@ -96,11 +97,17 @@ class ToolLimiter:
         self.failure = settings.rate_limit_failure
         self.storage_down = False
 
-    async def admit(self, caller: Caller, tool: str, key: str | None = None) -> Refusal | None:
+    async def admit(
+        self, caller: Caller, tool: str, key: str | None = None, *, write: bool = False,
+    ) -> Refusal | None:
         """None when ``caller`` may make one more call of ``tool`` now (counted), else why not.
         ``key`` (default ``tool``) names the allowance counted: names that share one give
-        a caller one allowance between them."""
-        item = parse_limit(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
+        a caller one allowance between them. A ``write`` tool is held to
+        ``write_rate_limit``, not the caller's read limit."""
+        if write:
+            item = self.write_default
+        else:
+            item = parse_limit(caller.tool_rate_limit) if caller.tool_rate_limit else self.default
         try:
             allowed, stats = await self._hit(item, caller.name, key or tool)
         except self.storage.base_exceptions as exc:

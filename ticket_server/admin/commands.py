@@ -54,7 +54,8 @@ def _connect_hint(settings: Settings, token: str) -> str:
 
 
 def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
-                tool_limit: str | None, http_limit: str | None) -> None:
+                tool_limit: str | None, http_limit: str | None, write_queues: list[str] | None = None,
+                confirm_writes: list[str] | None = None) -> None:
     from ticket_server.access.identity import KNOWN_SCOPES
 
     unknown = sorted(set(scopes) - set(KNOWN_SCOPES))
@@ -63,7 +64,10 @@ def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[s
             f"callers add: unknown scope(s) {', '.join(unknown)}: no tool needs them; "
             f"the known scopes are {', '.join(KNOWN_SCOPES)}"
         )
-    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit))
+    if confirm_writes is not None:
+        confirm_writes = [a for a in confirm_writes if a != "none"]
+    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit, write_queues=write_queues,
+                                           confirm_writes=confirm_writes))
     assert token is not None
     print(token)
     print(f"created caller {name!r}; the token above is shown only once", file=sys.stderr)
@@ -84,7 +88,7 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
     if as_json:
         for r in rows:
             print(json.dumps({
-                "name": r.name, "scopes": r.scopes, "queues": r.queues,
+                "name": r.name, "scopes": r.scopes, "queues": r.queues, "write_queues": r.write_queues,
                 "tool_rate_limit": r.tool_rate_limit, "http_rate_limit": r.http_rate_limit,
                 "created_at": r.created_at.isoformat(),
                 "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,
@@ -118,7 +122,10 @@ def callers_rotate(settings: Settings, name: str) -> None:
 
 
 def audit(settings: Settings, caller: str | None, tool: str | None, since: str | None,
-          limit: int, as_json: bool = False) -> None:
+          limit: int, as_json: bool = False, ticket: str | None = None) -> None:
+    if ticket is not None:
+        ticket_story(settings, ticket.strip().upper(), as_json)
+        return
     try:
         moment = parse_since(since) if since else None
     except ValueError as exc:
@@ -148,6 +155,25 @@ def audit_prune(settings: Settings, older_than: str | None) -> None:
         raise CommandError(str(exc).replace("--since", "--older-than")) from exc
     deleted = _run(settings, lambda s: prune(s, before))
     print(f"{deleted} audit row(s) before {before.isoformat(timespec='seconds')} deleted", file=sys.stderr)
+
+
+def ticket_story(settings: Settings, ticket_id: str, as_json: bool = False) -> None:
+    """Print the story of one ticket: creation, comments, changes, and the tool calls
+    naming it (who, through which transport, how each ended, with the trace id)."""
+    from ticket_server.admin.reports import ticket_story as story_of
+
+    rows = _run(settings, lambda s: story_of(s, ticket_id))
+    if not rows:
+        raise CommandError(f"no ticket {ticket_id!r} and no audited call naming it")
+    if as_json:
+        for at, who, what, trace in rows:
+            print(json.dumps({"time": at.isoformat(), "who": who, "what": what, "trace_id": trace or None},
+                             ensure_ascii=False))
+        return
+    table = [["TIME", "WHO", "WHAT", "TRACE"]]
+    table += [[at.strftime("%Y-%m-%dT%H:%M:%SZ"), who, what, trace[:12]] for at, who, what, trace in rows]
+    _print_table(table)
+    print(f"{len(rows)} entries for {ticket_id}", file=sys.stderr)
 
 
 def report_deprecated(settings: Settings, since: str | None, as_json: bool = False) -> None:

@@ -185,14 +185,17 @@ def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]
             diffs.append(Difference("additive", name, "", "output schema added"))
         if tool.get("description") != current.get("description"):
             diffs.append(Difference("additive", name, "", "description changed"))
-        old_a, new_a = tool.get("annotations", {}), current.get("annotations", {})
-        for hint, safe in _SAFE_HINTS.items():
-            if hint != "readOnlyHint" and new_a.get("readOnlyHint") is True:
-                continue  # the other hints mean nothing for a read-only tool (MCP spec)
-            if old_a.get(hint) == safe and new_a.get(hint) != safe:
-                diffs.append(Difference("breaking", name, "", f"annotation {hint} no longer {safe}"))
-        if old_a != new_a and not any(d.what.startswith("annotation") for d in diffs if d.tool == name):
-            diffs.append(Difference("additive", name, "", "annotations changed"))
+        # Any annotation change is breaking: clients decide from them whether to ask a
+        # person before a call (a write tool's hints are what keeps a prompt away or not).
+        old_a, new_a = tool.get("annotations") or {}, current.get("annotations") or {}
+        for hint in sorted(old_a.keys() | new_a.keys()):
+            before, after = old_a.get(hint), new_a.get(hint)
+            if before == after:
+                continue
+            safe = _SAFE_HINTS.get(hint)
+            what = (f"annotation {hint} no longer {safe}" if safe is not None and before == safe
+                    else f"annotation {hint} {before!r} -> {after!r}")
+            diffs.append(Difference("breaking", name, "", what))
     for name in new.keys() - old.keys():
         diffs.append(Difference("additive", name, "", "new tool"))
     return diffs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -88,3 +89,41 @@ async def prune(store: CallerStore, before: datetime) -> int:
     async with store.session() as session, session.begin():
         done = await session.execute(delete(AuditEvent).where(AuditEvent.time < before))
     return int(done.rowcount or 0)  # type: ignore[attr-defined]
+
+
+async def ticket_story(store: CallerStore, ticket_id: str) -> list[tuple[datetime, str, str, str]]:
+    """The story of ``ticket_id``, oldest first: its creation, every comment, every field
+    change, and every audited tool call naming it (reads, writes and refusals), as
+    (time, who, what, trace id or "")."""
+    from sqlalchemy import select
+
+    from ticket_server.access.models import AuditEvent
+    from ticket_server.tickets.models import Comment, Ticket, TicketEvent
+
+    story: list[tuple[datetime, str, str, str]] = []
+    named = f'"ticket_id": {json.dumps(ticket_id, ensure_ascii=False)}'
+    async with store.session() as session:
+        ticket = (await session.execute(select(Ticket.created_at, Ticket.customer, Ticket.queue)
+                                        .where(Ticket.id == ticket_id))).first()
+        if ticket is not None:
+            story.append((ticket.created_at, ticket.customer, f"opened the ticket (queue {ticket.queue})", ""))
+        for c in (await session.scalars(select(Comment).where(Comment.ticket_id == ticket_id))).all():
+            kind = "internal note" if c.visibility.value == "internal" else "public reply"
+            text = c.body if len(c.body) <= 80 else c.body[:77] + "..."
+            story.append((c.created_at, f"{c.author} ({c.author_type.value})", f"{kind} #{c.pk}: {text!r}", ""))
+        for e in (await session.scalars(select(TicketEvent).where(TicketEvent.ticket_id == ticket_id))).all():
+            story.append((e.created_at, f"{e.actor} ({e.actor_type.value})",
+                          f"{e.field.value}: {e.old_value or '-'} -> {e.new_value or '-'}", ""))
+        calls = select(AuditEvent).where(AuditEvent.arguments.contains(named, autoescape=True))
+        for a in (await session.scalars(calls)).all():
+            what = f"called {a.tool}: {a.outcome}" + (f" ({a.detail})" if a.detail else "")
+            if a.change:
+                change = json.loads(a.change)
+                extras = [f"version {change.get('version')}"]
+                if change.get("idempotency_key"):
+                    extras.append(f"key {change['idempotency_key']}")
+                extras.append(f"confirmation {change.get('confirmation')}")
+                what += " [" + ", ".join(extras) + "]"
+            story.append((a.time, f"{a.caller or '-'} via {a.transport}", what, a.trace_id))
+    story.sort(key=lambda row: row[0])
+    return story

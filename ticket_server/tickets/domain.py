@@ -84,3 +84,98 @@ async def bounded(
     except (SQLAlchemyError, OSError, TimeoutError) as exc:
         log.error(f"{what} unavailable", exc_info=exc)
         raise error() from exc
+
+
+# --- the write path's rules and refusals ---------------------------------------------
+
+NEXT_STATUSES: dict[TicketStatus, tuple[TicketStatus, ...]] = {
+    TicketStatus.NEW: (TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER,
+                       TicketStatus.RESOLVED, TicketStatus.CLOSED),
+    TicketStatus.OPEN: (TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER, TicketStatus.RESOLVED,
+                        TicketStatus.CLOSED),
+    TicketStatus.IN_PROGRESS: (TicketStatus.OPEN, TicketStatus.WAITING_ON_CUSTOMER, TicketStatus.RESOLVED,
+                               TicketStatus.CLOSED),
+    TicketStatus.WAITING_ON_CUSTOMER: (TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.RESOLVED,
+                                       TicketStatus.CLOSED),
+    TicketStatus.RESOLVED: (TicketStatus.OPEN, TicketStatus.CLOSED),
+    TicketStatus.CLOSED: (),
+}
+"""The statuses a ticket may move to from each status (a closed ticket is final: a
+returning problem is a new ticket). Nothing moves back to ``new``."""
+
+
+class WriteRefused(Exception):
+    """A write the domain refuses; nothing was changed. ``str()`` is the model-readable
+    reason; ``reason`` a short label for the audit trail."""
+
+    reason = "refused"
+
+
+class TicketNotWritable(WriteRefused):
+    """No ticket of that id in the queues the caller may write."""
+
+    reason = "ticket not found"
+
+
+class QueueNotWritable(WriteRefused):
+    """The target queue of an escalation is outside the caller's writable queues."""
+
+    reason = "queue not writable"
+
+
+class IllegalTransition(WriteRefused):
+    reason = "illegal status transition"
+
+    def __init__(self, current: TicketStatus, wanted: TicketStatus) -> None:
+        allowed = NEXT_STATUSES[current]
+        self.allowed = allowed
+        nexts = ", ".join(s.value for s in allowed) if allowed else "none (a closed ticket is final)"
+        super().__init__(
+            f"A ticket cannot move from {current.value} to {wanted.value}; "
+            f"allowed next statuses from {current.value}: {nexts}."
+        )
+
+
+class NoChange(WriteRefused):
+    """The write would change nothing (e.g. the owner is already that login)."""
+
+    reason = "no change"
+
+
+class StaleVersion(WriteRefused):
+    """``expected_version`` is not the ticket's version: it changed meanwhile.
+    ``current`` holds the ticket's current fields (and ``version``)."""
+
+    reason = "stale version"
+
+    def __init__(self, expected: int, current: dict[str, object]) -> None:
+        self.current = current
+        super().__init__(
+            f"The ticket changed since version {expected}: it is now version {current['version']} "
+            f"(status {current['status']}, priority {current['priority']}, owner {current['owner']}, "
+            f"queue {current['queue']}). Read it again and decide whether your change still applies."
+        )
+
+
+class IdempotencyConflict(WriteRefused):
+    """The idempotency key was used before with another tool or other arguments."""
+
+    reason = "idempotency key reused"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This idempotency_key was already used for a different request; use a new key "
+            "for a new write (reuse a key only to retry the exact same call)."
+        )
+
+
+class ConfirmationSpent(WriteRefused):
+    """The person's confirmation was already used for a write (a replayed request state)."""
+
+    reason = "confirmation replayed"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This confirmation was already used; nothing was changed. Call the tool again "
+            "(without the old request state) to ask the person afresh."
+        )

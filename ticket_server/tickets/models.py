@@ -156,3 +156,22 @@ class SearchTerm(Base):
 
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
     tickets: Mapped[int] = mapped_column(Integer)
+
+
+class WriteRequest(Base):
+    """A write made with an idempotency key: per caller and key, the SHA-256 of the
+    request (tool and arguments) and the result it produced (JSON), so a retry returns
+    that result and writes nothing."""
+
+    __tablename__ = "write_requests"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    caller: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str] = mapped_column(String(128))
+    tool: Mapped[str] = mapped_column(String(128))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    ticket_id: Mapped[str] = mapped_column(String(32))
+    result: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_write_requests_caller_key", "caller", "idempotency_key", unique=True),)

@@ -87,6 +87,11 @@ class TicketRepository:
         self._reader = reader
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
+        # This process's writers queue here: on SQLite rather than in its busy handler,
+        # whose sleeps starved some of them past the timeout; on PostgreSQL rather than
+        # on a row lock while holding a pooled connection, which starved reads of
+        # connections (bench/writes.py).
+        self._write_lock = asyncio.Lock()
 
     @property
     def dialect(self) -> str:
@@ -139,6 +144,46 @@ class TicketRepository:
                 for dbapi_connection in running:
                     dbapi_connection.interrupt()
             raise
+
+    async def transaction(self, work: Callable[[Connection], T]) -> T:
+        """``work(connection)`` in one write transaction, committed when it returns and
+        rolled back when it raises. Writers are serialised: on SQLite by ``BEGIN
+        IMMEDIATE`` (the write lock is taken first, waiting up to the busy timeout, so a
+        transaction never reads a state another writer is about to change), and this
+        process's writers take turns before that; on PostgreSQL ``work`` locks the rows
+        it changes (``SELECT ... FOR UPDATE``, across processes) and this process's
+        writers take turns before taking a connection."""
+        async with bounded(self._timeout):
+            if self._reader is None:
+                async with self._write_lock, self._engine.begin() as conn:
+                    return await conn.run_sync(work)
+
+            # A worker thread cannot be cancelled: when the caller gives up (timeout,
+            # cancellation) the transaction is rolled back instead of committed, so "nothing
+            # was changed" stays true (short of a give-up landing during the commit itself).
+            abandoned = threading.Event()
+
+            def run() -> T:
+                assert self._reader is not None
+                with self._reader.connect() as conn:
+                    # pysqlite begins no transaction of its own once one is open.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                    try:
+                        done = work(conn)
+                        if abandoned.is_set():
+                            raise TimeoutError("write abandoned by its caller")
+                    except BaseException:
+                        conn.rollback()
+                        raise
+                    conn.commit()
+                    return done
+
+            async with self._write_lock:
+                try:
+                    return await asyncio.to_thread(run)
+                except asyncio.CancelledError:
+                    abandoned.set()
+                    raise
 
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""

@@ -1,0 +1,66 @@
+"""The write tools over real transports: HTTP (a spawned server process, bearer tokens)
+in both protocol revisions, and a spawned stdio server: the same scope, queue,
+confirmation, idempotency, read-only and audit rules as in memory."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tests.access.conftest import support_and_billing_ids
+from tests.helpers import text_of
+from tests.transports.conftest import add_caller, start_http_server, stop
+
+
+def _count(db_path: Path, sql: str, *params: object) -> int:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(sql, params).fetchone()[0]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_writes_over_http(db_path: Path, tmp_path: Path, mode: str) -> None:
+    writer = add_caller(db_path, "writer", scopes=("tickets:read", "tickets:write"), queues=["billing"])
+    reader = add_caller(db_path, "reader", queues=["billing"])
+    support, billing = support_and_billing_ids(db_path)
+    server = start_http_server(db_path, tmp_path)
+    try:
+        async with Client(server.transport(reader), mode=mode) as client:
+            assert "add_internal_note" not in {t.name for t in (await client.list_tools()).tools}
+        async with Client(server.transport(writer), mode=mode) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"add_internal_note", "reply_to_customer", "escalate_ticket"} <= names
+            note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "over http"})
+            assert note.is_error is False and note.structured_content["visibility"] == "internal"
+            elsewhere = await client.call_tool("add_internal_note", {"ticket_id": support, "note": "no"})
+            assert elsewhere.is_error and "No ticket" in text_of(elsewhere)
+            reply = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "hi"})
+            assert reply.is_error and "needs a person's confirmation" in text_of(reply)
+    finally:
+        stop(server.process)
+    assert _count(db_path, "SELECT count(*) FROM comments WHERE author = 'writer' AND ticket_id = ?", billing) == 1
+    assert _count(db_path, "SELECT count(*) FROM comments WHERE author = 'writer' AND ticket_id = ?", support) == 0
+    assert _count(db_path, "SELECT count(*) FROM audit_events WHERE caller = 'writer' AND change IS NOT NULL") == 1
+    assert _count(db_path, "SELECT count(*) FROM audit_events WHERE caller = 'writer' AND outcome = 'tool_error'") == 2
+
+
+async def test_writes_over_stdio_and_read_only_mode(db_path: Path) -> None:
+    from tests.transports.test_stdio import stdio_params
+
+    token = add_caller(db_path, "writer", scopes=("tickets:read", "tickets:write"), queues=["billing"])
+    _, billing = support_and_billing_ids(db_path)
+    async with Client(stdio_params(db_path, TICKET_SERVER_TOKEN=token)) as client:
+        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "over stdio",
+                                                            "idempotency_key": "stdio-1"})
+        assert note.is_error is False
+        again = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "over stdio",
+                                                             "idempotency_key": "stdio-1"})
+        assert again.structured_content == note.structured_content
+        assert again.meta["dev.ticket-server/replay"] is True
+    async with Client(stdio_params(db_path, TICKET_SERVER_TOKEN=token, TICKET_SERVER_READ_ONLY="true")) as client:
+        assert not {"add_internal_note", "reply_to_customer"} & {t.name for t in (await client.list_tools()).tools}
+        refused = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "read-only"})
+        assert refused.is_error and text_of(refused) == "Unknown tool: 'add_internal_note'"
+    assert _count(db_path, "SELECT count(*) FROM comments WHERE author = 'writer' AND ticket_id = ?", billing) == 1

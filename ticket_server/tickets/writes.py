@@ -1,0 +1,248 @@
+"""The write path: internal notes, replies to the customer, status, assignment and
+escalation, each one transaction (``TicketRepository.transaction``).
+
+Every write, in its transaction:
+
+1. locks the ticket (SQLite: the database write lock; PostgreSQL: ``FOR UPDATE``);
+2. with an idempotency key, returns the first result of that key (a replay, nothing
+   written), or refuses the key when it was used for another request;
+3. checks the caller's writable queues and ``expected_version`` (stale: ``StaleVersion``
+   with the current state);
+4. applies the change, bumps ``tickets.version`` and ``updated_at`` (the UPDATE repeats
+   the version read in its WHERE), appends one ``ticket_events`` row per changed field
+   and the comment, if any;
+5. stores the idempotency key with the result (and spends the confirmation's nonce), and calls ``audit(connection, outcome)``,
+   which the caller uses to write its audit record: a write whose audit record fails is
+   rolled back with it.
+
+A refusal (``WriteRefused``) rolls everything back. Nothing here knows who the caller is
+beyond the name and queues it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection, insert, select, update
+
+from ticket_server.tickets.domain import (
+    NEXT_STATUSES, AuthorType, ConfirmationSpent, EventField, IdempotencyConflict, IllegalTransition, NoChange, QueueNotWritable,
+    StaleVersion, TicketNotWritable, TicketPriority, TicketStatus, Visibility,
+)
+from ticket_server.tickets.models import Comment, Ticket, TicketEvent, WriteRequest
+from ticket_server.tickets.repository import TicketRepository
+
+_TICKETS, _COMMENTS, _EVENTS = Ticket.__table__, Comment.__table__, TicketEvent.__table__
+_REQUESTS = WriteRequest.__table__
+_STATE = ("status", "priority", "owner", "queue", "version", "updated_at")
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """Who writes and under which conditions. ``queues``: the queues the actor may write
+    (None: every queue). ``request_sha256``: the hash of the tool and its arguments
+    (without the key), what an idempotency key is bound to."""
+
+    actor: str
+    tool: str
+    request_sha256: str
+    queues: frozenset[str] | None = None
+    idempotency_key: str | None = None
+    expected_version: int | None = None
+    confirmation_nonce: str | None = None
+    """The single-use nonce of the person's confirmation (2026-07-28), spent by the write."""
+
+
+class FieldChange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    field: EventField
+    old_value: str | None
+    new_value: str | None
+
+
+class AddedComment(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    visibility: Visibility
+    created_at: datetime
+
+
+class WriteOutcome(BaseModel):
+    """What a write did: the ticket's state after it, each changed field, the comment it
+    added (if any)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ticket_id: str
+    status: TicketStatus
+    priority: TicketPriority
+    owner: str | None
+    queue: str
+    version: int
+    updated_at: datetime
+    changes: list[FieldChange]
+    comment: AddedComment | None = None
+
+
+Audit = Callable[[Connection, WriteOutcome], None]
+"""Writes the audit record of a write, inside its transaction."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    fields: dict[EventField, Any]
+    comment: tuple[str, Visibility] | None = None
+
+
+class TicketWrites:
+    """The write operations over a repository's engine. Each returns ``(outcome,
+    replayed)``: ``replayed`` is True when the idempotency key's first result is returned
+    and nothing was written. Refusals raise ``WriteRefused`` subclasses;
+    ``DatabaseUnavailable`` when the database does not answer."""
+
+    def __init__(self, repository: TicketRepository) -> None:
+        self.repository = repository
+
+    async def add_comment(
+        self, ctx: WriteContext, ticket_id: str, body: str, visibility: Visibility, audit: Audit,
+    ) -> tuple[WriteOutcome, bool]:
+        """An internal note (``INTERNAL``) or a reply the customer sees (``PUBLIC``)."""
+        return await self._write(ctx, ticket_id, lambda row: _Plan({}, (body, visibility)), audit)
+
+    async def set_status(
+        self, ctx: WriteContext, ticket_id: str, status: TicketStatus, audit: Audit,
+    ) -> tuple[WriteOutcome, bool]:
+        """Move the ticket to ``status``; ``IllegalTransition`` names the allowed ones."""
+
+        def plan(row: dict[str, Any]) -> _Plan:
+            current = TicketStatus(row["status"])
+            if status not in NEXT_STATUSES[current]:
+                raise IllegalTransition(current, status)
+            return _Plan({EventField.STATUS: status})
+
+        return await self._write(ctx, ticket_id, plan, audit)
+
+    async def assign(
+        self, ctx: WriteContext, ticket_id: str, owner: str | None, audit: Audit,
+    ) -> tuple[WriteOutcome, bool]:
+        """Make ``owner`` (a login) the ticket's owner; None unassigns it."""
+
+        def plan(row: dict[str, Any]) -> _Plan:
+            if row["owner"] == owner:
+                raise NoChange(f"The ticket's owner is already {owner or 'nobody'}; nothing was changed.")
+            return _Plan({EventField.OWNER: owner})
+
+        return await self._write(ctx, ticket_id, plan, audit)
+
+    async def escalate(
+        self, ctx: WriteContext, ticket_id: str, priority: TicketPriority | None, queue: str | None, reason: str,
+        audit: Audit,
+    ) -> tuple[WriteOutcome, bool]:
+        """Raise the priority and/or move the ticket to ``queue``; ``reason`` is kept as an
+        internal note. A queue outside ``ctx.queues`` is ``QueueNotWritable``."""
+
+        def plan(row: dict[str, Any]) -> _Plan:
+            if queue is not None and ctx.queues is not None and queue not in ctx.queues:
+                raise QueueNotWritable(
+                    f"This caller may not write in queue {queue!r}, so the ticket cannot be moved there; "
+                    "nothing was changed."
+                )
+            fields: dict[EventField, Any] = {}
+            if priority is not None and priority != row["priority"]:
+                fields[EventField.PRIORITY] = priority
+            if queue is not None and queue != row["queue"]:
+                fields[EventField.QUEUE] = queue
+            if not fields:
+                raise NoChange(
+                    f"The ticket already has priority {row['priority']} in queue {row['queue']}; nothing was changed."
+                )
+            return _Plan(fields, (f"Escalation: {reason}", Visibility.INTERNAL))
+
+        return await self._write(ctx, ticket_id, plan, audit)
+
+    async def _write(
+        self, ctx: WriteContext, ticket_id: str, plan: Callable[[dict[str, Any]], _Plan], audit: Audit,
+    ) -> tuple[WriteOutcome, bool]:
+        lock_rows = self.repository.dialect == "postgresql"
+
+        def work(conn: Connection) -> tuple[WriteOutcome, bool]:
+            found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE)).where(_TICKETS.c.id == ticket_id)
+            row = conn.execute(found.with_for_update() if lock_rows else found).mappings().first()
+            # The key is looked up under the ticket's lock: a concurrent retry with the
+            # same key waits for the first and then finds its result.
+            if ctx.idempotency_key is not None:
+                first = conn.execute(
+                    select(_REQUESTS.c.request_sha256, _REQUESTS.c.result)
+                    .where(_REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == ctx.idempotency_key)
+                ).first()
+                if first is not None:
+                    if first.request_sha256 != ctx.request_sha256:
+                        raise IdempotencyConflict()
+                    return WriteOutcome.model_validate_json(first.result), True
+            spent = None if ctx.confirmation_nonce is None else f"confirmation:{ctx.confirmation_nonce}"
+            if spent is not None and conn.execute(
+                select(_REQUESTS.c.pk).where(_REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == spent)
+            ).first() is not None:
+                raise ConfirmationSpent()
+            if row is None or (ctx.queues is not None and row["queue"] not in ctx.queues):
+                raise TicketNotWritable(f"No ticket {ticket_id} in a queue this caller may write; nothing was changed.")
+            state = dict(row)
+            if ctx.expected_version is not None and state["version"] != ctx.expected_version:
+                raise StaleVersion(ctx.expected_version, _current(state))
+            change = plan(state)
+            now = datetime.now(UTC)
+            values = {field.value: value for field, value in change.fields.items()}
+            done = conn.execute(
+                update(_TICKETS)
+                .where(_TICKETS.c.id == ticket_id, _TICKETS.c.version == state["version"])
+                .values(**values, version=state["version"] + 1, updated_at=now)
+            )
+            if done.rowcount != 1:  # the lock above makes this unreachable; never write blind
+                raise StaleVersion(state["version"], _current(state))
+            changes = [
+                FieldChange(field=field, old_value=_text(state[field.value]), new_value=_text(value))
+                for field, value in change.fields.items()
+            ]
+            if changes:
+                conn.execute(insert(_EVENTS), [
+                    {"ticket_id": ticket_id, "field": c.field, "old_value": c.old_value, "new_value": c.new_value,
+                     "actor": ctx.actor, "actor_type": AuthorType.AGENT, "created_at": now}
+                    for c in changes
+                ])
+            comment = None
+            if change.comment is not None:
+                body, visibility = change.comment
+                pk = conn.execute(insert(_COMMENTS).values(
+                    ticket_id=ticket_id, author=ctx.actor, author_type=AuthorType.AGENT, visibility=visibility,
+                    body=body, created_at=now,
+                )).inserted_primary_key[0]
+                comment = AddedComment(id=pk, visibility=visibility, created_at=now)
+            after = {**state, **values}
+            outcome = WriteOutcome(
+                ticket_id=ticket_id, status=after["status"], priority=after["priority"], owner=after["owner"],
+                queue=after["queue"], version=state["version"] + 1, updated_at=now, changes=changes, comment=comment,
+            )
+            for key in (ctx.idempotency_key, spent):
+                if key is not None:
+                    conn.execute(insert(_REQUESTS).values(
+                        caller=ctx.actor, idempotency_key=key, tool=ctx.tool, request_sha256=ctx.request_sha256,
+                        ticket_id=ticket_id, result=outcome.model_dump_json(), created_at=now,
+                    ))
+            audit(conn, outcome)
+            return outcome, False
+
+        return await self.repository.transaction(work)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(getattr(value, "value", value))
+
+
+def _current(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: _text(v) if k != "version" else v for k, v in state.items() if k != "id"}
