@@ -10,6 +10,7 @@ from typing import Any
 
 PARSE_ERROR = "Parse error: the message is not valid JSON"
 NOT_A_MESSAGE = "expected a JSON-RPC 2.0 request, notification or response object"
+NULL_ID = "a request id must be a string or an integer"
 
 
 def problem(message: Any) -> str | None:
@@ -22,7 +23,7 @@ def problem(message: Any) -> str | None:
         return "expected a request, a notification or a response"
     request_id = message.get("id")
     if "method" in message and "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
-        return "a request id must be a string or an integer"
+        return NULL_ID
     return None
 
 

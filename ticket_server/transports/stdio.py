@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -46,6 +47,8 @@ def frame_error(exc: Exception) -> ErrorData | None:
     raw = errors[0].get("input") if errors else None
     if isinstance(raw, (str, bytes)) and not raw.strip():
         return None  # a blank line: nothing was sent
+    if raw == NULL_ID:
+        return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.NULL_ID}")
     if any(e.get("type") == "json_invalid" for e in errors):  # the SDK's JSON parser said so
         return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
     message, _ = frames.parse(raw) if isinstance(raw, (str, bytes)) else (raw, None)
@@ -53,11 +56,23 @@ def frame_error(exc: Exception) -> ErrorData | None:
 
 
 NOT_UTF8 = "\x00 not UTF-8\n"  # a line no JSON parser accepts, answered -32700
+NULL_ID = "\x00 null id\n"  # stands for a request with "id": null, answered -32600
+_NULL_ID = re.compile(r'"id"\s*:\s*null')
+
+
+def _null_id_request(line: str) -> bool:
+    """A request whose id is null (JSON-RPC 2.0 allows none; MCP forbids null): the
+    SDK would read it as a notification and never answer."""
+    if _NULL_ID.search(line) is None:
+        return False
+    message, parse_error = frames.parse(line)
+    return parse_error is None and isinstance(message, dict) and "method" in message and message.get("id", 0) is None
 
 
 class StrictUtf8Lines:
     """stdin as text lines for the SDK's stdio reader, each decoded as strict UTF-8; a
-    line that is not becomes ``NOT_UTF8``, never a request with replaced characters."""
+    line that is not becomes ``NOT_UTF8``, never a request with replaced characters, and
+    a request with a null id becomes ``NULL_ID``, never a notification."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = anyio.wrap_file(raw)
@@ -70,9 +85,10 @@ class StrictUtf8Lines:
         if not line:
             raise StopAsyncIteration
         try:
-            return line.decode("utf-8")
+            text = line.decode("utf-8")
         except UnicodeDecodeError:
             return NOT_UTF8
+        return NULL_ID if _null_id_request(text) else text
 
 
 async def run_stdio(mcp: FastMCP) -> None:
