@@ -68,3 +68,16 @@ def scalar(database, sql: str) -> str:
     """The first value of ``column(database, sql)``, "" when there is none."""
     values = column(database, sql)
     return values[0] if values else ""
+
+
+async def call_any(client, name: str, arguments: dict | None = None):  # type: ignore[no-untyped-def]
+    """``client.call_tool`` that also returns a protocol error (an unknown or refused tool
+    is a JSON-RPC error, C13) as ``(True, its message)``; a result as
+    ``(result.is_error, its text)``."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        result = await client.call_tool(name, arguments or {}, raise_on_error=False)
+    except MCPError as exc:
+        return True, str(exc)
+    return bool(result.is_error), text_of(result)
