@@ -1,6 +1,6 @@
-"""Issue 16, item 11 (the pipeline's half): every tools/call that reaches the server
-yields exactly one audit record, malformed ones included (arguments that are not an
-object), on a real HTTP server."""
+"""Issue 16, item 11: every tools/call that reaches the server yields exactly one audit
+record, malformed ones included (arguments that are not an object, a name that is not a
+string), on a real HTTP server."""
 
 from __future__ import annotations
 
@@ -30,16 +30,15 @@ def test_malformed_calls_each_leave_one_audit_record(db_path: Path, tmp_path: Pa
         ]
     finally:
         stop(server.process)  # SIGTERM: the audit queue is flushed
-    assert answers[3].status_code == 200
-    # A name that is not a string never reaches the server's middleware on this path:
-    # the SDK's HTTP transport refuses it (its Mcp-Name header cannot match). Recording
-    # that one is the HTTP layer's part, with its 401/413/429 records.
-    assert answers[1].status_code == 400
+    assert [a.status_code for a in answers] == [400, 400, 400, 200, 400]
+    # The HTTP transport refuses malformed calls (-32602) before the SDK reads them and
+    # records each; a name that is not a string is recorded under the Mcp-Name header's.
     rows = asyncio.run(audit_rows(Settings(database_url=f"sqlite+aiosqlite:///{db_path}")))
     got = sorted((r.tool, r.outcome, r.detail or "") for r in rows)
     assert got == sorted([
-        ("get_ticket_status_v2", "tool_error", "malformed request"),
-        ("get_ticket_status_v2", "tool_error", "malformed request"),
+        ("get_ticket_status_v2", "tool_error", "tools/call params.arguments must be an object"),
+        ("get_ticket_status_v2", "tool_error", "tools/call params.arguments must be an object"),
+        ("x", "tool_error", "tools/call params.name must be a string"),
         ("get_ticket_status_v2", "ok", ""),
         ("no_such_tool", "tool_error", "unknown tool"),
     ]), got

@@ -36,10 +36,11 @@ def target(request: pytest.FixtureRequest, db_path: Path, tmp_path: Path):
 
 
 def published_tool_names() -> set[str]:
-    """The tools of the published contract (tool-contract.json): what a caller with
-    `tickets:read` on every queue must see, no more and no fewer."""
+    """The read-only tools of the published contract (tool-contract.json): what a caller
+    with `tickets:read` on every queue (and no `tickets:write`) must see, no more and no
+    fewer."""
     contract = json.loads((Path(__file__).resolve().parents[2] / "tool-contract.json").read_text())
-    return {tool["name"] for tool in contract["tools"]}
+    return {tool["name"] for tool in contract["tools"] if tool.get("annotations", {}).get("readOnlyHint")}
 
 
 async def list_all_tools(client: Client) -> list:
