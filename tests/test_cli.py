@@ -115,14 +115,16 @@ def test_default_database_path_is_in_the_user_data_directory(tmp_path: Path) -> 
 
 @pytest.mark.sqlite_only
 def test_log_format_text(db_path: Path) -> None:
-    """TICKET_SERVER_LOG_FORMAT=text: stderr lines are `time LEVEL logger: message`, not
-    JSON; stdout under stdio still carries nothing but frames (here: none)."""
+    """TICKET_SERVER_LOG_FORMAT=text: stderr lines are `time LEVEL logger: message
+    key=value ...` (every field kept), not JSON; stdout under stdio still carries nothing
+    but frames (here: none)."""
     done = subprocess.run([*TICKET_SERVER, "serve"], env=server_env(db_path, TICKET_SERVER_LOG_FORMAT="text"),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     lines = done.stderr.splitlines()
-    assert any(line.endswith(" INFO ticket_server: serving MCP over stdio") for line in lines), lines
+    assert any(" INFO ticket_server.transports.stdio: serving MCP over stdio " in line
+               and 'caller="local"' in line for line in lines), lines
     for line in lines:
         with pytest.raises(ValueError):
             json.loads(line)

@@ -26,14 +26,16 @@ def explain_everything(postgres: PostgresServer, database_url: str) -> None:
 
 
 async def test_deprecated_search_uses_the_trigram_index(postgres: PostgresServer, database_url: str) -> None:
-    """search_tickets (deprecated) finds subjects containing the query through the
-    pg_trgm GIN index on lower(subject) (ix_tickets_subject_trgm, migration 0002)."""
+    """search_tickets (deprecated) finds subjects containing a rare query (a pasted
+    invoice number) through the pg_trgm GIN index on lower(subject)
+    (ix_tickets_subject_trgm, migration 0002). A frequent word is left to the planner:
+    walking the newest tickets until `limit` match can be cheaper than the index."""
     assert postgres.data_dir is not None, "reads the plans from the tests' own PostgreSQL server log"
     explain_everything(postgres, database_url)
     log = postgres.data_dir / "server.log"
     start = log.stat().st_size
     async with Client(build_server(Settings(database_url=database_url)), mode="legacy") as client:
-        result = await client.call_tool("search_tickets", {"query": "invoice"})
+        result = await client.call_tool("search_tickets", {"query": "INV-20931"})
     assert result.is_error is False and result.structured_content["result"], result
     with log.open("rb") as f:
         f.seek(start)

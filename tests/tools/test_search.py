@@ -4,6 +4,8 @@ the analyzer they share (issue 12)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -259,12 +261,19 @@ def test_migration_analyzes_existing_tickets(empty_database_url: str) -> None:
 
 
 def test_sqlite_and_postgresql_return_the_same_top_ten(template_db: Path, postgres: PostgresServer,
-                                                       postgres_template: str) -> None:
-    """Every query of the relevance benchmark: the same ten ids in the same order."""
+                                                       postgres_template: str, tmp_path: Path) -> None:
+    """Every query of the relevance benchmark: the same ten ids in the same order. On
+    copies of both templates: the calls write audit rows."""
     async def top_ten(url: str) -> dict[str, list[str]]:
         async with Client(build_server(Settings(database_url=url, tool_rate_limit="100000/minute"))) as client:
             return {q: await ids(client, query=q, limit=10) for q in JUDGMENTS}
 
-    lite = asyncio.run(top_ten(sqlite_url(template_db)))
-    pg = asyncio.run(top_ten(postgres.url(postgres_template)))
+    shutil.copy(template_db, tmp_path / "tickets.db")
+    copy = f"parity_{os.getpid()}"
+    postgres.psql(f"CREATE DATABASE {copy} TEMPLATE {postgres_template}")
+    try:
+        lite = asyncio.run(top_ten(sqlite_url(tmp_path / "tickets.db")))
+        pg = asyncio.run(top_ten(postgres.url(copy)))
+    finally:
+        postgres.psql(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
     assert {q: v for q, v in lite.items() if pg[q] != v} == {}

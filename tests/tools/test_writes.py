@@ -14,7 +14,7 @@ from fastmcp.client.elicitation import ElicitResult
 from mcp.shared.exceptions import MCPError
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
-from tests.helpers import text_of
+from tests.helpers import call_any, text_of
 from ticket_server.settings import Settings
 
 WRITE_TOOLS = {"add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
@@ -54,7 +54,8 @@ async def state(settings: Settings, ticket_id: str) -> tuple[Any, ...]:
 async def agent(settings: Settings, add_caller, server_as):
     """A server whose caller reads and writes in billing only; no confirmation asked."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
-    return server_as(stdio_caller="agent", tool_rate_limit="100000/minute", confirm_writes=[])
+    # caller_concurrency: the 16-writer test sends 16 calls at once as this one caller.
+    return server_as(stdio_caller="agent", tool_rate_limit="100000/minute", confirm_writes=[], caller_concurrency=32)
 
 
 async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_caller, server_as, mode: str) -> None:
@@ -64,9 +65,8 @@ async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_ca
         assert not WRITE_TOOLS & {t.name for t in await client.list_tools()}
         billing = await ticket_in(settings, "billing")
         before = await state(settings, billing)
-        result = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "x"},
-                                        raise_on_error=False)
-        assert result.is_error and "Unknown tool" in text_of(result)
+        is_error, text = await call_any(client, "add_internal_note", {"ticket_id": billing, "note": "x"})
+        assert is_error and "Unknown tool" in text
         assert await state(settings, billing) == before
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
