@@ -76,8 +76,13 @@ async def call_any(client, name: str, arguments: dict | None = None):  # type: i
     ``(result.is_error, its text)``."""
     from mcp.shared.exceptions import MCPError
 
+    import fastmcp
+
     try:
-        result = await client.call_tool(name, arguments or {}, raise_on_error=False)
+        if isinstance(client, fastmcp.Client):
+            result = await client.call_tool(name, arguments or {}, raise_on_error=False)
+        else:  # the MCP SDK's Client: an isError result is returned, never raised
+            result = await client.call_tool(name, arguments or {})
     except MCPError as exc:
         return True, str(exc)
     return bool(result.is_error), text_of(result)

@@ -143,7 +143,7 @@ def _request_state_security(settings: Settings) -> RequestStateSecurity | None:
         return None
     from mcp.server.request_state import RequestStateSecurity
 
-    key = hashlib.sha256(b"ticket-server request state\0" + settings.cursor_key).digest()
+    key = hashlib.sha256(b"ticket-server request state\0" + settings.cursor_secret.get_secret_value().encode()).digest()
     return RequestStateSecurity(keys=[key], audience="ticket-server")
 
 
