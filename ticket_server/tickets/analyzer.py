@@ -107,7 +107,10 @@ def query_words(query: str) -> list[tuple[str, str]]:
     out: dict[str, str] = {}
     for chunk in _CHUNK.findall(fold(query)):
         whole, parts = _chunk(chunk)
-        tokens = [whole] if whole else parts
+        # `subject:invoice` is search-engine field syntax a model may type: words, not
+        # one joined word (an identifier keeps its colon: `10:30`, `a1:b2`).
+        field_syntax = ":" in chunk and not _DIGIT.search(chunk) and "_" not in chunk
+        tokens = [whole] if whole and not field_syntax else parts
         for token in tokens:
             out.setdefault(token, chunk)
     return list(out.items())[:MAX_WORDS]
