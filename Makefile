@@ -26,11 +26,18 @@ run: $(STAMP)
 	$(BIN)/ticket-server callers bootstrap
 	$(BIN)/ticket-server serve --transport http
 
+# The agent-framework environments (tests/frameworks/) install in the background while
+# the contract check, the conformance suite and the Inspector install run: a cold install
+# is minutes of waiting on the package index, which then costs pytest nothing.
 test: $(STAMP)
 	bash .ci/install-services.sh
-	$(BIN)/ticket-server tools check
-	bash .ci/conformance/ticket-server.sh
-	bash .ci/inspector/install.sh
+	@mkdir -p .cache; \
+	bash .ci/frameworks/install.sh all "$$($(BIN)/python -c 'import sys; print(sys._base_executable)')" \
+		>.cache/frameworks-install.log 2>&1 & frameworks=$$!; \
+	status=0; \
+	$(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh || status=$$?; \
+	wait $$frameworks || { cat .cache/frameworks-install.log >&2; echo "make test: installing the agent frameworks failed" >&2; exit 1; }; \
+	exit $$status
 	$(BIN)/python -m pytest
 
 # Benchmarks (bench/README.md): by hand, never in CI; about 15 minutes, more the first

@@ -4,12 +4,16 @@
 # .ci/frameworks/NAME/: requirements.txt (a Python venv) or package.json +
 # package-lock.json (npm). Reinstalls only when those files (or the Python version)
 # changed: a stamp holds their hash. Prints the environment's directory.
-#   usage: install.sh NAME [PYTHON]
+#   usage: install.sh NAME|all [PYTHON]
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 NAME="$1"
 PYTHON="${2:-python3}"
+if [ "$NAME" = all ]; then  # every pinned environment, one after another
+  for pins in "$HERE"/*/; do bash "$0" "$(basename "$pins")" "$PYTHON" || exit 1; done
+  exit 0
+fi
 PINS="$HERE/$NAME"
 ENV="${FRAMEWORKS_CACHE_DIR:-$ROOT/.cache/frameworks}/$NAME"
 [ -d "$PINS" ] || { echo "frameworks: no pinned environment $PINS" >&2; exit 2; }
