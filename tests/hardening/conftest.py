@@ -26,7 +26,7 @@ _COMMON = dict(
         HealthCheck.function_scoped_fixture,
     ],
 )
-settings.register_profile("ticket-server-ci", max_examples=600, derandomize=True, **_COMMON)
+settings.register_profile("ticket-server-ci", max_examples=400, derandomize=True, **_COMMON)
 settings.register_profile("ticket-server-quick", max_examples=100, derandomize=True, **_COMMON)
 settings.register_profile("ticket-server-deep", max_examples=10_000, derandomize=False, **_COMMON)
 
