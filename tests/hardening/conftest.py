@@ -5,8 +5,8 @@ tests keep Hypothesis' defaults. ``TICKET_SERVER_HYPOTHESIS_PROFILE`` picks one:
 
 - ``ci`` (default): deterministic (``derandomize``), no example database, enough
   examples that the generated-input tests run several thousand calls in total;
-- ``quick``: a tenth of that, for a fast local loop;
-- ``deep``: ten times ``ci`` and randomised, for a hunt by hand.
+- ``quick``: a quarter of that, for a fast local loop;
+- ``deep``: 25 times ``ci`` and randomised, for a hunt by hand.
 """
 
 from __future__ import annotations
