@@ -6,6 +6,7 @@ from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
 
@@ -73,7 +74,8 @@ class TicketSummaryV2(BaseModel):
 class SearchHit(TicketSummaryV2):
     # matched_in: where the words were found, for a search of the conversation with
     # words only (absent otherwise, so the default search's hits are as they were).
-    matched_in: list[Literal["subject", "body", "comment"]] | None = Field(default=None, exclude_if=lambda v: v is None)
+    matched_in: list[Literal["subject", "body", "comment"]] | SkipJsonSchema[None] = Field(
+        default=None, exclude_if=lambda v: v is None)
 
 
 class SearchPage(BaseModel):

@@ -17,6 +17,7 @@ from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error, utc_representable
 from ticket_server.tools.lookup import find_ticket
+from ticket_server.tools.outputs import output_schema
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
@@ -33,7 +34,8 @@ Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
     """Add the current (v2) tools to ``mcp``."""
 
-    @mcp.tool(name="get_ticket_status_v2", annotations=READ_ONLY, tags={"tickets:read"})
+    @mcp.tool(name="get_ticket_status_v2", annotations=READ_ONLY, tags={"tickets:read"},
+              output_schema=output_schema(TicketStatusV2))
     async def get_ticket_status_v2(
         ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     ) -> TicketStatusV2:
@@ -82,8 +84,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         unknown queue is an error listing yours. `note` explains thin or empty results.
         Next page: pass next_cursor back as cursor, same arguments (null on the last).
         A page holds at most `limit` tickets and 16 KiB of JSON. search_in=conversation
-        also finds tickets by their comments; each hit's matched_in then says where
-        (subject, body, comment).
+        also searches comments; hits then say where they matched (matched_in).
         """
         from ticket_server.tickets.search import SearchFilters, resolve_queue
 
@@ -143,6 +144,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         return SearchPage(tickets=tickets, next_cursor=next_cursor, note=result.note)
 
     tool = Tool.from_function(
-        search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"}
+        search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"},
+        output_schema=output_schema(SearchPage),
     )
     mcp.add_tool(drop_null_defaults(tool))
