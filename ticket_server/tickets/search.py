@@ -55,7 +55,7 @@ Sort = Literal["relevance", "newest"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
 MATCHED = 10_000_000  # above any score: 16 words x 4 x a weight of at most ~1,400 (idf of 1 in 10^6)
-TOTAL = ""  # the search_terms row that counts the tickets indexed
+TOTAL = ""  # the search_terms row that counts the tickets and comments indexed
 
 _fts = table("tickets_fts", column("rowid"))
 _FTS_TABLE = literal_column("tickets_fts")
