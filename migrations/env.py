@@ -22,8 +22,10 @@ from ticket_server.tickets.models import Base
 config = context.config
 target_metadata = Base.metadata
 
-HAND_MANAGED_PREFIXES = ("tickets_fts",)
-HAND_MANAGED_NAMES = frozenset({"search_vector", "ix_tickets_search_vector", "ix_tickets_subject_trgm"})
+HAND_MANAGED_PREFIXES = ("tickets_fts", "comments_fts")
+HAND_MANAGED_NAMES = frozenset({
+    "search_vector", "ix_tickets_search_vector", "ix_tickets_subject_trgm", "ix_comments_search_vector",
+})
 
 
 def include_object(obj, name, type_, reflected, compare_to) -> bool:  # type: ignore[no-untyped-def]

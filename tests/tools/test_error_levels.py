@@ -56,3 +56,34 @@ async def test_model_fixable_errors_below_error_and_an_outage_at_error(
         broken = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False)
         assert broken.is_error is True and "unavailable" in text_of(broken)
         assert any("ticket database unavailable" in e for e in errors(caplog)), errors(caplog)
+
+
+async def test_missing_or_foreign_resources_and_prompts_below_error(
+    settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """C24 for resources and prompts: a ticket or customer URI that is missing, or in a
+    queue the caller may not read, and a prompt for such a ticket, are answered as missing
+    (the same answer either way) and logged below ERROR; the read is still logged."""
+    from mcp.shared.exceptions import MCPError
+
+    from tests.helpers import create_caller
+
+    await create_caller(settings.database_url, "billing", queues=["billing"])
+    caplog.set_level(logging.DEBUG)
+    async with Client(build_server(settings.model_copy(update={"stdio_caller": "billing"}))) as client:
+        answers = []
+        # SUP-1042 and CUS-1250's only ticket are in support, outside the caller's queues.
+        for uri in ("tickets://ticket/SUP-0000001", "tickets://ticket/SUP-1042",
+                    "tickets://customer/CUS-0", "tickets://customer/CUS-1250"):
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource(uri)
+            error = caught.value.error
+            answers.append((error.code, error.message.replace(uri, "URI"), error.data))
+            assert error.data == {"uri": uri}
+        assert len({(code, message) for code, message, _ in answers}) == 1, answers
+        for ticket_id in ("SUP-0000001", "SUP-1042"):
+            with pytest.raises(MCPError):
+                await client.get_prompt("summarize_ticket", {"ticket_id": ticket_id})
+    logged = [r for r in caplog.records if r.name.startswith("fastmcp") and "tickets://" in r.getMessage()]
+    assert logged, "FastMCP logs each failed read; the level is what this test is about"
+    assert errors(caplog) == []

@@ -11,6 +11,7 @@ import pytest
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 from mcp.shared.exceptions import MCPError
+import mcp.types as mt
 from mcp.types import PromptReference, ResourceTemplateReference
 
 from tests.hardening.support import BackgroundClients
@@ -237,19 +238,35 @@ async def test_injection_text_reaches_the_model_only_labelled(client: Client) ->
         assert meta[UNTRUSTED_META]["untrusted"] is True
 
 
+# Estimated tokens (`tools export`'s count: compact JSON bytes / 4) for a read-only
+# caller, all read tools listed. The provider envelope is what a model request carries
+# (name, description, input schema); the tools/list result is the whole block a client
+# receives, output schemas and _meta included.
+ENVELOPE_BUDGET = 1_800
+TOOLS_LIST_BUDGET = 3_100
+
+
 async def test_size_budget_and_capabilities(settings: Settings) -> None:
-    """The tools/list block for a read-only caller stays under 1,800 estimated tokens (as
-    `tools export` counts them); resources stay under 16 KiB; the capabilities
-    advertised (prompts, resources, completions) are the same over both handshakes."""
+    """The tools/list result for a read-only caller, as sent (output schemas included),
+    stays within TOOLS_LIST_BUDGET estimated tokens, and its provider envelope within
+    ENVELOPE_BUDGET (as `tools export` counts them); resources stay under 16 KiB; the
+    capabilities advertised (prompts, resources, completions) are the same over both
+    handshakes."""
     await create_caller(settings.database_url, "reader", queues=None)
     server = build_server(settings.model_copy(update={"stdio_caller": "reader"}))
     capabilities = {}
     for mode in ("legacy", "2026-07-28"):
         async with Client(server, mode=mode) as client:
             tools = await client.list_tools()
-            _, tokens = measure(envelope(tools, "openai"))
             assert {"get_ticket", "get_customer"} <= {t.name for t in tools}
-            assert tokens < 1800
+            # The result as the client received it, measured the way `tools export
+            # --format mcp` measures it.
+            listed = await client.session.send_request(
+                mt.ListToolsRequest(method="tools/list"), mt.ListToolsResult)
+            block = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
+            per_tool = {t["name"]: measure(t)[1] for t in block["tools"]}
+            assert measure(block)[1] <= TOOLS_LIST_BUDGET, per_tool
+            assert measure(envelope(tools, "openai"))[1] <= ENVELOPE_BUDGET
             if mode == "legacy":
                 caps = client.initialize_result.capabilities.model_dump(by_alias=True, exclude_none=True)
             else:

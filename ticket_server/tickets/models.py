@@ -124,6 +124,9 @@ class Comment(Base):
     visibility: Mapped[Visibility] = mapped_column(_enum(Visibility, "comment_visibility"))
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # The body as the search analyzer's tokens, written with it (tickets.search.comment_rows);
+    # the full-text indexes of comments are built on it.
+    search_body: Mapped[str] = mapped_column(Text, server_default=" ")
 
     __table_args__ = (Index("ix_comments_ticket_created_at", "ticket_id", "created_at", "pk"),)
 
@@ -148,14 +151,15 @@ class TicketEvent(Base):
 
 
 class SearchTerm(Base):
-    """How many tickets hold each search token (their subject or body analyzed), for
-    the weight of a query word and for spelling suggestions. The row with the empty
-    term counts the tickets indexed."""
+    """How many tickets hold each search token (their subject or body analyzed), and how
+    many comments (their body analyzed), for the weight of a query word and for spelling
+    suggestions. The row with the empty term counts the tickets and comments indexed."""
 
     __tablename__ = "search_terms"
 
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
     tickets: Mapped[int] = mapped_column(Integer)
+    comments: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class WriteRequest(Base):

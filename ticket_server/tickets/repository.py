@@ -28,14 +28,15 @@ from ticket_server.tickets.schemas import (
     CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
 )
 from ticket_server.tickets.search import (
-    TOTAL, Position, SearchFilters, Sort, analyze_query, build_page, count_terms, explain, row_position,
-    search_columns, ticket_terms,
+    TOTAL, Position, SearchFilters, Sort, analyze_query, build_page, comment_search_bodies, count_terms, explain,
+    matched_in, row_position, search_columns, ticket_terms,
 )
 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
 _SUMMARY_COLUMNS = [_TICKETS.c[name] for name in TicketSummaryV2.model_fields]
+_MATCH_COLUMNS = [_TICKETS.c.search_subject, _TICKETS.c.search_body]
 _GET = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == bindparam("ticket_id"))
 _CUSTOMERS, _COMMENTS, _EVENTS = Customer.__table__, Comment.__table__, TicketEvent.__table__
 _CUSTOMER_COLUMNS = [_CUSTOMERS.c[name] for name in CustomerRecord.model_fields]
@@ -66,11 +67,14 @@ SUBSTRING_SEARCH_SECONDS = 1.0
 @dataclass(frozen=True)
 class SearchResult:
     """One page of search: tickets with the position a page ending on each continues
-    from, whether more follow, and a note on what the search did (see ``explain``)."""
+    from, whether more follow, and a note on what the search did (see ``explain``);
+    for a search of the conversation with words, where each ticket matched
+    (``tickets.search.matched_in``), else None."""
 
     tickets: list[tuple[TicketSummaryV2, Position]]
     more: bool
     note: str | None
+    matched_in: dict[str, list[str]] | None = None
 
 
 class TicketRepository:
@@ -324,21 +328,25 @@ class TicketRepository:
             raise SearchTooCostly() from exc
 
     async def search(
-        self, query: str, filters: SearchFilters, sort: Sort, after: Position | None, limit: int
+        self, query: str, filters: SearchFilters, sort: Sort, after: Position | None, limit: int,
+        conversation: bool = False,
     ) -> SearchResult:
         """One page of at most ``limit`` tickets of full-text search, after ``after``;
-        ranking and paging are described in ``tickets.search``."""
+        ranking and paging are described in ``tickets.search`` (``conversation``: the
+        tickets' comments are searched too)."""
         dialect = self.dialect
 
         def read(conn: Connection) -> SearchResult:
-            analyzed = analyze_query(conn, query)
+            analyzed = analyze_query(conn, query, conversation)
             if analyzed.has_words and not analyzed.words:
                 return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
-            stmt = build_page(dialect, _SUMMARY_COLUMNS, analyzed.words, filters, sort, after, limit + 1)
+            columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])
+            stmt = build_page(dialect, columns, analyzed.words, filters, sort, after, limit + 1, conversation)
             rows = conn.execute(stmt).all()
             page = [(TicketSummaryV2.model_validate(dict(r._mapping)), row_position(r)) for r in rows[:limit]]
             note = explain(conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None)
-            return SearchResult(page, len(rows) > limit, note)
+            places = matched_in(conn, dialect, analyzed.words, rows[:limit]) if conversation and analyzed.words else None
+            return SearchResult(page, len(rows) > limit, note, places)
 
         return await self._read(read)
 
@@ -395,9 +403,13 @@ def insert_tickets(
     many tickets."""
     rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
     written = _write_text(conn, rows, insert_rows=True) if rows else 0
-    for model, batch in ((Comment, list(comments)), (TicketEvent, list(events))):
-        if batch:
-            conn.execute(insert(model), batch)
+    comment_rows = list(comments)
+    if comment_rows:
+        bodies = comment_search_bodies(conn, [c["body"] for c in comment_rows])
+        conn.execute(insert(Comment), [{**c, "search_body": b} for c, b in zip(comment_rows, bodies, strict=True)])
+    event_rows = list(events)
+    if event_rows:
+        conn.execute(insert(TicketEvent), event_rows)
     return written
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
 
@@ -69,10 +71,17 @@ class TicketSummaryV2(BaseModel):
     updated_at: datetime
 
 
+class SearchHit(TicketSummaryV2):
+    # matched_in: where the words were found, for a search of the conversation with
+    # words only (absent otherwise, so the default search's hits are as they were).
+    matched_in: list[Literal["subject", "body", "comment"]] | SkipJsonSchema[None] = Field(
+        default=None, exclude_if=lambda v: v is None)
+
+
 class SearchPage(BaseModel):
     # One page of `search_tickets_v2` results; next_cursor is null on the last page;
     # note says what the search did with words or filters that matched nothing.
-    tickets: list[TicketSummaryV2]
+    tickets: list[SearchHit]
     next_cursor: str | None
     note: str | None = None
 

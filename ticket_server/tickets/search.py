@@ -17,6 +17,12 @@ Ranking, the same SQL on both engines, so both return the same order:
    in integer hundredths, so both engines compute exactly the same number;
 3. recency, ``updated_at`` newest first, then the integer key.
 ``sort="newest"`` drops the score: the tickets with the most query words, newest first.
+
+A search of the conversation (``conversation=True``) also finds tickets by their comments
+(every comment, internal notes too, as the full ticket read shows them): comment bodies
+are analyzed the same way (``comments.search_body``; FTS5 ``comments_fts`` on SQLite,
+``comments.search_vector`` on PostgreSQL); a word in any comment counts like a word in
+the body, and a word's weight counts the tickets and comments holding it.
 A word no ticket holds is left out of the query, or replaced by the most frequent
 word one letter away (a typo); ``explain`` says so. An empty query lists the filtered
 tickets newest first. Paging is keyset paging on the sort key, so every match comes
@@ -33,9 +39,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Select, and_, case, cast, column, func, literal, literal_column, or_, select, table,
+    Connection, Select, String, and_, any_, case, cast, column, func, literal, literal_column, or_, select, table,
 )
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
@@ -43,18 +49,22 @@ from sqlalchemy.sql.elements import ColumnElement
 from ticket_server.tickets.analyzer import (
     fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
 )
-from ticket_server.tickets.models import SearchTerm, Ticket, TicketPriority, TicketStatus
+from ticket_server.tickets.models import Comment, SearchTerm, Ticket, TicketPriority, TicketStatus
 
 Sort = Literal["relevance", "newest"]
-SUBJECT_WEIGHT, BODY_WEIGHT = 2, 1
+SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
-MATCHED = 10_000_000  # above any score: 16 words x 3 x a weight of at most ~1,400 (idf of 1 in 10^6)
-TOTAL = ""  # the search_terms row that counts the tickets indexed
+MATCHED = 10_000_000  # above any score: 16 words x 4 x a weight of at most ~1,400 (idf of 1 in 10^6)
+TOTAL = ""  # the search_terms row that counts the tickets and comments indexed
 
 _fts = table("tickets_fts", column("rowid"))
 _FTS_TABLE = literal_column("tickets_fts")
 _VECTOR = literal_column("tickets.search_vector")
 _TERMS = SearchTerm.__table__
+_COMMENTS = Comment.__table__
+_comments_fts = table("comments_fts", column("rowid"))
+_COMMENTS_FTS_TABLE = literal_column("comments_fts")
+_COMMENT_VECTOR = literal_column("comments.search_vector")
 
 
 # -- writing ------------------------------------------------------------------------
@@ -70,20 +80,36 @@ def ticket_terms(columns: dict[str, str]) -> set[str]:
     return set(columns["search_subject"].split()) | set(columns["search_body"].split())
 
 
-def count_terms(conn: Connection, delta: Counter[str]) -> None:
-    """Add ``delta`` (term -> change in the number of tickets holding it) to
-    ``search_terms``. Terms are written in sorted order, so concurrent writers lock
+def count_terms(conn: Connection, delta: Counter[str], of: Literal["tickets", "comments"] = "tickets") -> None:
+    """Add ``delta`` (term -> change in the number of tickets, or comments, holding it)
+    to ``search_terms``. Terms are written in sorted order, so concurrent writers lock
     rows in the same order."""
-    rows = [{"term": t, "tickets": n} for t, n in sorted(delta.items()) if n]
+    other = "comments" if of == "tickets" else "tickets"
+    rows = [{"term": t, of: n, other: 0} for t, n in sorted(delta.items()) if n]
     if not rows:
         return
     insert = sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
     stmt = insert(_TERMS)
     stmt = stmt.on_conflict_do_update(
-        index_elements=[_TERMS.c.term], set_={"tickets": _TERMS.c.tickets + stmt.excluded.tickets}
+        index_elements=[_TERMS.c.term], set_={of: _TERMS.c[of] + stmt.excluded[of]}
     )
     for start in range(0, len(rows), 5000):
         conn.execute(stmt, rows[start:start + 5000])
+
+
+def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
+    """The ``search_body`` column of comments with these bodies, in order; counts their
+    tokens in ``search_terms`` (the caller inserts the comments in the same transaction).
+    Every comment written goes through here."""
+    delta: Counter[str] = Counter()
+    out = []
+    for body in bodies:
+        tokens = index_tokens(body)
+        delta.update(tokens)
+        out.append(search_text(tokens))
+    delta[TOTAL] += len(out)
+    count_terms(conn, delta, "comments")
+    return out
 
 
 # -- reading ------------------------------------------------------------------------
@@ -164,9 +190,10 @@ class Word:
 @dataclass
 class Query:
     """The analyzed query: the words searched (weight > 0), the ones left out, and the
-    stop words dropped."""
+    stop words dropped; ``conversation``: comments are searched too."""
 
     text: str
+    conversation: bool = False
     words: list[Word] = field(default_factory=list)
     missing: list[Word] = field(default_factory=list)
     stop_words: list[str] = field(default_factory=list)
@@ -180,16 +207,18 @@ def _weight(total: int, holding: int) -> int:
     return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
 
 
-def analyze_query(conn: Connection, text: str) -> Query:
+def analyze_query(conn: Connection, text: str, conversation: bool = False) -> Query:
     """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
     word no ticket holds, for its one-letter neighbours, for the first
-    ``MAX_CORRECTIONS`` such words)."""
-    query = Query(text, stop_words=stop_words_in(text))
+    ``MAX_CORRECTIONS`` such words). With ``conversation`` a word's documents are the
+    tickets and the comments holding it."""
+    query = Query(text, conversation=conversation, stop_words=stop_words_in(text))
     words = query_words(text)
     if not words:
         return query
     tokens = [t for t, _ in words]
-    counts = dict(conn.execute(select(_TERMS.c.term, _TERMS.c.tickets).where(_TERMS.c.term.in_([TOTAL, *tokens]))).all())
+    holders = _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
+    counts = dict(conn.execute(select(_TERMS.c.term, holders).where(_TERMS.c.term.in_([TOTAL, *tokens]))).all())
     total = max(counts.get(TOTAL, 0), 1)
     corrections = MAX_CORRECTIONS
     for token, typed in words:
@@ -200,12 +229,12 @@ def analyze_query(conn: Connection, text: str) -> Query:
         candidates = spelling_candidates(typed) if corrections > 0 else {}
         corrections -= 1
         best = conn.execute(
-            select(_TERMS.c.term, _TERMS.c.tickets)
-            .where(_TERMS.c.term.in_(sorted(candidates)), _TERMS.c.tickets > 0)
-            .order_by(_TERMS.c.tickets.desc(), _TERMS.c.term).limit(1)
+            select(_TERMS.c.term, holders.label("holding"))
+            .where(_TERMS.c.term.in_(sorted(candidates)), holders > 0)
+            .order_by(holders.desc(), _TERMS.c.term).limit(1)
         ).first() if candidates else None
         if best is not None and best.term not in tokens:
-            query.words.append(Word(best.term, typed, _weight(total, best.tickets), instead=candidates[best.term]))
+            query.words.append(Word(best.term, typed, _weight(total, best.holding), instead=candidates[best.term]))
         else:
             query.missing.append(Word(token, typed, 0))
     return query
@@ -217,40 +246,77 @@ def _has(dialect: str, column_: Any, token: str) -> ColumnElement[bool]:
     return find(column_, f" {token} ") > 0
 
 
+def _tsquery(words: Sequence[Word]) -> Any:
+    return cast(literal(" | ".join(f"'{w.token}'" for w in words)), TSQUERY)
+
+
+def _fts_match(words: Sequence[Word]) -> str:
+    return " OR ".join(f'"{w.token}"' for w in words)  # tokens hold no quotes
+
+
 def _candidates(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
     """Tickets holding any of ``words``, from the engine's full-text index."""
     if dialect == "sqlite":
-        match = " OR ".join(f'"{w.token}"' for w in words)  # tokens hold no quotes
-        return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(match)))
+        return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(_fts_match(words))))
     if dialect == "postgresql":
-        tsquery = " | ".join(f"'{w.token}'" for w in words)
-        return _VECTOR.op("@@")(cast(literal(tsquery), TSQUERY))
+        return _VECTOR.op("@@")(_tsquery(words))
     raise NotImplementedError(f"full-text search is not implemented for {dialect}")
 
 
-def sort_keys(dialect: str, words: Sequence[Word], sort: Sort) -> tuple[ColumnElement[bool] | None, list[Any]]:
+def _commented(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
+    """Tickets with a comment holding any of ``words``, from the comments' full-text
+    index (an uncorrelated subquery: the engine evaluates it once)."""
+    if dialect == "sqlite":
+        found = _COMMENTS.c.pk.in_(select(_comments_fts.c.rowid).where(
+            _COMMENTS_FTS_TABLE.op("MATCH")(_fts_match(words))))
+    elif dialect == "postgresql":
+        found = _COMMENT_VECTOR.op("@@")(_tsquery(words))
+    else:
+        raise NotImplementedError(f"full-text search is not implemented for {dialect}")
+    return Ticket.id.in_(select(_COMMENTS.c.ticket_id).where(found))
+
+
+def _conversation_candidates(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
+    """Tickets holding any of ``words`` in their text or in a comment."""
+    if dialect == "postgresql":
+        # `text @@ q OR id IN (subquery)` is planned as a scan of every ticket; with the
+        # commented tickets' ids as one array (computed once), `id = ANY(array)` is an
+        # index condition and the two sides are one bitmap OR of index scans.
+        ids = select(func.array_agg(_COMMENTS.c.ticket_id)).where(_COMMENT_VECTOR.op("@@")(_tsquery(words)))
+        # (cast: an array value, not the `= ANY (subquery)` form, which compares row by row)
+        return or_(_candidates(dialect, words), Ticket.id == any_(cast(ids.scalar_subquery(), ARRAY(String))))
+    # SQLite answers the OR with one index lookup per side (a multi-index OR).
+    return or_(_candidates(dialect, words), _commented(dialect, words))
+
+
+def sort_keys(
+    dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False,
+) -> tuple[ColumnElement[bool] | None, list[Any]]:
     """(the candidates' condition, the sort key's columns, best first and all descending).
 
     With words the key starts with ``rank`` = ``matched x MATCHED + score`` (see the module
     docstring; ``score`` is 0 for ``sort="newest"``): one integer, so each word is looked
-    up once per ticket (a simple CASE evaluates its operand once)."""
+    up once per ticket (a simple CASE evaluates its operand once). With ``conversation``
+    a word in any of the ticket's comments counts as well."""
     if not words:
         return None, [Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
     parts = []
     for w in words:
-        in_subject, in_body = _has(dialect, Ticket.search_subject, w.token), _has(dialect, Ticket.search_body, w.token)
+        places = [(_has(dialect, Ticket.search_subject, w.token), SUBJECT_WEIGHT),
+                  (_has(dialect, Ticket.search_body, w.token), BODY_WEIGHT)]
+        if conversation:
+            places.append((_commented(dialect, [w]), COMMENT_WEIGHT))
         if sort == "newest":
-            parts.append(case((or_(in_subject, in_body), MATCHED), else_=0))
+            parts.append(case((or_(*(found for found, _ in places)), MATCHED), else_=0))
             continue
-        where = case((in_subject, SUBJECT_WEIGHT), else_=0) + case((in_body, BODY_WEIGHT), else_=0)
-        parts.append(case(
-            {SUBJECT_WEIGHT + BODY_WEIGHT: MATCHED + (SUBJECT_WEIGHT + BODY_WEIGHT) * w.weight,
-             SUBJECT_WEIGHT: MATCHED + SUBJECT_WEIGHT * w.weight, BODY_WEIGHT: MATCHED + BODY_WEIGHT * w.weight},
-            value=where, else_=0,
-        ))
+        where = sum((case((found, weight), else_=0) for found, weight in places[1:]),
+                    case((places[0][0], places[0][1]), else_=0))
+        sums = {a + b + c for a in (0, SUBJECT_WEIGHT) for b in (0, BODY_WEIGHT)
+                for c in ((0, COMMENT_WEIGHT) if conversation else (0,))} - {0}
+        parts.append(case({n: MATCHED + n * w.weight for n in sorted(sums)}, value=where, else_=0))
     rank = sum(parts[1:], parts[0])
-    return _candidates(dialect, words), [rank.label("rank"), Ticket.updated_at.label("updated_at"),
-                                         Ticket.pk.label("pk")]
+    candidates = _conversation_candidates(dialect, words) if conversation else _candidates(dialect, words)
+    return candidates, [rank.label("rank"), Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
 
 
 def _after(keys: list[Any], values: list[Any]) -> ColumnElement[bool]:
@@ -267,11 +333,12 @@ def position_values(position: Position, ranked: bool) -> list[Any]:
 
 def build_page(
     dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters, sort: Sort,
-    after: Position | None, limit: int,
+    after: Position | None, limit: int, conversation: bool = False,
 ) -> Select[Any]:
     """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the
-    next ``limit`` tickets after ``after``, in page order."""
-    candidates, keys = sort_keys(dialect, words, sort)
+    next ``limit`` tickets after ``after``, in page order (``conversation``: comments
+    are searched too)."""
+    candidates, keys = sort_keys(dialect, words, sort, conversation)
     names = {k.name for k in keys}
     selected = [c for c in columns if c.name not in names]
     if candidates is None:  # newest first: straight down ix_tickets_updated_at
@@ -284,6 +351,26 @@ def build_page(
     if after is not None:
         stmt = stmt.where(_after(sort_columns, position_values(after, candidates is not None)))
     return stmt.order_by(*(c.desc() for c in sort_columns)).limit(limit)
+
+
+def matched_in(conn: Connection, dialect: str, words: Sequence[Word], rows: Sequence[Any]) -> dict[str, list[str]]:
+    """Where the query's words were found in each ticket of ``rows`` (which hold ``id``,
+    ``search_subject`` and ``search_body``): ``{ticket id: ["subject", "body", "comment"]}``,
+    in that order, only the places holding a word. One read of the tickets' comments."""
+    tokens = [w.token for w in words]
+    ids = [r._mapping["id"] for r in rows]
+    commented: set[str] = set()
+    if tokens and ids:
+        commented = set(conn.execute(select(_COMMENTS.c.ticket_id).distinct().where(
+            _COMMENTS.c.ticket_id.in_(ids), or_(*(_has(dialect, _COMMENTS.c.search_body, t) for t in tokens)),
+        )).scalars())
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        m = r._mapping
+        places = [name for name, text in (("subject", m["search_subject"]), ("body", m["search_body"]))
+                  if any(f" {t} " in text for t in tokens)]
+        out[m["id"]] = places + (["comment"] if m["id"] in commented else [])
+    return out
 
 
 def row_position(row: Any) -> Position:
@@ -302,14 +389,15 @@ def explain(
     when the page simply holds tickets with every word. ``first`` is the page's first
     row (None when the page is empty); ``continued``: a page after the first."""
     notes: list[str] = []
+    holder = "ticket or comment" if query.conversation else "ticket"
     for w in query.words:
         if w.instead:
-            notes.append(f"No ticket contains '{w.typed}'; searched '{w.instead}' instead.")
+            notes.append(f"No {holder} contains '{w.typed}'; searched '{w.instead}' instead.")
     if query.missing and query.words:
-        notes.append(f"No ticket contains {_quoted(query.missing)}; left out of the search.")
+        notes.append(f"No {holder} contains {_quoted(query.missing)}; left out of the search.")
     if query.has_words and not query.words:
         if query.missing:
-            notes.append(f"No ticket contains any of {_quoted(query.missing)}. Try other words or synonyms; "
+            notes.append(f"No {holder} contains any of {_quoted(query.missing)}. Try other words or synonyms; "
                          "for a known ticket id use get_ticket_status_v2.")
         else:
             notes.append(f"The query has only common words ({_quoted(query.stop_words)}), which are not "
@@ -321,7 +409,7 @@ def explain(
                      f"first are tickets with {matched} of the {len(query.words)} words.")
     if first is None and not continued:
         named = filters.named_conditions()
-        candidates, _ = sort_keys(dialect, query.words, "newest")
+        candidates, _ = sort_keys(dialect, query.words, "newest", query.conversation)
         base = filters.scope() + ([candidates] if candidates is not None else [])
         def some(*where: ColumnElement[bool]) -> bool:
             return conn.execute(select(Ticket.pk).where(*where).limit(1)).first() is not None

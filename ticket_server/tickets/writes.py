@@ -35,6 +35,7 @@ from ticket_server.tickets.domain import (
 )
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent, WriteRequest
 from ticket_server.tickets.repository import TicketRepository
+from ticket_server.tickets.search import comment_search_bodies
 
 _TICKETS, _COMMENTS, _EVENTS = Ticket.__table__, Comment.__table__, TicketEvent.__table__
 _REQUESTS = WriteRequest.__table__
@@ -220,7 +221,7 @@ class TicketWrites:
                 body, visibility = change.comment
                 pk = conn.execute(insert(_COMMENTS).values(
                     ticket_id=ticket_id, author=ctx.actor, author_type=AuthorType.AGENT, visibility=visibility,
-                    body=body, created_at=now,
+                    body=body, created_at=now, search_body=comment_search_bodies(conn, [body])[0],
                 )).inserted_primary_key[0]
                 comment = AddedComment(id=pk, visibility=visibility, created_at=now)
             after = {**state, **values}

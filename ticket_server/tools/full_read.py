@@ -20,6 +20,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.tools import Tool, ToolResult
 from mcp.types import ResourceLink, TextContent
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
@@ -27,6 +28,7 @@ from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.errors import domain_errors, model_error
+from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -97,21 +99,26 @@ class History(BaseModel):
     truncated: bool
 
 
+# None (published as absent, not as null): a field that was not requested.
+Absent = SkipJsonSchema[None]
+
+
 class FullTicket(BaseModel):
-    # `get_ticket`: id and the requested fields only.
+    # `get_ticket`: id and the requested fields only; a requested field is null only
+    # where the ticket has none (owner, customer).
     id: str
-    subject: Text | None = None
-    status: TicketStatus | None = None
-    priority: TicketPriority | None = None
+    subject: Text | Absent = None
+    status: TicketStatus | Absent = None
+    priority: TicketPriority | Absent = None
     owner: str | None = None
-    queue: str | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    version: int | None = None
-    body: Text | None = None
+    queue: str | Absent = None
+    created_at: datetime | Absent = None
+    updated_at: datetime | Absent = None
+    version: int | Absent = None
+    body: Text | Absent = None
     customer: CustomerSummary | None = None
-    conversation: Conversation | None = None
-    history: History | None = None
+    conversation: Conversation | Absent = None
+    history: History | Absent = None
 
 
 TicketField = Literal[
@@ -333,10 +340,11 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         return _result(value, links)  # type: ignore[return-value]
 
     mcp.add_tool(drop_null_defaults(
-        Tool.from_function(get_ticket, name="get_ticket", annotations=READ_ONLY, tags={"tickets:read"})
+        Tool.from_function(get_ticket, name="get_ticket", annotations=READ_ONLY, tags={"tickets:read"},
+                           output_schema=output_schema(FullTicket))
     ))
 
-    @mcp.tool(name="get_customer", annotations=READ_ONLY, tags={"tickets:read"})
+    @mcp.tool(name="get_customer", annotations=READ_ONLY, tags={"tickets:read"}, output_schema=output_schema(CustomerRead))
     async def get_customer(
         customer_id: Annotated[str, Field(description="e.g. CUS-1042")],
     ) -> CustomerRead:

@@ -10,6 +10,7 @@ the tools'. A ticket or queue the caller may not see answers as one that does no
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,6 +38,12 @@ LANGUAGES = (
 _LANGUAGE = re.compile(r"^[^\W\d_]+(?: [^\W\d_]+){0,2}$")
 
 
+def fixable(message: str) -> PromptError:
+    """An argument the client can fix (unknown ticket or queue, bad language): FastMCP
+    logs it at INFO, keeping ERROR for what an operator must look at (C24)."""
+    return PromptError(message, log_level=logging.INFO)
+
+
 def _data(uri: str, value: Any) -> Message:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return Message(EmbeddedResource(
@@ -56,7 +63,7 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
         with domain_errors():
             view = await read_ticket(repo, ticket_id, current_queues())
         if view is None:
-            raise PromptError(f"No ticket with id {ticket_id[:64]!r}.")
+            raise fixable(f"No ticket with id {ticket_id[:64]!r}.")
         return ticket_json(view, set(TICKET_FIELDS))
 
     @mcp.prompt(name="summarize_ticket", title="Summarise a ticket", tags={"tickets:read"})
@@ -89,7 +96,7 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
                                         owner=owner.strip() if owner else None, queues=queues)
                 rows = (await repo.search("", filters, "newest", None, TRIAGE_LIMIT)).tickets
         if not rows:
-            raise PromptError(f"No open tickets in a queue named {queue[:64]!r}.")
+            raise fixable(f"No open tickets in a queue named {queue[:64]!r}.")
         name = rows[0][0].queue
         tickets = [
             {"id": t.id, "subject": fit(t.subject, 400).model_dump(), "status": t.status.value,
@@ -114,7 +121,7 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
         """Draft a public reply to a ticket's customer, in a given language."""
         language = language.strip()
         if not _LANGUAGE.match(language) or len(language) > 40:
-            raise PromptError("language must be a language's name in letters, e.g. English or German.")
+            raise fixable("language must be a language's name in letters, e.g. English or German.")
         value = await ticket(ticket_id)
         instruction = (
             f"Draft a public reply in {language} to the customer of support ticket {value['id']}: "

@@ -5,12 +5,12 @@ is missing or outside the caller's queues answers exactly as a missing resource.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
+from fastmcp.exceptions import NotFoundError, ResourceError
 from fastmcp.resources import ResourceContent, ResourceResult
-from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS
 
 from ticket_server.access.context import current_queues
 from ticket_server.tools.cursor import CursorCodec
@@ -31,10 +31,16 @@ def _json(value: dict[str, Any]) -> ResourceResult:
     return ResourceResult([ResourceContent(text, mime_type=JSON)], meta=meta_for(value))
 
 
-def missing(uri: str) -> MCPError:
-    """What FastMCP answers for a URI that matches no resource (SEP-2164: the URI in
-    ``data``), raised as is: FastMCP would mask any other exception from a template."""
-    return MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri!r}", data={"uri": uri})
+class ResourceMissing(ResourceError, NotFoundError):
+    """A ticket or customer that is missing or outside the caller's queues. As a
+    ``NotFoundError`` FastMCP answers it exactly as a URI no resource matches (-32602
+    "Resource not found", the URI in ``data``, SEP-2164); as a ``ResourceError`` it is
+    logged at its own ``log_level``: INFO, since the client can fix it (C24), where any
+    other exception from a template is logged at ERROR."""
+
+
+def missing(uri: str) -> ResourceMissing:
+    return ResourceMissing(f"Unknown resource: {uri!r}", log_level=logging.INFO)
 
 
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:

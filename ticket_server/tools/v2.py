@@ -11,12 +11,13 @@ from pydantic import AfterValidator, AwareDatetime, Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
-from ticket_server.tickets.schemas import SearchPage, TicketStatusV2, TicketSummaryV2
+from ticket_server.tickets.schemas import SearchHit, SearchPage, TicketStatusV2
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error, utc_representable
 from ticket_server.tools.lookup import find_ticket
+from ticket_server.tools.outputs import output_schema
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
@@ -33,7 +34,8 @@ Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
     """Add the current (v2) tools to ``mcp``."""
 
-    @mcp.tool(name="get_ticket_status_v2", annotations=READ_ONLY, tags={"tickets:read"})
+    @mcp.tool(name="get_ticket_status_v2", annotations=READ_ONLY, tags={"tickets:read"},
+              output_schema=output_schema(TicketStatusV2))
     async def get_ticket_status_v2(
         ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     ) -> TicketStatusV2:
@@ -69,6 +71,10 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         ] = None,
         created_after: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
         updated_before: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
+        search_in: Annotated[
+            Omittable[Literal["tickets", "conversation"]],
+            Field(description="Default tickets; conversation: comments and notes too."),
+        ] = None,
     ) -> SearchPage:
         """Search tickets by words in subject and body. Best match first: tickets with all
         the words, then most; subject above body; newer first on ties (sort=newest: newest
@@ -77,7 +83,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         query: newest first. Filters: AND; queue, owner and customer ignore case; an
         unknown queue is an error listing yours. `note` explains thin or empty results.
         Next page: pass next_cursor back as cursor, same arguments (null on the last).
-        A page holds at most `limit` tickets and 16 KiB of JSON.
+        A page holds at most `limit` tickets and 16 KiB of JSON. search_in=conversation
+        also searches comments; hits then say where they matched (matched_in).
         """
         from ticket_server.tickets.search import SearchFilters, resolve_queue
 
@@ -102,11 +109,14 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             queues=queues,
         )
         order = sort or "relevance"
+        conversation = search_in == "conversation"
         search = fingerprint(
             query=query.strip(), sort=order, status=sorted(filters.statuses or ()),
             priority=sorted(filters.priorities or ()), queue=queue_names, owner=filters.owner,
             customer=filters.customer, created_after=created_after, updated_after=updated_after,
             updated_before=updated_before,
+            # Only when given, so cursors of the default search stay valid.
+            **({"search_in": "conversation"} if conversation else {}),
         )
         after = None
         if cursor:
@@ -118,10 +128,12 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
                     "query or filters). Repeat the search without a cursor to start again."
                 ) from exc
         with domain_errors():
-            result = await repo.search(query, filters, order, after, limit)
-        tickets: list[TicketSummaryV2] = []
+            result = await repo.search(query, filters, order, after, limit, conversation)
+        tickets: list[SearchHit] = []
         size = len(json.dumps({"tickets": [], "next_cursor": "x" * MAX_CURSOR_LENGTH, "note": result.note}))
-        for item, _ in result.tickets:
+        for found, _ in result.tickets:
+            places = result.matched_in.get(found.id) if result.matched_in is not None else None
+            item = SearchHit(**found.model_dump(), matched_in=places)
             item_size = len(item.model_dump_json().encode()) + 1
             if tickets and size + item_size > MAX_PAGE_BYTES:
                 break
@@ -132,6 +144,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         return SearchPage(tickets=tickets, next_cursor=next_cursor, note=result.note)
 
     tool = Tool.from_function(
-        search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"}
+        search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"},
+        output_schema=output_schema(SearchPage),
     )
     mcp.add_tool(drop_null_defaults(tool))
