@@ -119,7 +119,7 @@ class CallPipeline(Middleware):
         # get_tool runs the providers again on every call); scopes are checked on every
         # call. The server's tools are fixed once it is built; a name not found is looked
         # up again.
-        self._tools: dict[str, tuple[Tool, frozenset[str]]] = {}
+        self._tools: dict[str, tuple[Tool, dict[str, str]]] = {}
 
     # --- before validation (an MCP SDK ServerMiddleware) --------------------------
 
@@ -380,7 +380,7 @@ class CallPipeline(Middleware):
 
     async def _tool(
         self, context: MiddlewareContext[mt.CallToolRequestParams], name: str,
-    ) -> tuple[Tool, frozenset[str]] | None:
+    ) -> tuple[Tool, dict[str, str]] | None:
         found = self._tools.get(name)
         if found is None and context.fastmcp_context is not None:
             tool = await context.fastmcp_context.fastmcp.get_tool(name)

@@ -24,10 +24,10 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
     from ticket_server.tickets.writes import TicketWrites, WriteContext, WriteOutcome
 
+T = TypeVar("T")
 WRITE_SCOPE = "tickets:write"
 IDEMPOTENCY_META = "dev.ticket-server/idempotency-key"
 REPLAY_META = "dev.ticket-server/replay"
@@ -59,6 +60,12 @@ MAX_TEXT = 10_000
 CONFIRM_SECONDS = 300
 """How long a person's confirmation may take (the sealed request state's expiry)."""
 CONFIRM_REQUEST = "confirm"
+INVALID_REQUEST_STATE = "invalid"
+"""What a tool finds as its request state when the one the client sent failed the SDK's
+verification (``compat.hand_invalid_request_state_to``): refused here, so audited."""
+TOOLS = ("add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket")
+DIGESTED = {"x-audit": "digest"}
+"""Kept in the audit as SHA-256 and length only: the comment row holds the text."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -243,6 +250,11 @@ class Writer:
             ask = ElicitRequest(params=ElicitRequestFormParams(message=question, requested_schema=schema))
             _note(f"confirmation requested ({action})")
             return InputRequiredResult(input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims))
+        if state == INVALID_REQUEST_STATE:
+            _note(f"confirmation state invalid ({action})")
+            raise ToolError("The request state is not valid (altered, expired, or sent with other arguments); "
+                            "nothing was changed. Call the tool again without request state to ask the person "
+                            "afresh.")
         claims = self.states.unseal(state)
         if claims is None or any(claims.get(k) != v for k, v in binding.items()):
             _note(f"confirmation state invalid ({action})")
@@ -257,7 +269,21 @@ class Writer:
         content = getattr(answer, "content", None) or {}
         if outcome == "accept" and content.get("confirm") is not True:
             outcome = "decline"
-        return replace(wctx, confirmation_nonce=str(claims.get("n"))), self._answered(action, outcome)
+        wctx = replace(wctx, confirmation_nonce=str(claims.get("n")))
+        if outcome != "accept":  # spent, so this state cannot confirm a write later
+            await self.guarded(self.writes.spend_confirmation(wctx, ticket_id))
+        return wctx, self._answered(action, outcome)
+
+    @staticmethod
+    async def guarded(work: Awaitable[T]) -> T:
+        """``await work``, a refusal made an ``isError`` (its reason noted for the audit)."""
+        try:
+            return await work
+        except WriteRefused as exc:
+            _note(exc.reason)
+            raise ToolError(str(exc)) from exc
+        except DatabaseUnavailable as exc:
+            raise UnavailableError() from exc
 
     @staticmethod
     def _answered(action: str, outcome: str) -> str:
@@ -305,13 +331,7 @@ class Writer:
             conn.execute(insert(AuditEvent.__table__).values(**row, change=json.dumps(change, ensure_ascii=False)))
             record.audited = True
 
-        try:
-            outcome, replayed = await operation(ctx, *args, audit=audit)
-        except WriteRefused as exc:
-            _note(exc.reason)
-            raise ToolError(str(exc)) from exc
-        except DatabaseUnavailable as exc:
-            raise UnavailableError() from exc
+        outcome, replayed = await self.guarded(operation(ctx, *args, audit=audit))
         if replayed:
             _note("replay")
         return outcome, replayed
@@ -332,7 +352,8 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
     @mcp.tool(name="add_internal_note", annotations=NOTE, tags=tags, output_schema=NoteAdded.model_json_schema())
     async def add_internal_note(
         ticket_id: TicketId,
-        note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.")],
+        note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.",
+                                    json_schema_extra=DIGESTED)],
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
@@ -352,7 +373,7 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
     @mcp.tool(name="reply_to_customer", annotations=REPLY, tags=tags, output_schema=ReplySent.model_json_schema())
     async def reply_to_customer(
         ticket_id: TicketId,
-        reply: Annotated[Body, Field(description="Message the customer receives.")],
+        reply: Annotated[Body, Field(description="Message the customer receives.", json_schema_extra=DIGESTED)],
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
