@@ -96,9 +96,12 @@ def _seed(url: str, count: int) -> None:
 
 
 def sqlite_dataset(count: int) -> Path:
-    """A migrated SQLite file with ``count`` generated tickets, made once and reused."""
+    """A migrated SQLite file with ``count`` generated tickets, made once per schema
+    revision and reused."""
+    from ticket_server.migrations import HEAD
+
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / f"sqlite-{count}.db"
+    path = CACHE / f"sqlite-{count}-{HEAD}.db"
     if path.exists():
         return path
     tmp = path.with_suffix(".partial")
