@@ -232,6 +232,41 @@ async def test_16_concurrent_writers_lose_no_update(settings: Settings, agent) -
     assert (await state(settings, billing))[0][4] == start + 16
 
 
+@pytest.mark.postgresql_only
+async def test_a_writer_waiting_on_one_ticket_does_not_hold_up_another_ticket(
+    settings: Settings, add_caller, server_as,
+) -> None:
+    """PostgreSQL: this process's writers take turns per ticket, not all together: while
+    another session holds ticket A's row lock, a write to A waits for it and a write to
+    B goes through; A's write then lands too."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing", "support"])
+    a, b = await ticket_in(settings, "billing"), await ticket_in(settings, "support")
+    server = server_as(stdio_caller="agent", confirm_writes=[], database_timeout=20.0)
+    holder = create_async_engine(settings.database_url)
+    try:
+        async with Client(server) as client, holder.connect() as locking:
+            await locking.execute(text("SELECT id FROM tickets WHERE id = :a FOR UPDATE"), {"a": a})
+            waiting = asyncio.create_task(client.call_tool("add_internal_note", {"ticket_id": a, "note": "A"}))
+            for _ in range(1000):  # until A's write waits on the row lock (pg_locks is live)
+                waiters = (await locking.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))).scalar()
+                if waiters:
+                    break
+                await asyncio.sleep(0.01)
+            assert waiters, "A's write never reached the row lock"
+            other = await client.call_tool("add_internal_note", {"ticket_id": b, "note": "B"})
+            assert not other.is_error and not waiting.done()
+            await locking.rollback()
+            done = await waiting
+            assert not done.is_error
+    finally:
+        await holder.dispose()
+    notes = await _sql(settings, "SELECT ticket_id, body FROM comments WHERE author = 'agent' ORDER BY pk")
+    assert [tuple(n) for n in notes] == [(b, "B"), (a, "A")]
+
+
 @pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
 async def test_reply_confirmation(settings: Settings, add_caller, server_as, mode: str, action: str) -> None:
     """Legacy: elicitation/create; 2026-07-28: the input_required round trip with sealed

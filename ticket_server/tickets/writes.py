@@ -3,7 +3,8 @@ escalation, each one transaction (``TicketRepository.transaction``).
 
 Every write, in its transaction:
 
-1. locks the ticket (SQLite: the database write lock; PostgreSQL: ``FOR UPDATE``);
+1. locks the ticket (SQLite: the database write lock; PostgreSQL: ``FOR UPDATE``, and
+   this process's writers of other tickets go ahead);
 2. with an idempotency key, returns the first result of that key (a replay, nothing
    written), or refuses the key when it was used for another request;
 3. checks the caller's writable queues and ``expected_version`` (stale: ``StaleVersion``
@@ -179,7 +180,7 @@ class TicketWrites:
                 raise ConfirmationSpent()
             _spend(conn, ctx, ticket_id, '{"confirmed": false}', datetime.now(UTC))
 
-        await self.repository.transaction(work)
+        await self.repository.transaction(work, row=ticket_id)
 
     def _locked(self, conn: Connection, ticket_id: str) -> Any:
         """The ticket's state, its row locked until the transaction ends (PostgreSQL;
@@ -255,7 +256,7 @@ class TicketWrites:
             audit(conn, outcome)
             return outcome, False
 
-        return await self.repository.transaction(work)
+        return await self.repository.transaction(work, row=ticket_id)
 
 
 def _spent(conn: Connection, ctx: WriteContext) -> bool:
