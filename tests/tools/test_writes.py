@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any, text_of
 from ticket_server.settings import Settings
+from ticket_server.tools import writes
 
 WRITE_TOOLS = {"add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
 AGENT_SCOPES = ("tickets:read", "tickets:write")
@@ -71,6 +72,8 @@ async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_ca
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert WRITE_TOOLS <= set(tools)
+        # Every tool that writes is named in writes.TOOLS (the request-state hand-over).
+        assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == set(writes.TOOLS)
         reply = tools["reply_to_customer"].annotations
         assert (reply.readOnlyHint, reply.destructiveHint, reply.idempotentHint, reply.openWorldHint) == (
             False, False, False, True)

@@ -11,8 +11,11 @@ Confirmation (``Settings.confirm_writes``, or the caller's own list; default a r
 closing a ticket): on the legacy revision the server asks the person through
 ``elicitation/create``; on 2026-07-28 the call answers with an ``input_required`` result
 and sealed request state (``ConfirmationState``), and the retry carries the answer. A
-declined or cancelled confirmation changes nothing. A client that cannot ask (no
-elicitation capability) gets an ``isError`` and nothing is written.
+declined or cancelled confirmation changes nothing and spends its request state. A
+request state that fails verification (FastMCP's outer seal, handed over by
+``compat.hand_invalid_request_state_to``, or ours) is refused here, in the call
+pipeline, so the refusal is audited. A client that cannot ask (no elicitation
+capability) gets an ``isError`` and nothing is written.
 """
 
 from __future__ import annotations
