@@ -55,7 +55,7 @@ from ticket_server.tools.errors import (
     describe_unusable_arguments, model_error,
 )
 from ticket_server.tools.versions import Deprecation, ToolVersions
-from ticket_server.tools.writes import WRITE_SCOPE  # write tools: held to the write limit
+from ticket_server.tools.writes import AUDIT_DIGESTS, WRITE_SCOPE  # write tools: the write limit, digests
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
@@ -385,7 +385,7 @@ class CallPipeline(Middleware):
         if found is None and context.fastmcp_context is not None:
             tool = await context.fastmcp_context.fastmcp.get_tool(name)
             if tool is not None:
-                found = self._tools[name] = (tool, sensitive_fields(tool))
+                found = self._tools[name] = (tool, sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())))
         return found
 
 

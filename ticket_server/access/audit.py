@@ -6,10 +6,9 @@ to stderr at once (one JSON log line, logger ``ticket_server.audit``) and to the
 in batches; stopping the server (SIGTERM, end of stdin) flushes what is pending.
 Argument values of fields marked sensitive in the tool's input schema
 (``"x-sensitive": true``, ``"writeOnly": true`` or ``"format": "password"``) are
-redacted (``redact``); a text kept elsewhere (``"x-audit": "digest"``: a note's or a
-reply's body, stored in its comment row) is kept as its SHA-256 and length in
-characters, enough to prove which text was sent without copying it. Tokens never reach
-this module.
+redacted (``redact``); a text kept elsewhere (a note's or a reply's body, stored in its
+comment row: ``digested``) is kept as its SHA-256 and length in characters, enough to
+prove which text was sent without copying it. Tokens never reach this module.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import hashlib
 import json
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from time import monotonic
 from typing import Any
@@ -37,22 +36,21 @@ QUEUE_LIMIT = 100_000
 
 
 DIGEST = "digest"
-"""The ``x-audit`` keyword's value for a field kept as ``{"sha256": ..., "length": ...}``."""
+"""How a field kept as ``{"sha256": ..., "length": ...}`` is marked in ``sensitive_fields``."""
 
 
-def sensitive_fields(tool: Tool | None) -> dict[str, str]:
-    """The tool's arguments not stored as sent: name -> ``REDACTED`` or ``DIGEST``."""
+def sensitive_fields(tool: Tool | None, digested: Iterable[str] = ()) -> dict[str, str]:
+    """The tool's arguments not stored as sent: name -> ``REDACTED`` (marked sensitive
+    in its input schema) or ``DIGEST`` (named in ``digested``)."""
     if tool is None:
         return {}
     properties = (tool.parameters or {}).get("properties", {})
-    fields: dict[str, str] = {}
+    fields = {name: DIGEST for name in digested}
     for name, schema in properties.items():
-        if not isinstance(schema, dict):
-            continue
-        if schema.get("x-sensitive") or schema.get("writeOnly") or schema.get("format") == "password":
+        if isinstance(schema, dict) and (
+            schema.get("x-sensitive") or schema.get("writeOnly") or schema.get("format") == "password"
+        ):
             fields[name] = REDACTED
-        elif schema.get("x-audit") == DIGEST:
-            fields[name] = DIGEST
     return fields
 
 

@@ -67,8 +67,8 @@ INVALID_REQUEST_STATE = "invalid"
 """What a tool finds as its request state when the one the client sent failed the SDK's
 verification (``compat.hand_invalid_request_state_to``): refused here, so audited."""
 TOOLS = ("add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket")
-DIGESTED = {"x-audit": "digest"}
-"""Kept in the audit as SHA-256 and length only: the comment row holds the text."""
+AUDIT_DIGESTS = {"add_internal_note": ("note",), "reply_to_customer": ("reply",)}
+"""Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -355,8 +355,7 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
     @mcp.tool(name="add_internal_note", annotations=NOTE, tags=tags, output_schema=NoteAdded.model_json_schema())
     async def add_internal_note(
         ticket_id: TicketId,
-        note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.",
-                                    json_schema_extra=DIGESTED)],
+        note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.")],
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
@@ -376,7 +375,7 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
     @mcp.tool(name="reply_to_customer", annotations=REPLY, tags=tags, output_schema=ReplySent.model_json_schema())
     async def reply_to_customer(
         ticket_id: TicketId,
-        reply: Annotated[Body, Field(description="Message the customer receives.", json_schema_extra=DIGESTED)],
+        reply: Annotated[Body, Field(description="Message the customer receives.")],
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
