@@ -96,9 +96,12 @@ def _seed(url: str, count: int) -> None:
 
 
 def sqlite_dataset(count: int) -> Path:
-    """A migrated SQLite file with ``count`` generated tickets, made once and reused."""
+    """A migrated SQLite file with ``count`` generated tickets, made once per schema
+    revision and reused."""
+    from ticket_server.migrations import HEAD
+
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / f"sqlite-{count}.db"
+    path = CACHE / f"sqlite-{count}-{HEAD}.db"
     if path.exists():
         return path
     tmp = path.with_suffix(".partial")
@@ -168,8 +171,11 @@ class Postgres:
                          "-d", db, "-Atc", sql).stdout
 
     def dataset(self, count: int) -> str:
-        """The URL of a database with ``count`` generated tickets, made once and reused."""
-        name = f"tickets_{count}"
+        """The URL of a database with ``count`` generated tickets, made once per schema
+        revision and reused."""
+        from ticket_server.migrations import HEAD
+
+        name = f"tickets_{count}_{HEAD}".lower()
         url = f"{self.url_base}/{name}"
         if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":
             return url

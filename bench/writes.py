@@ -1,7 +1,8 @@
 """Writes under contention beside reads, same server, same run, on SQLite: 16 concurrent
 callers adding internal notes to one ticket (every write is one serialised transaction
 with its history, idempotency key and audit row) while a reader calls
-`get_ticket_status_v2`; and the same reads alone first, as the baseline. SQLite, or
+`get_ticket_status_v2`; and the same reads alone first, as the baseline. SQLite (in WAL
+mode, which the server sets on every connection), or
 PostgreSQL (a private cluster, bench.common.Postgres; each run on a fresh copy).
 
     .venv/bin/python -m bench.writes --count 100000 [--writes 2000] [--writers 16] [--engine postgresql]
@@ -42,7 +43,8 @@ async def _run(url: str, writes: int, writers: int) -> tuple[list[float], float,
     from ticket_server.settings import Settings
 
     settings = Settings(database_url=url, tool_rate_limit="1000000/second",
-                        write_rate_limit="1000000/second", confirm_writes=[], stdio_caller="bench")
+                        write_rate_limit="1000000/second", confirm_writes=[], stdio_caller="bench",
+                        caller_concurrency=writers + 1)  # one caller: the writers and the reader
     store = open_store(settings)
     await store.add("bench", ["tickets:read", "tickets:write"])
     await store.aclose()
@@ -76,7 +78,6 @@ def main() -> None:
     p.add_argument("--count", type=int, default=100_000, help="tickets in the data set")
     p.add_argument("--writes", type=int, default=2_000, help="writes in all")
     p.add_argument("--writers", type=int, default=16, help="concurrent writers on the one ticket")
-    p.add_argument("--wal", action="store_true", help="SQLite: put the database file in WAL mode first")
     p.add_argument("--engine", choices=["sqlite", "postgresql"], default="sqlite")
     args = p.parse_args()
     if args.engine == "postgresql":
@@ -96,13 +97,8 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory() as tmp:
             db = sqlite_copy(args.count, Path(tmp) / "tickets.db")
-            if args.wal:
-                import sqlite3
-
-                with sqlite3.connect(db) as conn:
-                    conn.execute("PRAGMA journal_mode=WAL")
             writes, elapsed, alone, during = asyncio.run(_run(sqlite_url(db), args.writes, args.writers))
-        mode = "sqlite WAL" if args.wal else "sqlite rollback journal"
+        mode = "sqlite (WAL)"
     log(f"add_internal_note     {mode} {args.count:>9,} tickets, {args.writers} writers on one ticket: "
         f"p50 {percentile(writes, 0.5):.2f} ms, p95 {percentile(writes, 0.95):.2f} ms, "
         f"{len(writes) / elapsed:,.0f} writes/s over {len(writes):,} writes")

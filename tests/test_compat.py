@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 import uvicorn
-from fastmcp import Client, FastMCP
+from fastmcp import Client, Context, FastMCP
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel
 
@@ -112,3 +112,44 @@ async def test_request_middleware_sees_raw_params_before_validation() -> None:
     async with Client(mcp) as client:
         assert (await client.call_tool("echo", {"text": "sent"})).data == "rewritten"
     assert seen == [{"text": "sent"}]
+
+
+async def test_invalid_request_state_is_handed_to_the_named_tools_only() -> None:
+    """The SDK's request-state boundary still seals and verifies; a state it rejects
+    reaches a named tool as the marker, and every other tool keeps the -32602 error."""
+    import pytest
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+    mcp = FastMCP("t")
+
+    def asking(ctx: Context) -> object:
+        if ctx.request_state is None:
+            ask = ElicitRequest(params=ElicitRequestFormParams(message="ok?", requested_schema={"type": "object", "properties": {}}))
+            return InputRequiredResult(input_requests={"q": ask}, request_state="minted")
+        return f"state {ctx.request_state}"
+
+    @mcp.tool
+    def guarded(ctx: Context) -> str:
+        return asking(ctx)  # type: ignore[return-value]
+
+    @mcp.tool
+    def other(ctx: Context) -> str:
+        return asking(ctx)  # type: ignore[return-value]
+
+    compat.hand_invalid_request_state_to(mcp, ["guarded"], "MARKER")
+    async with Client(mcp, mode="2026-07-28") as client:
+        for name in ("guarded", "other"):
+            first = await client.session.call_tool(name, {}, allow_input_required=True)
+            assert isinstance(first, InputRequiredResult) and first.request_state != "minted"  # sealed on the wire
+            good = await client.session.call_tool(name, {}, request_state=first.request_state,
+                                                  allow_input_required=True)
+            assert good.content[0].text == "state minted"
+        first = await client.session.call_tool("guarded", {}, allow_input_required=True)
+        bad = await client.session.call_tool("guarded", {}, request_state=first.request_state[:-2] + "xx",
+                                             allow_input_required=True)
+        assert bad.content[0].text == "state MARKER"
+        first = await client.session.call_tool("other", {}, allow_input_required=True)
+        with pytest.raises(MCPError, match="requestState"):
+            await client.session.call_tool("other", {}, request_state=first.request_state[:-2] + "xx",
+                                           allow_input_required=True)

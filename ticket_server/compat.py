@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Collection, Mapping
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -144,3 +146,50 @@ def advertise_fixed_lists(mcp: FastMCP) -> None:
     mcp._mcp_server.notification_options = NotificationOptions(
         prompts_changed=False, resources_changed=False, tools_changed=False,
     )
+
+
+def hand_invalid_request_state_to(mcp: FastMCP, tools: Collection[str], marker: str) -> None:
+    """Let the tools named in ``tools`` refuse an invalid 2026-07-28 request state
+    themselves, through the call pipeline (so the refusal is an ``isError`` result and
+    is audited), instead of the SDK's ``RequestStateBoundary`` answering a bare
+    JSON-RPC -32602 before any FastMCP middleware runs.
+
+    A ``tools/call`` of one of ``tools`` whose ``requestState`` the boundary rejects
+    (altered, expired, sealed for other arguments or another principal or server) goes
+    on with ``requestState`` replaced by ``marker``, which the tool must refuse; the
+    boundary keeps sealing and verifying everything else, and every other method and
+    tool keeps the SDK's answer. Touches ``FastMCP._mcp_server.middleware`` (where
+    FastMCP installs the boundary) and the rejection's wire shape
+    (``data: {"reason": "invalid_request_state"}``)."""
+    from mcp.server.request_state import RequestStateBoundary
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.methods import is_input_required
+
+    chain = mcp._mcp_server.middleware
+    index = next(i for i, m in enumerate(chain) if isinstance(m, RequestStateBoundary))
+    boundary = chain[index]
+    names = frozenset(tools)
+
+    async def refused_in_the_tool(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params
+        if ctx.method != "tools/call" or not isinstance(params, Mapping) or params.get("name") not in names:
+            return await boundary(ctx, call_next)
+        passed = False
+
+        async def inner(verified: Any) -> Any:
+            nonlocal passed
+            passed = True
+            return await call_next(verified)
+
+        try:
+            return await boundary(ctx, inner)
+        except MCPError as exc:
+            rejected = isinstance(exc.data, Mapping) and exc.data.get("reason") == "invalid_request_state"
+            if passed or not rejected:
+                raise
+            result = await call_next(replace(ctx, params={**params, "requestState": marker}))
+            if is_input_required(result):  # never send state the boundary did not seal
+                raise
+            return result
+
+    chain[index] = refused_in_the_tool

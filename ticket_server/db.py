@@ -54,7 +54,8 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
     (``mode=rw``): a file removed under a running server must surface as "unavailable",
     not be silently recreated empty. Pooled SQLite connections are dropped when the file
     on disk is replaced (inode check at checkout), so the server follows the file an
-    operator restores without a restart.
+    operator restores without a restart. Every SQLite connection puts the file in WAL
+    mode (``journal_mode=WAL``; the ``-wal`` and ``-shm`` files live beside it).
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -116,6 +117,10 @@ def _watch_sqlite_file(engine: Engine, path: Path) -> None:
         dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Write-ahead log: readers keep reading while a writer commits (the rollback
+        # journal blocks them for the commit). Kept in the file once set; the busy
+        # timeout (connect_args "timeout") still bounds the wait for the write lock.
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.close()
 
     @event.listens_for(engine, "checkout")

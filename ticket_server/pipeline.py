@@ -55,7 +55,7 @@ from ticket_server.tools.errors import (
     describe_unusable_arguments, model_error,
 )
 from ticket_server.tools.versions import Deprecation, ToolVersions
-from ticket_server.tools.writes import WRITE_SCOPE  # write tools: held to the write limit
+from ticket_server.tools.writes import AUDIT_DIGESTS, WRITE_SCOPE  # write tools: the write limit, digests
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
@@ -119,7 +119,7 @@ class CallPipeline(Middleware):
         # get_tool runs the providers again on every call); scopes are checked on every
         # call. The server's tools are fixed once it is built; a name not found is looked
         # up again.
-        self._tools: dict[str, tuple[Tool, frozenset[str]]] = {}
+        self._tools: dict[str, tuple[Tool, dict[str, str]]] = {}
 
     # --- before validation (an MCP SDK ServerMiddleware) --------------------------
 
@@ -380,12 +380,12 @@ class CallPipeline(Middleware):
 
     async def _tool(
         self, context: MiddlewareContext[mt.CallToolRequestParams], name: str,
-    ) -> tuple[Tool, frozenset[str]] | None:
+    ) -> tuple[Tool, dict[str, str]] | None:
         found = self._tools.get(name)
         if found is None and context.fastmcp_context is not None:
             tool = await context.fastmcp_context.fastmcp.get_tool(name)
             if tool is not None:
-                found = self._tools[name] = (tool, sensitive_fields(tool))
+                found = self._tools[name] = (tool, sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())))
         return found
 
 

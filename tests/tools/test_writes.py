@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any, text_of
 from ticket_server.settings import Settings
+from ticket_server.tools import writes
 
 WRITE_TOOLS = {"add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
 AGENT_SCOPES = ("tickets:read", "tickets:write")
@@ -71,6 +72,8 @@ async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_ca
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert WRITE_TOOLS <= set(tools)
+        # Every tool that writes is named in writes.TOOLS (the request-state hand-over).
+        assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == set(writes.TOOLS)
         reply = tools["reply_to_customer"].annotations
         assert (reply.readOnlyHint, reply.destructiveHint, reply.idempotentHint, reply.openWorldHint) == (
             False, False, False, True)
@@ -153,6 +156,30 @@ async def test_refusals_change_nothing_and_are_audited(settings: Settings, agent
     assert [r.detail for r in rows][1:4] == ["ticket not found", "queue not writable", "stale version"]
 
 
+async def test_audit_keeps_a_digest_of_note_and_reply_text_not_the_text(settings: Settings, agent, mode: str) -> None:
+    """A note's or a reply's body is kept in the audit as SHA-256 and length (the comment
+    row holds the text), for a write and for a refusal alike."""
+    import hashlib
+
+    billing = await ticket_in(settings, "billing")
+    support = await ticket_in(settings, "support")
+    note, reply = "Customer's card ends 4242, call back", "Your refund is on its way — ünïcode"
+    async with Client(agent, mode=mode) as client:
+        await client.call_tool("add_internal_note", {"ticket_id": billing, "note": note})
+        await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": reply})
+        refused = await client.call_tool("add_internal_note", {"ticket_id": support, "note": note},
+                                         raise_on_error=False)
+        assert refused.is_error
+    rows = [r for r in await audit_rows(settings, caller="agent") if r.tool in WRITE_TOOLS]
+    assert [r.outcome for r in rows] == ["ok", "ok", "tool_error"]
+    for row, field, text in zip(rows, ["note", "reply", "note"], [note, reply, note], strict=True):
+        assert "4242" not in row.arguments and "refund" not in row.arguments
+        kept = json.loads(row.arguments)[field]
+        assert kept == {"sha256": hashlib.sha256(text.encode()).hexdigest(), "length": len(text)}
+    bodies = await _sql(settings, "SELECT body FROM comments WHERE ticket_id = :t AND author = 'agent'", t=billing)
+    assert sorted(b[0] for b in bodies) == sorted([note, reply])
+
+
 async def test_retry_after_a_lost_response_returns_the_first_result(settings: Settings, agent, mode: str) -> None:
     """The first call commits but its answer is lost; the retry with the same key and
     arguments returns that result, marked as a replay, and writes nothing."""
@@ -208,6 +235,41 @@ async def test_16_concurrent_writers_lose_no_update(settings: Settings, agent) -
     assert (await state(settings, billing))[0][4] == start + 16
 
 
+@pytest.mark.postgresql_only
+async def test_a_writer_waiting_on_one_ticket_does_not_hold_up_another_ticket(
+    settings: Settings, add_caller, server_as,
+) -> None:
+    """PostgreSQL: this process's writers take turns per ticket, not all together: while
+    another session holds ticket A's row lock, a write to A waits for it and a write to
+    B goes through; A's write then lands too."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing", "support"])
+    a, b = await ticket_in(settings, "billing"), await ticket_in(settings, "support")
+    server = server_as(stdio_caller="agent", confirm_writes=[], database_timeout=20.0)
+    holder = create_async_engine(settings.database_url)
+    try:
+        async with Client(server) as client, holder.connect() as locking:
+            await locking.execute(text("SELECT id FROM tickets WHERE id = :a FOR UPDATE"), {"a": a})
+            waiting = asyncio.create_task(client.call_tool("add_internal_note", {"ticket_id": a, "note": "A"}))
+            for _ in range(1000):  # until A's write waits on the row lock (pg_locks is live)
+                waiters = (await locking.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))).scalar()
+                if waiters:
+                    break
+                await asyncio.sleep(0.01)
+            assert waiters, "A's write never reached the row lock"
+            other = await client.call_tool("add_internal_note", {"ticket_id": b, "note": "B"})
+            assert not other.is_error and not waiting.done()
+            await locking.rollback()
+            done = await waiting
+            assert not done.is_error
+    finally:
+        await holder.dispose()
+    notes = await _sql(settings, "SELECT ticket_id, body FROM comments WHERE author = 'agent' ORDER BY pk")
+    assert [tuple(n) for n in notes] == [(b, "B"), (a, "A")]
+
+
 @pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
 async def test_reply_confirmation(settings: Settings, add_caller, server_as, mode: str, action: str) -> None:
     """Legacy: elicitation/create; 2026-07-28: the input_required round trip with sealed
@@ -232,7 +294,10 @@ async def test_reply_confirmation(settings: Settings, add_caller, server_as, mod
         assert json.loads(rows[-1].change)["confirmation"] == "accepted"
     else:
         assert result.is_error and "nothing was changed" in text_of(result)
-        assert await state(settings, billing) == before
+        after = await state(settings, billing)
+        assert after[:3] == before[:3]  # the ticket, its comments and its history
+        # On 2026-07-28 the declined request state is spent (one write_requests row).
+        assert after[3] == before[3] + (mode != "legacy")
         assert rows[-1].outcome == "tool_error" and action in rows[-1].detail
 
 
@@ -277,9 +342,12 @@ async def _yes(message, response_type, params, context):  # noqa: ANN001
 
 
 async def test_confirmation_state_replayed_or_tampered_is_refused(
-    settings: Settings, add_caller, server_as,
+    settings: Settings, add_caller, server_as, monkeypatch,
 ) -> None:
-    """2026-07-28: the sealed request state is single-use, and bound to the request."""
+    """2026-07-28: the sealed request state is single-use, and bound to the request. A
+    state that fails the SDK's verification (altered, echoed with other arguments,
+    past the seal's own expiry) is refused by the tool: an isError saying why, nothing
+    changed, an audit row."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
     async with Client(server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes) as client:
@@ -291,15 +359,74 @@ async def test_confirmation_state_replayed_or_tampered_is_refused(
         assert replayed.is_error and "already used" in text_of(replayed)
         second = await _asked(client, billing)
         tampered = second.request_state[:-4] + ("AAAA" if not second.request_state.endswith("AAAA") else "BBBB")
-        # Tampered, or echoed with other arguments: FastMCP's seal (which wraps ours)
-        # refuses it before the tool runs.
-        with pytest.raises(MCPError, match="requestState"):
-            await _answer(client, billing, tampered)
-        with pytest.raises(MCPError, match="requestState"):
-            await _answer(client, billing, second.request_state, reply="Another text")
+        refused = [await _answer(client, billing, tampered),
+                   await _answer(client, billing, second.request_state, reply="Another text"),
+                   await _answer(client, billing, "not a sealed state")]
+        import mcp.server.request_state as sealing
+
+        real_time = sealing.time.time
+        monkeypatch.setattr(sealing.time, "time", lambda: real_time() + 3600)  # past the seal's expiry
+        refused.append(await _answer(client, billing, second.request_state))
+        monkeypatch.undo()
+        for result in refused:
+            assert result.is_error
+            assert text_of(result).startswith("The request state is not valid"), text_of(result)
+            assert "nothing was changed" in text_of(result)
         assert await state(settings, billing) == after
+        # The state itself was never spent by the refusals: the person can still confirm it.
+        late = await _answer(client, billing, second.request_state)
+        assert not late.is_error
     rows = await audit_rows(settings, tool="reply_to_customer")
-    assert "confirmation replayed" in [r.detail for r in rows]
+    details = [r.detail for r in rows]
+    assert "confirmation replayed" in details
+    invalid = [r for r in rows if r.detail == "confirmation state invalid (reply_to_customer)"]
+    assert len(invalid) == 4 and all(r.outcome == "tool_error" and r.caller == "agent" for r in invalid)
+
+
+@pytest.mark.parametrize("answer", ["decline", "cancel"])
+async def test_declined_confirmation_cannot_be_replayed_to_write(
+    settings: Settings, add_caller, server_as, mode: str, answer: str,
+) -> None:
+    """A person's "no" spends the confirmation: on 2026-07-28 the same request state sent
+    again with an "accept" is refused; on legacy the next call asks afresh. Nothing is
+    written until a person accepts, and each step is audited."""
+    from mcp.types import ElicitResult as WireElicitResult
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+    before = await state(settings, billing)
+    answers = [answer, "accept"]
+
+    async def person(message, response_type, params, context):  # noqa: ANN001
+        action = answers.pop(0)
+        return ElicitResult(action=action, content={"value": True} if action == "accept" else None)
+
+    arguments = {"ticket_id": billing, "reply": "Hello"}
+    async with Client(server_as(stdio_caller="agent"), mode=mode, elicitation_handler=person) as client:
+        if mode == "legacy":
+            no = await client.call_tool("reply_to_customer", arguments, raise_on_error=False)
+            assert no.is_error and f"did not confirm ({answer})" in text_of(no)
+            assert await state(settings, billing) == before
+            yes = await client.call_tool("reply_to_customer", arguments, raise_on_error=False)
+            assert not yes.is_error and answers == []  # asked again, not carried over
+        else:
+            first = await _asked(client, billing)
+            no = await client.session.call_tool(
+                "reply_to_customer", arguments, request_state=first.request_state, allow_input_required=True,
+                input_responses={"confirm": WireElicitResult(action=answer)},
+            )
+            assert no.is_error and f"did not confirm ({answer})" in text_of(no)
+            replayed = await _answer(client, billing, first.request_state)
+            assert replayed.is_error and "already used" in text_of(replayed)
+            assert (await state(settings, billing))[:3] == before[:3]  # no comment, event or version change
+    said = f"confirmation {answer}{'d' if answer == 'decline' else 'led'}"
+    rows = await audit_rows(settings, tool="reply_to_customer")
+    details = [r.detail.split(" (")[0] if r.detail else r.detail for r in rows]
+    if mode == "legacy":
+        assert details == [said, None] and rows[1].change is not None
+    else:
+        assert details == ["confirmation requested", said, "confirmation replayed"]
+        assert all(r.change is None for r in rows)
 
 
 async def test_confirmation_state_expired_is_refused(settings: Settings, add_caller, server_as, monkeypatch) -> None:

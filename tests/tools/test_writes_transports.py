@@ -64,3 +64,38 @@ async def test_writes_over_stdio_and_read_only_mode(db_path: Path) -> None:
         refused = await call_any(client, "add_internal_note", {"ticket_id": billing, "note": "read-only"})
         assert refused == (True, "Unknown tool: 'add_internal_note'")
     assert _count(db_path, "SELECT count(*) FROM comments WHERE author = 'writer' AND ticket_id = ?", billing) == 1
+
+
+async def test_invalid_confirmation_state_over_http_is_refused_and_audited(db_path: Path, tmp_path: Path) -> None:
+    """2026-07-28 over HTTP with bearer tokens: a confirmation's request state that is
+    altered, or echoed by another caller (FastMCP's seal binds the token's principal),
+    is an isError saying so, changes nothing, and leaves an audit row."""
+    from mcp.types import ElicitResult, InputRequiredResult
+
+    async def never(context, params):  # noqa: ANN001  (declares the elicitation capability)
+        raise AssertionError("the server asks through input_required on this revision")
+
+    writer = add_caller(db_path, "writer", scopes=("tickets:read", "tickets:write"), queues=["billing"])
+    other = add_caller(db_path, "other", scopes=("tickets:read", "tickets:write"), queues=["billing"])
+    _, billing = support_and_billing_ids(db_path)
+    arguments = {"ticket_id": billing, "reply": "over http"}
+    yes = {"confirm": ElicitResult(action="accept", content={"confirm": True})}
+    server = start_http_server(db_path, tmp_path)
+    try:
+        async with Client(server.transport(writer), mode="2026-07-28", elicitation_callback=never) as client:
+            asked = await client.session.call_tool("reply_to_customer", arguments, allow_input_required=True)
+            assert isinstance(asked, InputRequiredResult)
+            state = asked.request_state
+            tampered = await client.session.call_tool(
+                "reply_to_customer", arguments, input_responses=yes, allow_input_required=True,
+                request_state=state[:-3] + ("AAA" if not state.endswith("AAA") else "BBB"))
+            assert tampered.is_error and text_of(tampered).startswith("The request state is not valid")
+        async with Client(server.transport(other), mode="2026-07-28", elicitation_callback=never) as client:
+            stolen = await client.session.call_tool("reply_to_customer", arguments, input_responses=yes,
+                                                    request_state=state, allow_input_required=True)
+            assert stolen.is_error and text_of(stolen).startswith("The request state is not valid")
+    finally:
+        stop(server.process)
+    assert _count(db_path, "SELECT count(*) FROM comments WHERE ticket_id = ? AND body = 'over http'", billing) == 0
+    assert _count(db_path, "SELECT count(*) FROM audit_events WHERE tool = 'reply_to_customer' AND outcome = "
+                           "'tool_error' AND detail LIKE 'confirmation state invalid%'") == 2

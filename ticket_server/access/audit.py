@@ -6,16 +6,19 @@ to stderr at once (one JSON log line, logger ``ticket_server.audit``) and to the
 in batches; stopping the server (SIGTERM, end of stdin) flushes what is pending.
 Argument values of fields marked sensitive in the tool's input schema
 (``"x-sensitive": true``, ``"writeOnly": true`` or ``"format": "password"``) are
-redacted (``redact``); tokens never reach this module.
+redacted (``redact``); a text kept elsewhere (a note's or a reply's body, stored in its
+comment row: ``digested``) is kept as its SHA-256 and length in characters, enough to
+prove which text was sent without copying it. Tokens never reach this module.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from time import monotonic
 from typing import Any
@@ -32,16 +35,32 @@ MAX_ARGUMENTS_CHARS = 4000
 QUEUE_LIMIT = 100_000
 
 
-def sensitive_fields(tool: Tool | None) -> frozenset[str]:
+DIGEST = "digest"
+"""How a field kept as ``{"sha256": ..., "length": ...}`` is marked in ``sensitive_fields``."""
+
+
+def sensitive_fields(tool: Tool | None, digested: Iterable[str] = ()) -> dict[str, str]:
+    """The tool's arguments not stored as sent: name -> ``REDACTED`` (marked sensitive
+    in its input schema) or ``DIGEST`` (named in ``digested``)."""
     if tool is None:
-        return frozenset()
+        return {}
     properties = (tool.parameters or {}).get("properties", {})
-    return frozenset(
-        name
-        for name, schema in properties.items()
-        if isinstance(schema, dict)
-        and (schema.get("x-sensitive") or schema.get("writeOnly") or schema.get("format") == "password")
-    )
+    fields = {name: DIGEST for name in digested}
+    for name, schema in properties.items():
+        if isinstance(schema, dict) and (
+            schema.get("x-sensitive") or schema.get("writeOnly") or schema.get("format") == "password"
+        ):
+            fields[name] = REDACTED
+    return fields
+
+
+def _kept(value: Any, how: str | None) -> Any:
+    if how is None:
+        return value
+    if how == DIGEST and isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        return {"sha256": hashlib.sha256(data).hexdigest(), "length": len(value)}
+    return REDACTED
 
 
 def storable(text: str, limit: int) -> str:
@@ -51,8 +70,10 @@ def storable(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def redact(arguments: dict[str, Any], sensitive: frozenset[str]) -> str:
-    shown = {k: (REDACTED if k in sensitive else v) for k, v in arguments.items()}
+def redact(arguments: dict[str, Any], sensitive: Mapping[str, str]) -> str:
+    """``arguments`` as the audit keeps them (JSON, at most ``MAX_ARGUMENTS_CHARS``):
+    each field of ``sensitive`` redacted or digested (``sensitive_fields``)."""
+    shown = {k: _kept(v, sensitive.get(k)) for k, v in arguments.items()}
     try:
         text = json.dumps(shown, ensure_ascii=False, default=str, sort_keys=True)
     except (ValueError, TypeError, RecursionError):  # nesting deeper than json can walk

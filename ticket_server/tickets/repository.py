@@ -92,10 +92,11 @@ class TicketRepository:
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
         # This process's writers queue here: on SQLite rather than in its busy handler,
-        # whose sleeps starved some of them past the timeout; on PostgreSQL rather than
-        # on a row lock while holding a pooled connection, which starved reads of
-        # connections (bench/writes.py).
+        # whose sleeps starved some of them past the timeout; on PostgreSQL (per row)
+        # rather than on a row lock while holding a pooled connection, which starved
+        # reads of connections (bench/writes.py).
         self._write_lock = asyncio.Lock()
+        self._row_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, writers holding or awaiting it
 
     @property
     def dialect(self) -> str:
@@ -149,17 +150,18 @@ class TicketRepository:
                     dbapi_connection.interrupt()
             raise
 
-    async def transaction(self, work: Callable[[Connection], T]) -> T:
+    async def transaction(self, work: Callable[[Connection], T], *, row: str | None = None) -> T:
         """``work(connection)`` in one write transaction, committed when it returns and
         rolled back when it raises. Writers are serialised: on SQLite by ``BEGIN
         IMMEDIATE`` (the write lock is taken first, waiting up to the busy timeout, so a
         transaction never reads a state another writer is about to change), and this
         process's writers take turns before that; on PostgreSQL ``work`` locks the rows
         it changes (``SELECT ... FOR UPDATE``, across processes) and this process's
-        writers take turns before taking a connection."""
+        writers of the same ``row`` (the key of the row ``work`` locks; None: any row)
+        take turns before taking a connection, while writers of other rows go ahead."""
         async with bounded(self._timeout):
             if self._reader is None:
-                async with self._write_lock, self._engine.begin() as conn:
+                async with self._turn(row), self._engine.begin() as conn:
                     return await conn.run_sync(work)
 
             # A worker thread cannot be cancelled: when the caller gives up (timeout,
@@ -188,6 +190,24 @@ class TicketRepository:
                 except asyncio.CancelledError:
                     abandoned.set()
                     raise
+
+    @asynccontextmanager
+    async def _turn(self, row: str | None) -> AsyncIterator[None]:
+        """This process's turn to write ``row`` (PostgreSQL), else to write at all."""
+        if row is None or self.dialect != "postgresql":
+            async with self._write_lock:
+                yield
+            return
+        lock, writers = self._row_locks.get(row, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._row_locks[row] = (lock, writers + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            _, writers = self._row_locks.pop(row)
+            if writers > 1:
+                self._row_locks[row] = (lock, writers - 1)
 
     async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""

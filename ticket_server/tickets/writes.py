@@ -3,7 +3,8 @@ escalation, each one transaction (``TicketRepository.transaction``).
 
 Every write, in its transaction:
 
-1. locks the ticket (SQLite: the database write lock; PostgreSQL: ``FOR UPDATE``);
+1. locks the ticket (SQLite: the database write lock; PostgreSQL: ``FOR UPDATE``, and
+   this process's writers of other tickets go ahead);
 2. with an idempotency key, returns the first result of that key (a replay, nothing
    written), or refuses the key when it was used for another request;
 3. checks the caller's writable queues and ``expected_version`` (stale: ``StaleVersion``
@@ -167,14 +168,34 @@ class TicketWrites:
 
         return await self._write(ctx, ticket_id, plan, audit)
 
+    async def spend_confirmation(self, ctx: WriteContext, ticket_id: str) -> None:
+        """Spend ``ctx.confirmation_nonce`` and write nothing else: the person declined or
+        cancelled, so that request state can never confirm a write later.
+        ``ConfirmationSpent`` when it was spent already."""
+        if ctx.confirmation_nonce is None:
+            raise ValueError("no confirmation nonce to spend")
+
+        def work(conn: Connection) -> None:
+            self._locked(conn, ticket_id)  # the same order as a write: an accept racing this one waits
+            if _spent(conn, ctx):
+                raise ConfirmationSpent()
+            _spend(conn, ctx, ticket_id, '{"confirmed": false}', datetime.now(UTC))
+
+        await self.repository.transaction(work, row=ticket_id)
+
+    def _locked(self, conn: Connection, ticket_id: str) -> Any:
+        """The ticket's state, its row locked until the transaction ends (PostgreSQL;
+        SQLite's ``BEGIN IMMEDIATE`` already holds the database's write lock)."""
+        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE)).where(_TICKETS.c.id == ticket_id)
+        if self.repository.dialect == "postgresql":
+            found = found.with_for_update()
+        return conn.execute(found).mappings().first()
+
     async def _write(
         self, ctx: WriteContext, ticket_id: str, plan: Callable[[dict[str, Any]], _Plan], audit: Audit,
     ) -> tuple[WriteOutcome, bool]:
-        lock_rows = self.repository.dialect == "postgresql"
-
         def work(conn: Connection) -> tuple[WriteOutcome, bool]:
-            found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE)).where(_TICKETS.c.id == ticket_id)
-            row = conn.execute(found.with_for_update() if lock_rows else found).mappings().first()
+            row = self._locked(conn, ticket_id)
             # The key is looked up under the ticket's lock: a concurrent retry with the
             # same key waits for the first and then finds its result.
             if ctx.idempotency_key is not None:
@@ -186,10 +207,7 @@ class TicketWrites:
                     if first.request_sha256 != ctx.request_sha256:
                         raise IdempotencyConflict()
                     return WriteOutcome.model_validate_json(first.result), True
-            spent = None if ctx.confirmation_nonce is None else f"confirmation:{ctx.confirmation_nonce}"
-            if spent is not None and conn.execute(
-                select(_REQUESTS.c.pk).where(_REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == spent)
-            ).first() is not None:
+            if _spent(conn, ctx):  # before anything else can refuse: a replay is named as one
                 raise ConfirmationSpent()
             if row is None or (ctx.queues is not None and row["queue"] not in ctx.queues):
                 raise TicketNotWritable(f"No ticket {ticket_id} in a queue this caller may write; nothing was changed.")
@@ -229,16 +247,34 @@ class TicketWrites:
                 ticket_id=ticket_id, status=after["status"], priority=after["priority"], owner=after["owner"],
                 queue=after["queue"], version=state["version"] + 1, updated_at=now, changes=changes, comment=comment,
             )
-            for key in (ctx.idempotency_key, spent):
-                if key is not None:
-                    conn.execute(insert(_REQUESTS).values(
-                        caller=ctx.actor, idempotency_key=key, tool=ctx.tool, request_sha256=ctx.request_sha256,
-                        ticket_id=ticket_id, result=outcome.model_dump_json(), created_at=now,
-                    ))
+            if ctx.idempotency_key is not None:
+                conn.execute(insert(_REQUESTS).values(
+                    caller=ctx.actor, idempotency_key=ctx.idempotency_key, tool=ctx.tool,
+                    request_sha256=ctx.request_sha256, ticket_id=ticket_id, result=outcome.model_dump_json(),
+                    created_at=now,
+                ))
+            _spend(conn, ctx, ticket_id, outcome.model_dump_json(), now)
             audit(conn, outcome)
             return outcome, False
 
-        return await self.repository.transaction(work)
+        return await self.repository.transaction(work, row=ticket_id)
+
+
+def _spent(conn: Connection, ctx: WriteContext) -> bool:
+    """Whether ``ctx.confirmation_nonce`` was used already (False without one)."""
+    return ctx.confirmation_nonce is not None and conn.execute(select(_REQUESTS.c.pk).where(
+        _REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == f"confirmation:{ctx.confirmation_nonce}",
+    )).first() is not None
+
+
+def _spend(conn: Connection, ctx: WriteContext, ticket_id: str, result: str, now: datetime) -> None:
+    """Record ``ctx.confirmation_nonce`` as used: a ``write_requests`` row keyed
+    ``confirmation:<nonce>`` (unique per caller), storing ``result``."""
+    if ctx.confirmation_nonce is not None:
+        conn.execute(insert(_REQUESTS).values(
+            caller=ctx.actor, idempotency_key=f"confirmation:{ctx.confirmation_nonce}", tool=ctx.tool,
+            request_sha256=ctx.request_sha256, ticket_id=ticket_id, result=result, created_at=now,
+        ))
 
 
 def _text(value: Any) -> str | None:

@@ -11,8 +11,11 @@ Confirmation (``Settings.confirm_writes``, or the caller's own list; default a r
 closing a ticket): on the legacy revision the server asks the person through
 ``elicitation/create``; on 2026-07-28 the call answers with an ``input_required`` result
 and sealed request state (``ConfirmationState``), and the retry carries the answer. A
-declined or cancelled confirmation changes nothing. A client that cannot ask (no
-elicitation capability) gets an ``isError`` and nothing is written.
+declined or cancelled confirmation changes nothing and spends its request state. A
+request state that fails verification (FastMCP's outer seal, handed over by
+``compat.hand_invalid_request_state_to``, or ours) is refused here, in the call
+pipeline, so the refusal is audited. A client that cannot ask (no elicitation
+capability) gets an ``isError`` and nothing is written.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
     from ticket_server.tickets.writes import TicketWrites, WriteContext, WriteOutcome
 
+T = TypeVar("T")
 WRITE_SCOPE = "tickets:write"
 IDEMPOTENCY_META = "dev.ticket-server/idempotency-key"
 REPLAY_META = "dev.ticket-server/replay"
@@ -59,6 +63,12 @@ MAX_TEXT = 10_000
 CONFIRM_SECONDS = 300
 """How long a person's confirmation may take (the sealed request state's expiry)."""
 CONFIRM_REQUEST = "confirm"
+INVALID_REQUEST_STATE = "invalid"
+"""What a tool finds as its request state when the one the client sent failed the SDK's
+verification (``compat.hand_invalid_request_state_to``): refused here, so audited."""
+TOOLS = ("add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket")
+AUDIT_DIGESTS = {"add_internal_note": ("note",), "reply_to_customer": ("reply",)}
+"""Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -243,6 +253,11 @@ class Writer:
             ask = ElicitRequest(params=ElicitRequestFormParams(message=question, requested_schema=schema))
             _note(f"confirmation requested ({action})")
             return InputRequiredResult(input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims))
+        if state == INVALID_REQUEST_STATE:
+            _note(f"confirmation state invalid ({action})")
+            raise ToolError("The request state is not valid (altered, expired, or sent with other arguments); "
+                            "nothing was changed. Call the tool again without request state to ask the person "
+                            "afresh.")
         claims = self.states.unseal(state)
         if claims is None or any(claims.get(k) != v for k, v in binding.items()):
             _note(f"confirmation state invalid ({action})")
@@ -257,7 +272,21 @@ class Writer:
         content = getattr(answer, "content", None) or {}
         if outcome == "accept" and content.get("confirm") is not True:
             outcome = "decline"
-        return replace(wctx, confirmation_nonce=str(claims.get("n"))), self._answered(action, outcome)
+        wctx = replace(wctx, confirmation_nonce=str(claims.get("n")))
+        if outcome != "accept":  # spent, so this state cannot confirm a write later
+            await self.guarded(self.writes.spend_confirmation(wctx, ticket_id))
+        return wctx, self._answered(action, outcome)
+
+    @staticmethod
+    async def guarded(work: Awaitable[T]) -> T:
+        """``await work``, a refusal made an ``isError`` (its reason noted for the audit)."""
+        try:
+            return await work
+        except WriteRefused as exc:
+            _note(exc.reason)
+            raise ToolError(str(exc)) from exc
+        except DatabaseUnavailable as exc:
+            raise UnavailableError() from exc
 
     @staticmethod
     def _answered(action: str, outcome: str) -> str:
@@ -305,13 +334,7 @@ class Writer:
             conn.execute(insert(AuditEvent.__table__).values(**row, change=json.dumps(change, ensure_ascii=False)))
             record.audited = True
 
-        try:
-            outcome, replayed = await operation(ctx, *args, audit=audit)
-        except WriteRefused as exc:
-            _note(exc.reason)
-            raise ToolError(str(exc)) from exc
-        except DatabaseUnavailable as exc:
-            raise UnavailableError() from exc
+        outcome, replayed = await self.guarded(operation(ctx, *args, audit=audit))
         if replayed:
             _note("replay")
         return outcome, replayed
