@@ -277,3 +277,14 @@ def test_sqlite_and_postgresql_return_the_same_top_ten(template_db: Path, postgr
     finally:
         postgres.psql(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
     assert {q: v for q, v in lite.items() if pg[q] != v} == {}
+
+
+async def test_words_past_the_limit_are_named_in_the_note(client: Client) -> None:
+    """A query of more words than are searched says which were left out, instead of
+    dropping them silently; within the limit nothing is said."""
+    filler = " ".join(f"zq{i}x" for i in range(15))  # 15 words no ticket holds
+    result = await search(client, query=f"invoice {filler} refund chargeback")
+    note = result.structured_content["note"]
+    assert "Only the first 16 words are searched; left out 'refund', 'chargeback'." in note
+    assert result.structured_content["tickets"]  # 'invoice' is still searched
+    assert "first 16 words" not in (await search(client, query=f"invoice {filler}")).structured_content["note"]

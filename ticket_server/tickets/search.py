@@ -47,7 +47,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
-    fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
+    MAX_WORDS, fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
 )
 from ticket_server.tickets.models import Comment, SearchTerm, Ticket, TicketPriority, TicketStatus
 
@@ -191,13 +191,15 @@ class Word:
 @dataclass
 class Query:
     """The analyzed query: the words searched (weight > 0), the ones left out, and the
-    stop words dropped; ``conversation``: comments are searched too."""
+    stop words dropped, and the words past ``MAX_WORDS`` (not searched);
+    ``conversation``: comments are searched too."""
 
     text: str
     conversation: bool = False
     words: list[Word] = field(default_factory=list)
     missing: list[Word] = field(default_factory=list)
     stop_words: list[str] = field(default_factory=list)
+    beyond: list[str] = field(default_factory=list)
 
     @property
     def has_words(self) -> bool:
@@ -219,7 +221,9 @@ def analyze_query(
     only when a ticket in those queues (or its comment) holds it, since the counts
     cover every queue and a note naming such a word would tell of other queues' text."""
     query = Query(text, conversation=conversation, stop_words=stop_words_in(text))
-    words = query_words(text)
+    words = query_words(text, limit=None)
+    query.beyond = [typed for _, typed in words[MAX_WORDS:]]
+    words = words[:MAX_WORDS]
     if not words:
         return query
     tokens = [t for t, _ in words]
@@ -407,6 +411,8 @@ def explain(
     row (None when the page is empty); ``continued``: a page after the first."""
     notes: list[str] = []
     holder = "ticket or comment" if query.conversation else "ticket"
+    if query.beyond:
+        notes.append(f"Only the first {MAX_WORDS} words are searched; left out {_quoted(query.beyond)}.")
     for w in query.words:
         if w.instead:
             notes.append(f"No {holder} contains '{w.typed}'; searched '{w.instead}' instead.")
