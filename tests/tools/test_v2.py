@@ -205,3 +205,22 @@ def test_search_over_20000_generated_tickets(empty_database_url: str, backend: s
             assert len(billing) == int(scalar(url, "SELECT count(*) FROM tickets WHERE queue='billing' AND status='open'"))
 
     asyncio.run(check())
+
+
+async def test_c02_subject_fetched_and_found_character_for_character(client: Client) -> None:
+    """C02 for the current reads: SUP-1042's subject `テスト – café ✓ naïve`, fetched by
+    id (get_ticket_status_v2, get_ticket) and found by `café` (both kinds of search), comes
+    back character for character in structuredContent and in the text, without \\u escapes."""
+    subject = "テスト – café ✓ naïve"
+    calls = [
+        ("get_ticket_status_v2", {"ticket_id": "SUP-1042"}, lambda s: s["subject"]),
+        ("get_ticket", {"ticket_id": "SUP-1042", "fields": ["subject"]}, lambda s: s["subject"]["text"]),
+    ] + [
+        ("search_tickets_v2", {"query": "café", "limit": 50, **kind},
+         lambda s: next(t["subject"] for t in s["tickets"] if t["id"] == "SUP-1042"))
+        for kind in ({}, {"search_in": "conversation"})
+    ]
+    for name, arguments, subject_of in calls:
+        result = await client.call_tool(name, arguments)
+        assert subject_of(result.structured_content) == subject, name
+        assert subject in text_of(result) and "\\u" not in text_of(result), name
