@@ -36,7 +36,7 @@ _KEY_LIMIT = 2**63
 
 
 def cursor_key(secret: str) -> bytes:
-    """The HMAC key for cursors from a secret (a setting or an installation's file)."""
+    """The key (32 bytes, AES-SIV) for cursors from a secret (a setting or an installation's file)."""
     return hashlib.sha256(b"ticket-server search cursor\0" + secret.encode()).digest()
 
 
@@ -87,7 +87,7 @@ def _key(value: Any) -> int:
 
 class CursorCodec:
     def __init__(self, key: bytes | Callable[[], bytes]) -> None:
-        """``key``: the HMAC key, or a function giving it on first use (called for each
+        """``key``: the cursor key, or a function giving it on first use (called for each
         cursor: keep it cached)."""
         self._key = key if callable(key) else (lambda: key)
 
