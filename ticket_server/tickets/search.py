@@ -411,6 +411,9 @@ def explain(
     row (None when the page is empty); ``continued``: a page after the first."""
     notes: list[str] = []
     holder = "ticket or comment" if query.conversation else "ticket"
+    if query.text.strip() and not query.has_words:
+        notes.append("The query holds no letters or digits, so no word was searched: these are the "
+                     "newest tickets, as for an empty query.")
     if query.beyond:
         notes.append(f"Only the first {MAX_WORDS} words are searched; left out {_quoted(query.beyond)}.")
     for w in query.words:
