@@ -67,6 +67,28 @@ class DropQueryStrings(logging.Filter):
         return True
 
 
+class FixableWithoutTraceback(logging.Filter):
+    """FastMCP logs every failed resource read and prompt with its traceback, at the
+    error's own level: INFO for a missing ticket or a bad argument (C24), which the
+    client fixes and an operator need not read a traceback for. Below WARNING the
+    traceback is left out (the error's class and message are kept, as ``error``), and
+    the message, which holds the client's URI or name whole, is cut to ``LIMIT``."""
+
+    LIMIT = 300
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.error = f"{type(exc).__name__}: {exc}"[: self.LIMIT]
+            record.exc_info = record.exc_text = None
+        message = record.getMessage()
+        if len(message) > self.LIMIT:
+            record.msg, record.args = message[: self.LIMIT] + "...", ()
+        return True
+
+
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     """Send every log record of the process to stderr at ``level``."""
     handler = logging.StreamHandler(sys.stderr)
@@ -81,6 +103,9 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
         lg = logging.getLogger(name)
         lg.handlers[:] = []
         lg.propagate = True
+    fastmcp_server = logging.getLogger("fastmcp.server.server")
+    if not any(isinstance(f, FixableWithoutTraceback) for f in fastmcp_server.filters):
+        fastmcp_server.addFilter(FixableWithoutTraceback())
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, DropQueryStrings) for f in access.filters):
         access.addFilter(DropQueryStrings())

@@ -124,3 +124,26 @@ async def _downgrade_and_upgrade(url: str) -> None:
 
     await asyncio.to_thread(db.downgrade, url, "0006_writes")
     await asyncio.to_thread(db.upgrade, url)
+
+
+async def test_a_restricted_caller_learns_no_word_of_other_queues(settings: Settings, mode: str) -> None:
+    """The notes of a billing-only caller's search do not tell which words other queues'
+    tickets and comments hold: a word written only outside billing ('reveal', a comment
+    on SUP-1337; 'password', support tickets) is answered as a word held nowhere, and is
+    never offered as the correction of a typo, in either kind of search. A caller of every
+    queue still gets the correction."""
+    await create_caller(settings.database_url, "billing", queues=["billing"])
+    billing = build_server(settings.model_copy(update={"stdio_caller": "billing"}))
+    async with Client(build_server(settings), mode=mode) as client:
+        fixed = await search(client, query="reveel", search_in="conversation")
+        assert "searched 'reveal' instead" in fixed["note"] and fixed["tickets"]
+    async with Client(billing, mode=mode) as client:
+        for search_in in ("conversation", None):
+            holder = "ticket or comment" if search_in else "ticket"
+            nowhere = await search(client, query="zqxjkv", search_in=search_in)
+            for word in ("reveal", "reveel", "password", "pasword"):
+                found = await search(client, query=word, search_in=search_in)
+                assert found == {**nowhere, "note": nowhere["note"].replace("'zqxjkv'", f"'{word}'")}, word
+                assert f"No {holder} contains any of '{word}'" in found["note"]
+            mixed = await search(client, query="invoice reveal", search_in=search_in)
+            assert mixed["tickets"] and mixed["note"] == f"No {holder} contains 'reveal'; left out of the search."

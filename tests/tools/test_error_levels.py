@@ -87,3 +87,38 @@ async def test_missing_or_foreign_resources_and_prompts_below_error(
     logged = [r for r in caplog.records if r.name.startswith("fastmcp") and "tickets://" in r.getMessage()]
     assert logged, "FastMCP logs each failed read; the level is what this test is about"
     assert errors(caplog) == []
+
+
+def test_fixable_resource_and_prompt_errors_are_logged_without_a_traceback(db_path: Path) -> None:
+    """C24's log lines as a served process writes them (stdio): a missing ticket's resource
+    read and prompt are one INFO line each naming the error, without a traceback, and a
+    5,000-character URI is not copied whole into the log."""
+    import json
+
+    from tests.transports.conftest import stop
+    from tests.transports.test_stdio import INIT, INITIALIZED, RawStdio
+
+    raw = RawStdio(db_path)
+    requests = [
+        ("resources/read", {"uri": "tickets://ticket/SUP-0000001"}),
+        ("resources/read", {"uri": "tickets://ticket/" + "X" * 5000}),
+        ("prompts/get", {"name": "summarize_ticket", "arguments": {"ticket_id": "SUP-0000001"}}),
+    ]
+    try:
+        raw.send(INIT)
+        raw.read_until_id(1)
+        raw.send(INITIALIZED)
+        for n, (method, params) in enumerate(requests, start=2):
+            raw.send({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+            assert "error" in raw.read_until_id(n)
+    finally:
+        raw.close()
+        stop(raw.process)
+    lines = [json.loads(line) for line in raw.stderr().splitlines() if line.startswith("{")]
+    failed = [line for line in lines if line["logger"] == "fastmcp.server.server"
+              and line["message"].startswith(("Error reading resource", "Error rendering prompt"))]
+    assert len(failed) == len(requests), failed
+    for line in failed:
+        assert line["level"] == "INFO" and "exception" not in line, line
+        assert "Traceback" not in json.dumps(line) and len(json.dumps(line)) < 1_000
+    assert [line["error"].split(":")[0] for line in failed] == ["ResourceMissing", "ResourceMissing", "PromptError"]

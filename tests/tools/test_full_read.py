@@ -298,3 +298,14 @@ async def test_caller_without_read_scope_sees_no_template_prompt_or_completion(s
             client, "tickets://ticket/SUP-0000001")
         with pytest.raises(MCPError):
             await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
+
+
+async def test_triage_of_an_owner_without_open_tickets_names_the_owner(client: Client) -> None:
+    """triage_queue for a real queue and an owner with no open ticket there says it is the
+    owner that found nothing, not the queue (which the client would then doubt)."""
+    with pytest.raises(MCPError) as caught:
+        await client.get_prompt("triage_queue", {"queue": "billing", "owner": "nobody"})
+    assert caught.value.error.message == "No open tickets in a queue named 'billing' owned by 'nobody'."
+    with pytest.raises(MCPError) as caught:
+        await client.get_prompt("triage_queue", {"queue": "no-such-queue"})
+    assert caught.value.error.message == "No open tickets in a queue named 'no-such-queue'."

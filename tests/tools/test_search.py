@@ -277,3 +277,25 @@ def test_sqlite_and_postgresql_return_the_same_top_ten(template_db: Path, postgr
     finally:
         postgres.psql(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
     assert {q: v for q, v in lite.items() if pg[q] != v} == {}
+
+
+async def test_words_past_the_limit_are_named_in_the_note(client: Client) -> None:
+    """A query of more words than are searched says which were left out, instead of
+    dropping them silently; within the limit nothing is said."""
+    filler = " ".join(f"zq{i}x" for i in range(15))  # 15 words no ticket holds
+    result = await search(client, query=f"invoice {filler} refund chargeback")
+    note = result.structured_content["note"]
+    assert "Only the first 16 words are searched; left out 'refund', 'chargeback'." in note
+    assert result.structured_content["tickets"]  # 'invoice' is still searched
+    assert "first 16 words" not in (await search(client, query=f"invoice {filler}")).structured_content["note"]
+
+
+async def test_a_query_without_words_says_it_lists_the_newest(client: Client) -> None:
+    """A query of only symbols ('*', '"', an emoji) lists the newest tickets, as an empty
+    query does, and says so: the hits did not match anything. An empty query says nothing."""
+    empty = (await search(client, query="")).structured_content
+    assert empty["note"] is None
+    for query in ("*", '"', "🙂", "-- ??"):
+        result = (await search(client, query=query)).structured_content
+        assert result["tickets"] == empty["tickets"], query
+        assert "no letters or digits" in result["note"], query

@@ -148,9 +148,9 @@ async def test_tampered_and_foreign_cursors_are_errors(client: Client) -> None:
     first = await search(client, query="invoice", limit=2)
     cursor = first.structured_content["next_cursor"]
     assert cursor
-    body, tag = cursor.split(".")
-    flipped = ("A" if body[5] != "A" else "B")
-    for bad in (body[:5] + flipped + body[6:] + "." + tag, cursor + "x", "garbage", "a.b.c", ""):
+    middle = len(cursor) // 2
+    flipped = cursor[:middle] + ("A" if cursor[middle] != "A" else "B") + cursor[middle + 1:]
+    for bad in (flipped, cursor + "x", cursor[:-4], "garbage", "a.b.c", "é", ""):
         result = await search(client, query="invoice", limit=2, cursor=bad)
         if bad == "":
             assert result.is_error is False  # empty cursor means first page
@@ -205,3 +205,34 @@ def test_search_over_20000_generated_tickets(empty_database_url: str, backend: s
             assert len(billing) == int(scalar(url, "SELECT count(*) FROM tickets WHERE queue='billing' AND status='open'"))
 
     asyncio.run(check())
+
+
+async def test_c02_subject_fetched_and_found_character_for_character(client: Client) -> None:
+    """C02 for the current reads: SUP-1042's subject `テスト – café ✓ naïve`, fetched by
+    id (get_ticket_status_v2, get_ticket) and found by `café` (both kinds of search), comes
+    back character for character in structuredContent and in the text, without \\u escapes."""
+    subject = "テスト – café ✓ naïve"
+    calls = [
+        ("get_ticket_status_v2", {"ticket_id": "SUP-1042"}, lambda s: s["subject"]),
+        ("get_ticket", {"ticket_id": "SUP-1042", "fields": ["subject"]}, lambda s: s["subject"]["text"]),
+    ] + [
+        ("search_tickets_v2", {"query": "café", "limit": 50, **kind},
+         lambda s: next(t["subject"] for t in s["tickets"] if t["id"] == "SUP-1042"))
+        for kind in ({}, {"search_in": "conversation"})
+    ]
+    for name, arguments, subject_of in calls:
+        result = await client.call_tool(name, arguments)
+        assert subject_of(result.structured_content) == subject, name
+        assert subject in text_of(result) and "\\u" not in text_of(result), name
+
+
+async def test_a_cursor_does_not_show_its_position(client: Client) -> None:
+    """A cursor is encrypted: its position holds the last hit's rank, whose word weights
+    count the tickets of every queue, which a caller limited to queues must not read."""
+    import base64
+
+    cursor = (await search(client, query="refund", limit=1)).structured_content["next_cursor"]
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    assert b'{"f":' not in raw and b'"r":' not in raw and b'"k":' not in raw
+    assert (await search(client, query="refund", limit=1)).structured_content["next_cursor"] == cursor
+    assert (await search(client, query="refund", limit=1, cursor=cursor)).is_error is False

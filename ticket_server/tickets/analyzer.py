@@ -101,9 +101,9 @@ def index_tokens(text: str) -> list[str]:
     return list(out)
 
 
-def query_words(query: str) -> list[tuple[str, str]]:
-    """The distinct words of a query as ``(token, as typed)``: at most ``MAX_WORDS``;
-    stop words left out; a chunk (``e-mail``, ``INV-20931``) is one word."""
+def query_words(query: str, limit: int | None = MAX_WORDS) -> list[tuple[str, str]]:
+    """The distinct words of a query as ``(token, as typed)``: the first ``limit`` (None:
+    all); stop words left out; a chunk (``e-mail``, ``INV-20931``) is one word."""
     out: dict[str, str] = {}
     for chunk in _CHUNK.findall(fold(query)):
         whole, parts = _chunk(chunk)
@@ -113,7 +113,7 @@ def query_words(query: str) -> list[tuple[str, str]]:
         tokens = [whole] if whole and not field_syntax else parts
         for token in tokens:
             out.setdefault(token, chunk)
-    return list(out.items())[:MAX_WORDS]
+    return list(out.items())[:limit]
 
 
 def has_words(text: str) -> bool:

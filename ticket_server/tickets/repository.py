@@ -357,7 +357,7 @@ class TicketRepository:
         dialect = self.dialect
 
         def read(conn: Connection) -> SearchResult:
-            analyzed = analyze_query(conn, query, conversation)
+            analyzed = analyze_query(conn, query, conversation, filters.scope())
             if analyzed.has_words and not analyzed.words:
                 return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
             columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])

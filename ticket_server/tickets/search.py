@@ -47,13 +47,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
-    fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
+    MAX_WORDS, fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
 )
 from ticket_server.tickets.models import Comment, SearchTerm, Ticket, TicketPriority, TicketStatus
 
 Sort = Literal["relevance", "newest"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
+MAX_NEIGHBOURS = 5  # a typo's most frequent known neighbours tried, for a caller limited to queues
 MATCHED = 10_000_000  # above any score: 16 words x 4 x a weight of at most ~1,400 (idf of 1 in 10^6)
 TOTAL = ""  # the search_terms row that counts the tickets and comments indexed
 
@@ -190,13 +191,15 @@ class Word:
 @dataclass
 class Query:
     """The analyzed query: the words searched (weight > 0), the ones left out, and the
-    stop words dropped; ``conversation``: comments are searched too."""
+    stop words dropped, and the words past ``MAX_WORDS`` (not searched);
+    ``conversation``: comments are searched too."""
 
     text: str
     conversation: bool = False
     words: list[Word] = field(default_factory=list)
     missing: list[Word] = field(default_factory=list)
     stop_words: list[str] = field(default_factory=list)
+    beyond: list[str] = field(default_factory=list)
 
     @property
     def has_words(self) -> bool:
@@ -207,32 +210,50 @@ def _weight(total: int, holding: int) -> int:
     return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
 
 
-def analyze_query(conn: Connection, text: str, conversation: bool = False) -> Query:
+def analyze_query(
+    conn: Connection, text: str, conversation: bool = False, scope: Sequence[ColumnElement[bool]] = (),
+) -> Query:
     """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
     word no ticket holds, for its one-letter neighbours, for the first
     ``MAX_CORRECTIONS`` such words). With ``conversation`` a word's documents are the
-    tickets and the comments holding it."""
+    tickets and the comments holding it. ``scope`` (``SearchFilters.scope()``): a
+    caller limited to queues; a word then counts as held, or offered as a correction,
+    only when a ticket in those queues (or its comment) holds it, since the counts
+    cover every queue and a note naming such a word would tell of other queues' text."""
     query = Query(text, conversation=conversation, stop_words=stop_words_in(text))
-    words = query_words(text)
+    words = query_words(text, limit=None)
+    query.beyond = [typed for _, typed in words[MAX_WORDS:]]
+    words = words[:MAX_WORDS]
     if not words:
         return query
     tokens = [t for t, _ in words]
     holders = _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
     counts = dict(conn.execute(select(_TERMS.c.term, holders).where(_TERMS.c.term.in_([TOTAL, *tokens]))).all())
     total = max(counts.get(TOTAL, 0), 1)
+    held = _conversation_candidates if conversation else _candidates
+
+    def visible(token: str) -> bool:
+        if not scope:
+            return True
+        found = held(conn.dialect.name, [Word(token, token, 1)])
+        return conn.execute(select(Ticket.pk).where(*scope, found).limit(1)).first() is not None
+
     corrections = MAX_CORRECTIONS
     for token, typed in words:
         holding = counts.get(token, 0)
-        if holding > 0:
+        if holding > 0 and visible(token):
             query.words.append(Word(token, typed, _weight(total, holding)))
             continue
+        # A word held only outside the scope is treated as one held nowhere.
         candidates = spelling_candidates(typed) if corrections > 0 else {}
+        candidates.pop(token, None)
         corrections -= 1
-        best = conn.execute(
+        near = conn.execute(
             select(_TERMS.c.term, holders.label("holding"))
             .where(_TERMS.c.term.in_(sorted(candidates)), holders > 0)
-            .order_by(holders.desc(), _TERMS.c.term).limit(1)
-        ).first() if candidates else None
+            .order_by(holders.desc(), _TERMS.c.term).limit(MAX_NEIGHBOURS if scope else 1)
+        ).all() if candidates else []
+        best = next((n for n in near if visible(n.term)), None)
         if best is not None and best.term not in tokens:
             query.words.append(Word(best.term, typed, _weight(total, best.holding), instead=candidates[best.term]))
         else:
@@ -390,6 +411,11 @@ def explain(
     row (None when the page is empty); ``continued``: a page after the first."""
     notes: list[str] = []
     holder = "ticket or comment" if query.conversation else "ticket"
+    if query.text.strip() and not query.has_words:
+        notes.append("The query holds no letters or digits, so no word was searched: these are the "
+                     "newest tickets, as for an empty query.")
+    if query.beyond:
+        notes.append(f"Only the first {MAX_WORDS} words are searched; left out {_quoted(query.beyond)}.")
     for w in query.words:
         if w.instead:
             notes.append(f"No {holder} contains '{w.typed}'; searched '{w.instead}' instead.")

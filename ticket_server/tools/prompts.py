@@ -96,7 +96,8 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
                                         owner=owner.strip() if owner else None, queues=queues)
                 rows = (await repo.search("", filters, "newest", None, TRIAGE_LIMIT)).tickets
         if not rows:
-            raise fixable(f"No open tickets in a queue named {queue[:64]!r}.")
+            owned = f" owned by {owner.strip()[:64]!r}" if owner and owner.strip() else ""
+            raise fixable(f"No open tickets in a queue named {queue[:64]!r}{owned}.")
         name = rows[0][0].queue
         tickets = [
             {"id": t.id, "subject": fit(t.subject, 400).model_dump(), "status": t.status.value,
