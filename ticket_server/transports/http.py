@@ -7,7 +7,9 @@ verification, which read headers only), which decides in this order, cheapest fi
 1. no valid token: 401, before a byte of the body is read (a request without a token
    costs almost nothing), or 429 once its client address is past the HTTP limit;
 2. a declared body over ``max_request_bytes``: 413, unread;
-3. the body, read within ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
+3. the body, read within ``http_read_timeout`` (408) and ``max_request_bytes`` (413),
+   holding at most ``frames.MAX_MESSAGE_TOKENS`` JSON tokens (413, told before it is
+   parsed: the gate and the SDK each parse it on the event loop);
 4. the caller's HTTP limit: 429 with ``Retry-After``;
 5. a body that is not one JSON-RPC message (400, -32600) or a tools/call with unusable
    params (400, -32602);
@@ -61,6 +63,9 @@ UNAUTHORIZED = -32001  # JSON-RPC implementation-defined server errors: -32000 t
 TOO_MANY_REQUESTS = -32002
 # Request line and headers: a JWT and the MCP headers fit many times over.
 MAX_HEAD_BYTES = 16 * 1024
+TOO_MANY_TOKENS = (
+    f"more than {frames.MAX_MESSAGE_TOKENS} JSON tokens (strings, commas, brackets) in one message"
+)
 
 
 def metrics_allowed(settings: Settings, request: Request) -> bool:
@@ -192,6 +197,11 @@ class McpGate:
         parse_error: str | None = None
         if scope["method"] == "POST":
             body = b"".join(m.get("body", b"") for m in received if m["type"] == "http.request")
+            if frames.too_many_tokens(body):
+                record(Outcome.TOOL_ERROR, Cause.TOO_LARGE, TOO_MANY_TOKENS)
+                await jsonrpc_error(413, -32600, f"Request body too large: {TOO_MANY_TOKENS}; no request to this "
+                                    "server needs so many")(scope, receive, send)
+                return
             message, parse_error = frames.parse(body)
             if isinstance(message, dict) and message.get("method") == "tools/call":
                 name = (message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None
