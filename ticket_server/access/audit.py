@@ -23,13 +23,18 @@ from typing import Any
 from fastmcp.tools import Tool, ToolResult
 
 from ticket_server.access.callers import CallerStore, RegistryUnavailable
-from ticket_server.access.context import CallRecord
+from ticket_server.access.context import CallRecord, Cause, Outcome
 
 audit_log = logging.getLogger("ticket_server.audit")
 log = logging.getLogger(__name__)
 REDACTED = "[redacted]"
 MAX_ARGUMENTS_CHARS = 4000
 QUEUE_LIMIT = 100_000
+UNAUTHENTICATED_ROWS_PER_MINUTE = 60
+"""Most requests refused for want of a valid token recorded one by one per minute
+(``AuditWriter.observe_unauthenticated``)."""
+UNAUTHENTICATED_SUMMARY = "(unauthenticated requests)"
+"""The audit's tool for the record that counts the refusals not recorded one by one."""
 
 
 def sensitive_fields(tool: Tool | None) -> frozenset[str]:
@@ -100,6 +105,34 @@ class AuditWriter:
         self._stopping = False
         self._retry_at = 0.0
         self._backoff = 0.0
+        self._minute = (0.0, 0, 0)  # (start, recorded in it, not recorded)
+
+    def observe_unauthenticated(self, record: CallRecord) -> None:
+        """A request refused before anyone could be named (no valid bearer token): it costs
+        its sender nothing, so a flood of them must not fill the table, the stderr log or
+        the queue that authenticated calls' rows wait in. Up to
+        ``UNAUTHENTICATED_ROWS_PER_MINUTE`` each minute are observed like a call; the
+        rest are counted, and one record per minute (``UNAUTHENTICATED_SUMMARY``, written
+        within ``flush_seconds`` of the minute's end, or at stop) says how many."""
+        self._end_minute(monotonic())
+        start, recorded, unrecorded = self._minute
+        if recorded < UNAUTHENTICATED_ROWS_PER_MINUTE:
+            self._minute = (start, recorded + 1, unrecorded)
+            self.observe(record)
+        else:
+            self._minute = (start, recorded, unrecorded + 1)
+
+    def _end_minute(self, now: float, *, stopping: bool = False) -> None:
+        start, _, unrecorded = self._minute
+        if now - start < 60 and not stopping:
+            return
+        if unrecorded:
+            summary = CallRecord(tool=UNAUTHENTICATED_SUMMARY, transport="http")
+            summary.fail(Outcome.DENIED, Cause.UNAUTHENTICATED,
+                         f"{unrecorded} more requests without a valid bearer token refused within "
+                         f"{min(60, round(now - start))} s; not recorded one by one")
+            self.observe(summary)
+        self._minute = (now, 0, 0)
 
     def observe(self, record: CallRecord) -> None:
         """Log ``record`` on stderr now and queue its row for the table."""
@@ -139,6 +172,7 @@ class AuditWriter:
             except TimeoutError:
                 pass
             self._wake.clear()
+            self._end_minute(monotonic())
             if monotonic() >= self._retry_at:
                 await self.flush()
 
@@ -182,6 +216,7 @@ class AuditWriter:
             except Exception:  # pragma: no cover - logged, never fatal on shutdown
                 log.exception("audit writer failed")
             self._task = None
+        self._end_minute(monotonic(), stopping=True)
         await self.flush()
         if self._pending:
             self._lose(len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written")

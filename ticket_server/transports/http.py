@@ -17,7 +17,11 @@ verification, which read headers only), which decides in this order, cheapest fi
    tool, at most ``sessions_per_caller`` at once (429).
 
 Each refusal is a JSON-RPC error body (with the request's id when it was read); a
-refused tools/call leaves its audit record, as the call pipeline's would.
+refused tools/call leaves its audit record, as the call pipeline's would. A request
+refused for want of a valid token is audited whatever it is (its headers name the
+method when they can; the body is never read), as a sample: ``AuditWriter.
+observe_unauthenticated`` records up to a number per minute and counts the rest, and
+the ``ticket_server_unauthenticated_requests`` metric counts every one.
 """
 
 from __future__ import annotations
@@ -173,12 +177,13 @@ class McpGate:
         if caller is None:
             address = scope["client"][0] if scope.get("client") else "unknown"
             verdict = await self.limiter.hit(f"address:{address}")
-            if not verdict.allowed:
-                record(Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
-                await self._too_many(verdict, None)(scope, receive, send)
-                return
-            record(Outcome.DENIED, Cause.UNAUTHENTICATED)
-            await self._unauthorized(headers)(scope, receive, send)
+            if verdict.allowed:
+                answer, outcome, cause = self._unauthorized(headers), Outcome.DENIED, Cause.UNAUTHENTICATED
+            else:
+                answer, outcome, cause = self._too_many(verdict, None), Outcome.RATE_LIMITED, Cause.HTTP_LIMIT
+            self.runtime.metrics.unauthenticated.labels(str(answer.status_code)).inc()
+            self._record(headers, None, _unread_tool(headers), outcome, cause, None, started)
+            await answer(scope, receive, send)
             return
 
         declared = headers.get("content-length")
@@ -344,12 +349,31 @@ class McpGate:
 
     def _record(self, headers: dict[str, str], caller: Caller | None, tool: str | None, outcome: Outcome,
                 cause: Cause, detail: str | None, started: float) -> None:
-        """The audit record of a tools/call refused here (the pipeline never saw it)."""
-        record = CallRecord(tool=storable(tool or "unknown", 128), transport="http",
-                            protocol_version=headers.get("mcp-protocol-version"), caller=caller, started=started)
+        """The audit record of a request refused here (the pipeline never saw it); one
+        without a caller goes to the sample of unauthenticated refusals."""
+        version = headers.get("mcp-protocol-version")  # as sent: any text, of any length
+        record = CallRecord(tool=storable(tool or "unknown", 128), transport="http", caller=caller, started=started,
+                            protocol_version=storable(version, 32) if version is not None else None)
         record.fail(outcome, cause, detail)
         record.duration_ms = round((monotonic() - started) * 1000, 3)
-        self.runtime.audit.observe(record)
+        if caller is None:
+            self.runtime.audit.observe_unauthenticated(record)
+        else:
+            self.runtime.audit.observe(record)
+
+
+UNREAD = "(request not read)"
+"""The audit's tool for a request refused before its body was read, whose headers do not
+say what it is (the legacy revision has no ``Mcp-Method`` header)."""
+
+
+def _unread_tool(headers: dict[str, str]) -> str:
+    """What a request refused unread is, as far as its headers say: the tool of a
+    tools/call, ``(method)`` for another method, or ``UNREAD``."""
+    method, name = headers.get("mcp-method"), headers.get("mcp-name")
+    if method == "tools/call":
+        return name or "unknown"
+    return f"({method})" if method else UNREAD
 
 
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
