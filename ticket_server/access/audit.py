@@ -74,6 +74,18 @@ def result_size(result: ToolResult) -> int:
     return len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def _refused_content(exc: BaseException) -> bool:
+    """Whether the database refused the rows themselves (DBAPI DataError or
+    IntegrityError), not the connection: writing them again would fail again."""
+    from sqlalchemy.exc import DataError, IntegrityError
+
+    while exc is not None:
+        if isinstance(exc, DataError | IntegrityError):
+            return True
+        exc = exc.__cause__  # type: ignore[assignment]
+    return False
+
+
 class AuditWriter:
     """Queues audit rows and writes them in batches from one background task.
 
@@ -81,8 +93,9 @@ class AuditWriter:
     at most the rows of the last ``flush_seconds`` or so are lost) or the database
     refuses rows for so long that more than ``queue_limit`` pile up. A batch the
     database does not take stays queued, in order, and is tried again after a pause that
-    doubles on every failure (``RETRY_FIRST_SECONDS`` up to ``RETRY_MOST_SECONDS``). A
-    row lost to the bound, or still queued when the server stops, is counted
+    doubles on every failure (``RETRY_FIRST_SECONDS`` up to ``RETRY_MOST_SECONDS``); a
+    row the database refuses for its content is lost on its own (``flush``). A row lost
+    to the bound, refused, or still queued when the server stops, is counted
     (``dropped``: the ``ticket_server_audit_rows_dropped`` metric) and logged at ERROR;
     every row is on stderr (logger ``ticket_server.audit``) the moment the call ends.
     """
@@ -177,32 +190,52 @@ class AuditWriter:
                 await self.flush()
 
     async def flush(self) -> int:
-        """Write what is pending, oldest first, until done or a batch fails (it stays
-        queued and the next try waits out the backoff); returns how many rows were written."""
-        from sqlalchemy import insert
-
-        from ticket_server.access.models import AuditEvent
-
+        """Write what is pending, oldest first, until done or the database fails (what is
+        left stays queued and the next try waits out the backoff); returns how many rows
+        were written. A batch refused for its content (a value a column does not take, a
+        constraint) is written row by row, and a row refused on its own is lost (counted
+        and logged): one bad row never holds back the rows behind it."""
         written = 0
         while self._pending:
             batch = [self._pending[i] for i in range(min(self.batch_size, len(self._pending)))]
             try:
-                async with self.store.session() as session, session.begin():
-                    await session.execute(insert(AuditEvent), batch)
-            except Exception as exc:  # unavailable, or a driver refusal: keep the rows, retry later
-                self._backoff = min(self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2))
-                self._retry_at = monotonic() + self._backoff
-                reason = "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
-                log.warning(
-                    f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
-                    extra={"rows": len(self._pending)},
-                )
-                return written
+                await self._insert(batch)
+            except Exception as exc:
+                if not _refused_content(exc):
+                    self._retry_later(exc)
+                    return written
+                for row in batch:
+                    try:
+                        await self._insert([row])
+                    except Exception as one:
+                        if not _refused_content(one):
+                            self._retry_later(one)
+                            return written
+                        self._lose(1, "audit row refused by the database: it is lost", row["trace_id"])
+                    else:
+                        written += 1
+                    self._pending.popleft()
+                continue
             for _ in batch:
                 self._pending.popleft()
             written += len(batch)
             self._backoff, self._retry_at = 0.0, 0.0
         return written
+
+    async def _insert(self, rows: list[dict[str, Any]]) -> None:
+        from sqlalchemy import insert
+
+        from ticket_server.access.models import AuditEvent
+
+        async with self.store.session() as session, session.begin():
+            await session.execute(insert(AuditEvent), rows)
+
+    def _retry_later(self, exc: Exception) -> None:
+        self._backoff = min(self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2))
+        self._retry_at = monotonic() + self._backoff
+        reason = "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
+        log.warning(f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
+                    extra={"rows": len(self._pending)})
 
     async def stop(self) -> None:
         """Stop the background task and write what is pending (call shielded); rows the
