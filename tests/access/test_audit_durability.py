@@ -81,8 +81,7 @@ async def test_a_full_queue_counts_and_logs_each_lost_row(db_path: Path, tmp_pat
 async def test_a_row_the_database_refuses_is_lost_alone_and_counted(settings: Settings, caplog) -> None:
     """A row no retry can write (here an outcome the table's constraint refuses; on
     PostgreSQL also text longer than its column) is lost on its own, counted and logged:
-    it never holds back the rows queued behind it, as it did when the whole batch was
-    retried forever."""
+    it never holds back the rows queued behind it."""
     metrics = Metrics()
     store = open_store(settings)
     writer = AuditWriter(store, batch_size=10, dropped=metrics.audit_rows_dropped.inc)

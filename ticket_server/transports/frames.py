@@ -14,8 +14,8 @@ NULL_ID = "a request id must be a string or an integer"
 MAX_MESSAGE_TOKENS = 8192
 """Most JSON tokens one message may hold, as ``too_many_tokens`` counts them: a tools/call
 at its arguments' bounds (``tools.errors.MAX_ARGUMENT_VALUES``) holds under half of it.
-Parsing takes about a microsecond per token on the event loop, where no thread helps:
-the JSON parsers hold the GIL throughout."""
+Parsing costs time per token on the event loop, where no thread helps: the JSON parsers
+hold the GIL throughout."""
 _STRUCTURE = b',[{"'
 
 
@@ -35,13 +35,13 @@ def problem(message: Any) -> str | None:
 
 def too_many_tokens(body: bytes, limit: int = MAX_MESSAGE_TOKENS) -> bool:
     """Whether the JSON text ``body`` holds more than ``limit`` tokens, told without
-    parsing it: a few passes of C byte operations, so a body of 300,000 keys is refused
-    in milliseconds where parsing it would take most of a second.
+    parsing it: a few passes of C byte operations over it, whatever it holds, where a
+    parse builds an object per token.
 
     What is counted: the strings (keys included) and, outside them, the commas and the
-    opening brackets, a part of the tokens that is at least the number of values (every
-    value but the first of each array is behind a comma). Escaped backslashes and quotes are removed
-    first, so every remaining quote opens or closes a string. For text that is not JSON
+    opening brackets: a part of the tokens, and no fewer than the values held less one
+    (each member has its key, each array element but the first its comma). Escaped
+    backslashes and quotes are removed first, so every quote left opens or closes a string. For text that is not JSON
     the count still covers the prefix a parser would read before failing."""
     if len(body) - len(body.translate(None, _STRUCTURE)) <= limit:  # a bound above the count
         return False
