@@ -4,7 +4,7 @@
 while a second caller makes lookups one after another; the same lookups alone first
 as the baseline. Run on its own:
 
-    .venv/bin/python -m bench.caller_cap [--count 300000] [--cap 8] [--lookups 50]
+    .venv/bin/python -m bench.caller_cap [--count 300000] [--cap 8] [--lookups 50] [--wal]
 
 The data set is made once by the seed generator into .cache/bench/ (see README) and
 reused. Prints only; nothing is written."""
@@ -47,7 +47,7 @@ def lookups(url: str, token: str, count: int, ticket: str) -> list[float]:
     return took
 
 
-def run(count: int, cap: int, n_lookups: int, searches: int) -> None:
+def run(count: int, cap: int, n_lookups: int, searches: int, wal: bool = False) -> None:
     import httpx2 as httpx
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,6 +56,8 @@ def run(count: int, cap: int, n_lookups: int, searches: int) -> None:
 
         with sqlite3.connect(db) as con:
             ticket = con.execute("SELECT id FROM tickets ORDER BY pk DESC LIMIT 1").fetchone()[0]
+            if wal:
+                con.execute("PRAGMA journal_mode=WAL")
         env = {"TICKET_SERVER_DATABASE_URL": sqlite_url(db), "FASTMCP_CHECK_FOR_UPDATES": "off",
                "TICKET_SERVER_CALLER_CONCURRENCY": str(cap), "TICKET_SERVER_HTTP_RATE_LIMIT": "100000/minute",
                "TICKET_SERVER_TOOL_RATE_LIMIT": "100000/minute"}
@@ -88,7 +90,7 @@ def run(count: int, cap: int, n_lookups: int, searches: int) -> None:
             for t in floods:
                 t.join()
             flood_seconds = time.perf_counter() - started
-    log(f"{count:,} tickets, cap {cap}: one deprecated search alone {one_search * 1000:.0f} ms; "
+    log(f"{count:,} tickets ({'WAL' if wal else 'rollback journal'}), cap {cap}: one deprecated search alone {one_search * 1000:.0f} ms; "
         f"{searches} concurrent: {outcomes.count('ran')} ran, {outcomes.count('busy')} refused (busy), "
         f"{outcomes.count('error')} other errors, all done in {flood_seconds:.1f} s")
     for name, figures in (("alone", quiet), ("during the flood", busy)):
@@ -102,8 +104,9 @@ def main() -> None:
     p.add_argument("--cap", type=int, default=8)
     p.add_argument("--lookups", type=int, default=50)
     p.add_argument("--searches", type=int, default=60)
+    p.add_argument("--wal", action="store_true", help="put the copy in WAL mode first")
     a = p.parse_args()
-    run(a.count, a.cap, a.lookups, a.searches)
+    run(a.count, a.cap, a.lookups, a.searches, a.wal)
 
 
 if __name__ == "__main__":
