@@ -88,3 +88,39 @@ def test_an_unauthenticated_address_past_its_limit_is_sampled_too(db_path, tmp_p
         (UNREAD, "denied", "no valid bearer token"), (UNREAD, "denied", "no valid bearer token"),
         (UNREAD, "rate_limited", "HTTP request limit reached"), (UNREAD, "rate_limited", "HTTP request limit reached"),
     ]
+
+
+async def test_each_window_ends_with_its_count_while_the_writer_runs(settings: Settings) -> None:
+    """The record counting a window's unrecorded refusals is written once the window has
+    passed (within the writer's flush interval), without waiting for a stop; the next
+    window records one by one again. The window is shortened here, as a test may."""
+    from ticket_server.access.audit import AuditWriter
+    from ticket_server.access.callers import open_store
+    from ticket_server.access.context import CallRecord, Cause, Outcome
+
+    def refused(n: int) -> CallRecord:
+        record = CallRecord(tool=UNREAD, transport="http", trace_id=f"{n:032d}")
+        record.fail(Outcome.DENIED, Cause.UNAUTHENTICATED)
+        return record
+
+    store = open_store(settings)
+    writer = AuditWriter(store, flush_seconds=0.05)
+    writer.SAMPLE_SECONDS = 0.5
+    await writer.start()
+    try:
+        for n in range(UNAUTHENTICATED_ROWS_PER_MINUTE + 3):
+            writer.observe_unauthenticated(refused(n))
+        deadline = asyncio.get_running_loop().time() + 30
+        while not any(r.tool == UNAUTHENTICATED_SUMMARY for r in await audit_rows(settings)):
+            assert asyncio.get_running_loop().time() < deadline, "no summary record within 30 s"
+            await asyncio.sleep(0.05)
+        writer.observe_unauthenticated(refused(1000))  # a new window: recorded
+    finally:
+        await writer.stop()
+        await store.aclose()
+    rows = await audit_rows(settings)
+    assert [r.trace_id for r in rows[:UNAUTHENTICATED_ROWS_PER_MINUTE]] == [
+        f"{n:032d}" for n in range(UNAUTHENTICATED_ROWS_PER_MINUTE)]
+    assert rows[UNAUTHENTICATED_ROWS_PER_MINUTE].tool == UNAUTHENTICATED_SUMMARY
+    assert rows[UNAUTHENTICATED_ROWS_PER_MINUTE].detail.startswith("3 more requests without a valid bearer token")
+    assert rows[-1].trace_id == f"{1000:032d}" and len(rows) == UNAUTHENTICATED_ROWS_PER_MINUTE + 2

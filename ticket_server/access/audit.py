@@ -102,6 +102,7 @@ class AuditWriter:
 
     RETRY_FIRST_SECONDS = 0.5
     RETRY_MOST_SECONDS = 30.0
+    SAMPLE_SECONDS = 60.0  # the window of ``UNAUTHENTICATED_ROWS_PER_MINUTE``
 
     def __init__(
         self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0, *,
@@ -137,13 +138,13 @@ class AuditWriter:
 
     def _end_minute(self, now: float, *, stopping: bool = False) -> None:
         start, _, unrecorded = self._minute
-        if now - start < 60 and not stopping:
+        if now - start < self.SAMPLE_SECONDS and not stopping:
             return
         if unrecorded:
             summary = CallRecord(tool=UNAUTHENTICATED_SUMMARY, transport="http")
             summary.fail(Outcome.DENIED, Cause.UNAUTHENTICATED,
                          f"{unrecorded} more requests without a valid bearer token refused within "
-                         f"{min(60, round(now - start))} s; not recorded one by one")
+                         f"{max(1, round(min(self.SAMPLE_SECONDS, now - start)))} s; not recorded one by one")
             self.observe(summary)
         self._minute = (now, 0, 0)
 
