@@ -54,6 +54,12 @@ class Metrics:
             "Audit rows lost: the bounded queue was full, or rows were pending when the server stopped.",
             registry=self.registry,
         )
+        self.unauthenticated = Counter(
+            "ticket_server_unauthenticated_requests",
+            "Requests to /mcp refused for want of a valid bearer token, by HTTP status (401, or 429 once "
+            "the client address is past its limit); the audit trail records a sample of them.",
+            ["status"], registry=self.registry,
+        )
         self.database_errors = Counter(
             "ticket_server_database_errors", "Queries that found the ticket database unavailable.",
             registry=self.registry,

@@ -78,6 +78,26 @@ async def test_a_full_queue_counts_and_logs_each_lost_row(db_path: Path, tmp_pat
     assert len(errors) == 3 and "audit rows lost at stop: 3" in errors[-1].getMessage()
 
 
+async def test_a_row_the_database_refuses_is_lost_alone_and_counted(settings: Settings, caplog) -> None:
+    """A row no retry can write (here an outcome the table's constraint refuses; on
+    PostgreSQL also text longer than its column) is lost on its own, counted and logged:
+    it never holds back the rows queued behind it."""
+    metrics = Metrics()
+    store = open_store(settings)
+    writer = AuditWriter(store, batch_size=10, dropped=metrics.audit_rows_dropped.inc)
+    try:
+        for i in range(5):
+            writer.submit({**_row(i), "outcome": "bogus"} if i == 2 else _row(i))
+        with caplog.at_level(logging.ERROR):
+            assert await writer.flush() == 4 and writer.pending == 0
+    finally:
+        await store.aclose()
+    assert [r.trace_id for r in await audit_rows(settings)] == [f"{i:032d}" for i in (0, 1, 3, 4)]
+    assert "ticket_server_audit_rows_dropped_total 1.0" in metrics.render().decode()
+    lost = [r for r in caplog.records if "audit row refused by the database" in r.getMessage()]
+    assert [getattr(r, "trace_id", None) for r in lost] == [f"{2:032d}"]
+
+
 def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:
     now = datetime.now(UTC)
 

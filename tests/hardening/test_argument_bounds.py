@@ -75,39 +75,47 @@ async def test_too_many_values_or_too_much_text_is_refused_before_validation(cli
     )
 
 
-def test_300000_keys_over_http_do_not_hold_up_healthz(db_path, tmp_path) -> None:
-    """The same call to a real HTTP server (2026-07-28, one POST, the body prepared
-    beforehand): /healthz, polled from another thread while it is served, is answered as
-    before; its worst latency is printed beside the quiet figure."""
+def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answered(db_path, tmp_path) -> None:
+    """The same call to a real HTTP server whose body limit admits it (4 MiB; 2026-07-28,
+    one POST, the body prepared beforehand): the gate counts its JSON tokens without
+    parsing it and answers 413 (a JSON-RPC -32600 error), so neither the gate nor the MCP
+    SDK parses 300,000 keys on the event loop. /healthz, polled from another thread
+    meanwhile, is answered every time; its worst latency is printed beside the quiet
+    figure (bench/stall.py measures more bodies). The refusal is audited, and a call at
+    the arguments' bounds is still taken."""
     import json
     import threading
 
     import httpx2 as httpx
 
     from tests.transports.conftest import add_caller, start_http_server, stop
+    from ticket_server.transports.frames import MAX_MESSAGE_TOKENS
 
     token = add_caller(db_path, "flooder")
     server = start_http_server(db_path, tmp_path, TICKET_SERVER_MAX_REQUEST_BYTES=str(4 * 1024 * 1024))
-    body = json.dumps({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "get_ticket_status_v2", "arguments": {str(i): 0 for i in range(HUGE_KEYS)},
-                   "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                             "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                             "io.modelcontextprotocol/clientCapabilities": {}}},
-    }).encode()
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def call(request_id: int, arguments: dict) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                           "params": {"name": "get_ticket_status_v2", "arguments": arguments, "_meta": meta}}).encode()
+
+    body = call(7, {str(i): 0 for i in range(HUGE_KEYS)})
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
                "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
                "Mcp-Method": "tools/call", "Mcp-Name": "get_ticket_status_v2"}
+    statuses: list[int] = []
     try:
         def healthz_latencies(until: threading.Event, out: list[float]) -> None:
             with httpx.Client(timeout=30) as http:
                 while not until.is_set():
                     started = time.perf_counter()
-                    assert http.get(f"{server.base}/healthz").status_code == 200
+                    statuses.append(http.get(f"{server.base}/healthz").status_code)
                     out.append(time.perf_counter() - started)
 
-        warm = body.replace(b'"arguments": {', b'"arguments": {"ticket_id": "SUP-4412"}, "x": {', 1)
-        assert httpx.post(server.url, content=warm, headers=headers, timeout=60).status_code == 200
+        assert httpx.post(server.url, content=call(6, {"ticket_id": "SUP-4412"}), headers=headers,
+                          timeout=60).status_code == 200
         quiet: list[float] = []
         done = threading.Event()
         threading.Timer(0.5, done.set).start()
@@ -124,8 +132,20 @@ def test_300000_keys_over_http_do_not_hold_up_healthz(db_path, tmp_path) -> None
         print(f"\n{len(body) / 1e6:.1f} MB, {HUGE_KEYS} keys over HTTP: {response.status_code} in "
               f"{answered * 1000:.0f} ms; /healthz worst {max(busy) * 1000:.1f} ms while served "
               f"(quiet: worst {max(quiet) * 1000:.1f} ms)")
-        assert response.status_code in (200, 413), response.text[:300]
-        if response.status_code == 200:
-            assert "not an argument of this tool" in response.text
+        assert response.status_code == 413, response.text[:300]
+        error = response.json()["error"]
+        assert error["code"] == -32600 and f"more than {MAX_MESSAGE_TOKENS} JSON tokens" in error["message"]
+        assert busy and set(statuses) == {200}
+        # At the arguments' bounds (MAX_ARGUMENT_VALUES list items): within the token
+        # limit, so the pipeline answers it, in words a model can act on.
+        bounded = httpx.post(server.url, content=call(8, {"ticket_id": ["SUP-1"] * MAX_ARGUMENT_VALUES}),
+                             headers=headers, timeout=60)
+        assert bounded.status_code == 200 and '"isError":true' in bounded.text.replace(" ", "")
     finally:
         stop(server.process)
+    from tests.transports.conftest import audit_records
+
+    refused = [r for r in audit_records(server.logs()) if r["caller"] == "flooder" and r["outcome"] != "ok"]
+    assert [(r["tool"], r["outcome"]) for r in refused] == [("get_ticket_status_v2", "tool_error")] * 2
+    assert refused[0]["detail"].startswith(f"more than {MAX_MESSAGE_TOKENS} JSON tokens")
+    assert refused[1]["detail"] == "invalid arguments"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from hypothesis import given, strategies
 
 from tests.hardening.support import add_caller
 from tests.helpers import assert_no_leak
@@ -125,3 +126,52 @@ def test_http_frames_get_a_json_rpc_error_and_the_server_keeps_serving(http) -> 
         ok = client.post(server.url, json=_tools_call(7, {"ticket_id": "SUP-4412"}), headers=headers)
         assert ok.status_code == 200 and ok.json()["result"]["isError"] is False
     assert server.process.poll() is None
+
+
+# --- the token count told before parsing (issue 16, item 2) -------------------------------
+
+def _values(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(_values(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_values(v) for v in value)
+    return 1
+
+
+_TEXT = strategies.text(alphabet=strategies.sampled_from('a,"\\[]{}:é\u2028 '), max_size=12)
+_JSON = strategies.recursive(
+    strategies.none() | strategies.booleans() | strategies.integers()
+    | strategies.floats(allow_nan=False, allow_infinity=False) | _TEXT,
+    lambda inner: strategies.lists(inner, max_size=6) | strategies.dictionaries(_TEXT, inner, max_size=6),
+    max_leaves=60,
+)
+
+
+def test_the_token_count_never_falls_below_the_values_a_message_holds() -> None:
+    """``too_many_tokens`` decides without parsing, so it must never let through a body
+    that holds more values than its limit, whatever the strings hold (quotes, backslashes,
+    commas, brackets) and however the JSON is spaced; and a body within the count passes."""
+    from tests.hardening.conftest import profile
+    from ticket_server.transports.frames import too_many_tokens
+
+    @profile(0.5)
+    @given(_JSON, strategies.booleans(), strategies.booleans())
+    def check(value: object, indent: bool, ascii_only: bool) -> None:
+        body = json.dumps(value, indent=1 if indent else None, ensure_ascii=ascii_only).encode()
+        values = _values(value)
+        assert too_many_tokens(body, max(0, values - 2)) or values < 2
+        assert not too_many_tokens(body, 3 * values)
+
+    check()
+
+
+def test_a_call_at_the_arguments_bounds_is_within_the_token_limit() -> None:
+    from ticket_server.tools.errors import MAX_ARGUMENT_VALUES
+    from ticket_server.transports.frames import MAX_MESSAGE_TOKENS, too_many_tokens
+
+    for arguments in ({"status": ["open"] * MAX_ARGUMENT_VALUES},
+                      {f"k{i}": f"v{i}" for i in range(MAX_ARGUMENT_VALUES // 2)}):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "search_tickets_v2", "arguments": arguments}}).encode()
+        assert not too_many_tokens(body)
+    assert too_many_tokens(json.dumps({"a": list(range(MAX_MESSAGE_TOKENS))}).encode())

@@ -26,13 +26,18 @@ from typing import Any
 from fastmcp.tools import Tool, ToolResult
 
 from ticket_server.access.callers import CallerStore, RegistryUnavailable
-from ticket_server.access.context import CallRecord
+from ticket_server.access.context import CallRecord, Cause, Outcome
 
 audit_log = logging.getLogger("ticket_server.audit")
 log = logging.getLogger(__name__)
 REDACTED = "[redacted]"
 MAX_ARGUMENTS_CHARS = 4000
 QUEUE_LIMIT = 100_000
+UNAUTHENTICATED_ROWS_PER_MINUTE = 60
+"""Most requests refused for want of a valid token recorded one by one per minute
+(``AuditWriter.observe_unauthenticated``)."""
+UNAUTHENTICATED_SUMMARY = "(unauthenticated requests)"
+"""The audit's tool for the record that counts the refusals not recorded one by one."""
 
 
 DIGEST = "digest"
@@ -90,6 +95,18 @@ def result_size(result: ToolResult) -> int:
     return len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def _refused_content(exc: BaseException) -> bool:
+    """Whether the database refused the rows themselves (DBAPI DataError or
+    IntegrityError), not the connection: writing them again would fail again."""
+    from sqlalchemy.exc import DataError, IntegrityError
+
+    while exc is not None:
+        if isinstance(exc, DataError | IntegrityError):
+            return True
+        exc = exc.__cause__  # type: ignore[assignment]
+    return False
+
+
 class AuditWriter:
     """Queues audit rows and writes them in batches from one background task.
 
@@ -97,14 +114,16 @@ class AuditWriter:
     at most the rows of the last ``flush_seconds`` or so are lost) or the database
     refuses rows for so long that more than ``queue_limit`` pile up. A batch the
     database does not take stays queued, in order, and is tried again after a pause that
-    doubles on every failure (``RETRY_FIRST_SECONDS`` up to ``RETRY_MOST_SECONDS``). A
-    row lost to the bound, or still queued when the server stops, is counted
+    doubles on every failure (``RETRY_FIRST_SECONDS`` up to ``RETRY_MOST_SECONDS``); a
+    row the database refuses for its content is lost on its own (``flush``). A row lost
+    to the bound, refused, or still queued when the server stops, is counted
     (``dropped``: the ``ticket_server_audit_rows_dropped`` metric) and logged at ERROR;
     every row is on stderr (logger ``ticket_server.audit``) the moment the call ends.
     """
 
     RETRY_FIRST_SECONDS = 0.5
     RETRY_MOST_SECONDS = 30.0
+    SAMPLE_SECONDS = 60.0  # the window of ``UNAUTHENTICATED_ROWS_PER_MINUTE``
 
     def __init__(
         self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0, *,
@@ -121,6 +140,34 @@ class AuditWriter:
         self._stopping = False
         self._retry_at = 0.0
         self._backoff = 0.0
+        self._minute = (0.0, 0, 0)  # (start, recorded in it, not recorded)
+
+    def observe_unauthenticated(self, record: CallRecord) -> None:
+        """A request refused before anyone could be named (no valid bearer token): it costs
+        its sender nothing, so a flood of them must not fill the table, the stderr log or
+        the queue that authenticated calls' rows wait in. Up to
+        ``UNAUTHENTICATED_ROWS_PER_MINUTE`` each minute are observed like a call; the
+        rest are counted, and one record per minute (``UNAUTHENTICATED_SUMMARY``, written
+        within ``flush_seconds`` of the minute's end, or at stop) says how many."""
+        self._end_minute(monotonic())
+        start, recorded, unrecorded = self._minute
+        if recorded < UNAUTHENTICATED_ROWS_PER_MINUTE:
+            self._minute = (start, recorded + 1, unrecorded)
+            self.observe(record)
+        else:
+            self._minute = (start, recorded, unrecorded + 1)
+
+    def _end_minute(self, now: float, *, stopping: bool = False) -> None:
+        start, _, unrecorded = self._minute
+        if now - start < self.SAMPLE_SECONDS and not stopping:
+            return
+        if unrecorded:
+            summary = CallRecord(tool=UNAUTHENTICATED_SUMMARY, transport="http")
+            summary.fail(Outcome.DENIED, Cause.UNAUTHENTICATED,
+                         f"{unrecorded} more requests without a valid bearer token refused within "
+                         f"{max(1, round(min(self.SAMPLE_SECONDS, now - start)))} s; not recorded one by one")
+            self.observe(summary)
+        self._minute = (now, 0, 0)
 
     def observe(self, record: CallRecord) -> None:
         """Log ``record`` on stderr now and queue its row for the table."""
@@ -160,36 +207,57 @@ class AuditWriter:
             except TimeoutError:
                 pass
             self._wake.clear()
+            self._end_minute(monotonic())
             if monotonic() >= self._retry_at:
                 await self.flush()
 
     async def flush(self) -> int:
-        """Write what is pending, oldest first, until done or a batch fails (it stays
-        queued and the next try waits out the backoff); returns how many rows were written."""
-        from sqlalchemy import insert
-
-        from ticket_server.access.models import AuditEvent
-
+        """Write what is pending, oldest first, until done or the database fails (what is
+        left stays queued and the next try waits out the backoff); returns how many rows
+        were written. A batch refused for its content (a value a column does not take, a
+        constraint) is written row by row, and a row refused on its own is lost (counted
+        and logged): one bad row never holds back the rows behind it."""
         written = 0
         while self._pending:
             batch = [self._pending[i] for i in range(min(self.batch_size, len(self._pending)))]
             try:
-                async with self.store.session() as session, session.begin():
-                    await session.execute(insert(AuditEvent), batch)
-            except Exception as exc:  # unavailable, or a driver refusal: keep the rows, retry later
-                self._backoff = min(self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2))
-                self._retry_at = monotonic() + self._backoff
-                reason = "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
-                log.warning(
-                    f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
-                    extra={"rows": len(self._pending)},
-                )
-                return written
+                await self._insert(batch)
+            except Exception as exc:
+                if not _refused_content(exc):
+                    self._retry_later(exc)
+                    return written
+                for row in batch:
+                    try:
+                        await self._insert([row])
+                    except Exception as one:
+                        if not _refused_content(one):
+                            self._retry_later(one)
+                            return written
+                        self._lose(1, "audit row refused by the database: it is lost", row["trace_id"])
+                    else:
+                        written += 1
+                    self._pending.popleft()
+                continue
             for _ in batch:
                 self._pending.popleft()
             written += len(batch)
             self._backoff, self._retry_at = 0.0, 0.0
         return written
+
+    async def _insert(self, rows: list[dict[str, Any]]) -> None:
+        from sqlalchemy import insert
+
+        from ticket_server.access.models import AuditEvent
+
+        async with self.store.session() as session, session.begin():
+            await session.execute(insert(AuditEvent), rows)
+
+    def _retry_later(self, exc: Exception) -> None:
+        self._backoff = min(self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2))
+        self._retry_at = monotonic() + self._backoff
+        reason = "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
+        log.warning(f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
+                    extra={"rows": len(self._pending)})
 
     async def stop(self) -> None:
         """Stop the background task and write what is pending (call shielded); rows the
@@ -203,6 +271,7 @@ class AuditWriter:
             except Exception:  # pragma: no cover - logged, never fatal on shutdown
                 log.exception("audit writer failed")
             self._task = None
+        self._end_minute(monotonic(), stopping=True)
         await self.flush()
         if self._pending:
             self._lose(len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written")

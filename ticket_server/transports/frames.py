@@ -11,6 +11,12 @@ from typing import Any
 PARSE_ERROR = "Parse error: the message is not valid JSON"
 NOT_A_MESSAGE = "expected a JSON-RPC 2.0 request, notification or response object"
 NULL_ID = "a request id must be a string or an integer"
+MAX_MESSAGE_TOKENS = 8192
+"""Most JSON tokens one message may hold, as ``too_many_tokens`` counts them: a tools/call
+at its arguments' bounds (``tools.errors.MAX_ARGUMENT_VALUES``) holds under half of it.
+Parsing costs time per token on the event loop, where no thread helps: the JSON parsers
+hold the GIL throughout."""
+_STRUCTURE = b',[{"'
 
 
 def problem(message: Any) -> str | None:
@@ -25,6 +31,26 @@ def problem(message: Any) -> str | None:
     if "method" in message and "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
         return NULL_ID
     return None
+
+
+def too_many_tokens(body: bytes, limit: int = MAX_MESSAGE_TOKENS) -> bool:
+    """Whether the JSON text ``body`` holds more than ``limit`` tokens, told without
+    parsing it: a few passes of C byte operations over it, whatever it holds, where a
+    parse builds an object per token.
+
+    What is counted: the strings (keys included) and, outside them, the commas and the
+    opening brackets: a part of the tokens, and no fewer than the values held less one
+    (each member has its key, each array element but the first its comma). Escaped
+    backslashes and quotes are removed first, so every quote left opens or closes a string. For text that is not JSON
+    the count still covers the prefix a parser would read before failing."""
+    if len(body) - len(body.translate(None, _STRUCTURE)) <= limit:  # a bound above the count
+        return False
+    text = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    strings = text.count(b'"') // 2
+    if strings > limit:
+        return True
+    outside = b"".join(text.split(b'"')[::2])  # at most 2 * limit + 1 parts
+    return strings + len(outside) - len(outside.translate(None, _STRUCTURE)) > limit
 
 
 def parse(raw: str | bytes) -> tuple[Any, str | None]:

@@ -7,7 +7,9 @@ verification, which read headers only), which decides in this order, cheapest fi
 1. no valid token: 401, before a byte of the body is read (a request without a token
    costs almost nothing), or 429 once its client address is past the HTTP limit;
 2. a declared body over ``max_request_bytes``: 413, unread;
-3. the body, read within ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
+3. the body, read within ``http_read_timeout`` (408) and ``max_request_bytes`` (413),
+   holding at most ``frames.MAX_MESSAGE_TOKENS`` JSON tokens (413, told before it is
+   parsed: the gate and the SDK each parse it on the event loop);
 4. the caller's HTTP limit: 429 with ``Retry-After``;
 5. a body that is not one JSON-RPC message (400, -32600) or a tools/call with unusable
    params (400, -32602);
@@ -15,7 +17,11 @@ verification, which read headers only), which decides in this order, cheapest fi
    tool, at most ``sessions_per_caller`` at once (429).
 
 Each refusal is a JSON-RPC error body (with the request's id when it was read); a
-refused tools/call leaves its audit record, as the call pipeline's would.
+refused tools/call leaves its audit record, as the call pipeline's would. A request
+refused for want of a valid token is audited whatever it is (its headers name the
+method when they can; the body is never read), as a sample: ``AuditWriter.
+observe_unauthenticated`` records up to a number per minute and counts the rest, and
+the ``ticket_server_unauthenticated_requests`` metric counts every one.
 """
 
 from __future__ import annotations
@@ -61,6 +67,9 @@ UNAUTHORIZED = -32001  # JSON-RPC implementation-defined server errors: -32000 t
 TOO_MANY_REQUESTS = -32002
 # Request line and headers: a JWT and the MCP headers fit many times over.
 MAX_HEAD_BYTES = 16 * 1024
+TOO_MANY_TOKENS = (
+    f"more than {frames.MAX_MESSAGE_TOKENS} JSON tokens (strings, commas, brackets) in one message"
+)
 
 
 def metrics_allowed(settings: Settings, request: Request) -> bool:
@@ -168,12 +177,13 @@ class McpGate:
         if caller is None:
             address = scope["client"][0] if scope.get("client") else "unknown"
             verdict = await self.limiter.hit(f"address:{address}")
-            if not verdict.allowed:
-                record(Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
-                await self._too_many(verdict, None)(scope, receive, send)
-                return
-            record(Outcome.DENIED, Cause.UNAUTHENTICATED)
-            await self._unauthorized(headers)(scope, receive, send)
+            if verdict.allowed:
+                answer, outcome, cause = self._unauthorized(headers), Outcome.DENIED, Cause.UNAUTHENTICATED
+            else:
+                answer, outcome, cause = self._too_many(verdict, None), Outcome.RATE_LIMITED, Cause.HTTP_LIMIT
+            self.runtime.metrics.unauthenticated.labels(str(answer.status_code)).inc()
+            self._record(headers, None, _unread_tool(headers), outcome, cause, None, started)
+            await answer(scope, receive, send)
             return
 
         declared = headers.get("content-length")
@@ -192,6 +202,11 @@ class McpGate:
         parse_error: str | None = None
         if scope["method"] == "POST":
             body = b"".join(m.get("body", b"") for m in received if m["type"] == "http.request")
+            if frames.too_many_tokens(body):
+                record(Outcome.TOOL_ERROR, Cause.TOO_LARGE, TOO_MANY_TOKENS)
+                await jsonrpc_error(413, -32600, f"Request body too large: {TOO_MANY_TOKENS}; no request to this "
+                                    "server needs so many")(scope, receive, send)
+                return
             message, parse_error = frames.parse(body)
             if isinstance(message, dict) and message.get("method") == "tools/call":
                 name = (message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None
@@ -334,12 +349,31 @@ class McpGate:
 
     def _record(self, headers: dict[str, str], caller: Caller | None, tool: str | None, outcome: Outcome,
                 cause: Cause, detail: str | None, started: float) -> None:
-        """The audit record of a tools/call refused here (the pipeline never saw it)."""
-        record = CallRecord(tool=storable(tool or "unknown", 128), transport="http",
-                            protocol_version=headers.get("mcp-protocol-version"), caller=caller, started=started)
+        """The audit record of a request refused here (the pipeline never saw it); one
+        without a caller goes to the sample of unauthenticated refusals."""
+        version = headers.get("mcp-protocol-version")  # as sent: any text, of any length
+        record = CallRecord(tool=storable(tool or "unknown", 128), transport="http", caller=caller, started=started,
+                            protocol_version=storable(version, 32) if version is not None else None)
         record.fail(outcome, cause, detail)
         record.duration_ms = round((monotonic() - started) * 1000, 3)
-        self.runtime.audit.observe(record)
+        if caller is None:
+            self.runtime.audit.observe_unauthenticated(record)
+        else:
+            self.runtime.audit.observe(record)
+
+
+UNREAD = "(request not read)"
+"""The audit's tool for a request refused before its body was read, whose headers do not
+say what it is (the legacy revision has no ``Mcp-Method`` header)."""
+
+
+def _unread_tool(headers: dict[str, str]) -> str:
+    """What a request refused unread is, as far as its headers say: the tool of a
+    tools/call, ``(method)`` for another method, or ``UNREAD``."""
+    method, name = headers.get("mcp-method"), headers.get("mcp-name")
+    if method == "tools/call":
+        return name or "unknown"
+    return f"({method})" if method else UNREAD
 
 
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
