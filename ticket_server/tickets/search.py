@@ -35,9 +35,6 @@ from typing import Any, Literal
 from sqlalchemy import (
     Connection, Select, and_, case, cast, column, func, literal, literal_column, or_, select, table,
 )
-from sqlalchemy.dialects.postgresql import TSQUERY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
@@ -77,7 +74,12 @@ def count_terms(conn: Connection, delta: Counter[str]) -> None:
     rows = [{"term": t, "tickets": n} for t, n in sorted(delta.items()) if n]
     if not rows:
         return
-    insert = sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+    # Each engine's dialect module is imported where that engine is in use: the PostgreSQL
+    # one is a large import that a server on SQLite (e.g. over stdio) never needs.
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
     stmt = insert(_TERMS)
     stmt = stmt.on_conflict_do_update(
         index_elements=[_TERMS.c.term], set_={"tickets": _TERMS.c.tickets + stmt.excluded.tickets}
@@ -223,6 +225,8 @@ def _candidates(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
         match = " OR ".join(f'"{w.token}"' for w in words)  # tokens hold no quotes
         return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(match)))
     if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import TSQUERY
+
         tsquery = " | ".join(f"'{w.token}'" for w in words)
         return _VECTOR.op("@@")(cast(literal(tsquery), TSQUERY))
     raise NotImplementedError(f"full-text search is not implemented for {dialect}")
