@@ -208,6 +208,7 @@ def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
 
     from ticket_server.admin import export
 
+    export.check_format(args.format)
     tools = asyncio.run(export.list_tools(settings, caller=args.caller))
     block = export.envelope(tools, args.format)
     print(json.dumps(block, indent=2, ensure_ascii=False))
@@ -246,6 +247,12 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
     if status:
         print(f"ticket-server probe: {args.call} returned isError: true", file=sys.stderr)
         raise SystemExit(status)
+
+
+def _client_tools(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.client import command
+
+    command.tools(settings, args)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -356,16 +363,17 @@ def build_parser() -> argparse.ArgumentParser:
         sub = tools_commands.add_parser(name, help=text)
         sub.add_argument("--contract", default="tool-contract.json", help="contract file (default: %(default)s)")
     toolsp.set_defaults(handler=_tools)
-    from ticket_server.admin.export import FORMATS, ESTIMATE_METHOD
-
+    # The formats are checked by the command (admin.export): building the parser imports
+    # no operator module, so `serve` never loads the client kit.
     export = tools_commands.add_parser(
         "export",
         help="print the tool definitions in a model provider's function-calling format",
         description="Print the tools a caller sees as the provider's `tools` request field "
         "(for mcp: the tools/list result) on stdout, and the size of that block on stderr "
-        f"(bytes as compact JSON; tokens estimated as {ESTIMATE_METHOD}).",
+        "(bytes as compact JSON, and a token estimate).",
     )
-    export.add_argument("--format", choices=FORMATS, default="openai", help="envelope (default: %(default)s)")
+    export.add_argument("--format", default="openai",
+                        help="envelope: openai, anthropic, gemini or mcp (default: %(default)s)")
     export.add_argument("--caller", help="export only the tools this caller may call")
     export.set_defaults(handler=_tools_export)
 
@@ -396,9 +404,21 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--verbose", action="store_true", help="show the MCP SDK's logs on stderr")
     probe.set_defaults(handler=_probe)
 
-    from ticket_server.client.command import add_parser as add_client_command  # the client kit
-
-    add_client_command(commands)
+    clientp = commands.add_parser("client", help="the client kit: what a kit configuration shows a model")
+    client_commands = clientp.add_subparsers(dest="client_command", required=True)
+    client_tools = client_commands.add_parser(
+        "tools",
+        help="print the visible tools' schema block size, token estimate and cost per request",
+        description="Connect to each server of CONFIG, take the tools the model is shown (pinned "
+        "and visible) and print, per provider, the schema block's bytes as compact JSON, its "
+        "tokens (estimated as bytes / 4, about +-25 %% for JSON) and, given --price, its cost per "
+        "request. With --print, the block itself on stdout instead (the figures on stderr).",
+    )
+    client_tools.add_argument("config", help="the kit's TOML configuration file")
+    client_tools.add_argument("--provider", choices=["openai", "anthropic", "gemini", "all"], default="all")
+    client_tools.add_argument("--price", type=float, metavar="USD", help="input price per million tokens")
+    client_tools.add_argument("--print", action="store_true", help="print the block (one provider) as JSON")
+    client_tools.set_defaults(handler=_client_tools)
     return parser
 
 

@@ -1,7 +1,7 @@
 """A legacy-only MCP server over stdio, written out by hand: it speaks the 2025-11-25
 `initialize` handshake and answers `server/discover` (and anything else it does not
 know) with JSON-RPC -32601, as every server from before the 2026-07-28 revision does.
-Used by tests/clients/test_probe.py and test_inspector.py; run with `python legacy_server.py`."""
+Used by tests/admin/test_probe.py and tests/clients/test_inspector.py; run with `python legacy_server.py`."""
 
 from __future__ import annotations
 

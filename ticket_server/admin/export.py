@@ -32,12 +32,12 @@ from ticket_server.client.adapters import ESTIMATE_METHOD, measure, tools_field
 from ticket_server.client.config import MOST_RESTRICTIVE
 from ticket_server.client.tools import ToolDefinition
 
-if TYPE_CHECKING:  # keep `ticket-server --help` and the parser free of the MCP imports
+if TYPE_CHECKING:
     import mcp.types as mt
 
 Format = Literal["openai", "anthropic", "gemini", "mcp"]
 FORMATS: tuple[str, ...] = ("openai", "anthropic", "gemini", "mcp")
-__all__ = ["ESTIMATE_METHOD", "FORMATS", "envelope", "list_tools", "measure", "size_line"]
+__all__ = ["ESTIMATE_METHOD", "FORMATS", "check_format", "envelope", "list_tools", "measure", "size_line"]
 
 
 async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
@@ -70,14 +70,19 @@ async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
         return list(await client.list_tools())
 
 
+def check_format(fmt: str) -> None:
+    """``CommandError`` unless ``fmt`` is one of ``FORMATS``."""
+    if fmt not in FORMATS:
+        raise CommandError(f"tools export: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
 def envelope(tools: Sequence[mt.Tool], fmt: str) -> Any:
     """The provider's ``tools`` field for ``tools`` (the tools/list result for ``mcp``),
     made by the client kit's adapters under each tool's own name (one server: no
     namespace)."""
+    check_format(fmt)
     if fmt == "mcp":
         return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
-    if fmt not in FORMATS:
-        raise CommandError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     definitions = [
         (t.name, ToolDefinition(server="ticket-server", tool=t, envelope=MOST_RESTRICTIVE, pinned=True, visible=True))
         for t in tools

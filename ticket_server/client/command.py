@@ -10,26 +10,8 @@ import sys
 from typing import Any
 
 
-def add_parser(commands: Any) -> None:
-    """Add the ``client`` command to the ``ticket-server`` parser's subcommands."""
-    clientp = commands.add_parser("client", help="the client kit: what a kit configuration shows a model")
-    client_commands = clientp.add_subparsers(dest="client_command", required=True)
-    tools = client_commands.add_parser(
-        "tools",
-        help="print the visible tools' schema block size, token estimate and cost per request",
-        description="Connect to each server of CONFIG, take the tools the model is shown (pinned "
-        "and visible) and print, per provider, the schema block's bytes as compact JSON, its "
-        "tokens (estimated as bytes / 4, about +-25 %% for JSON) and, given --price, its cost per "
-        "request. With --print, the block itself on stdout instead (the figures on stderr).",
-    )
-    tools.add_argument("config", help="the kit's TOML configuration file")
-    tools.add_argument("--provider", choices=["openai", "anthropic", "gemini", "all"], default="all")
-    tools.add_argument("--price", type=float, metavar="USD", help="input price per million tokens")
-    tools.add_argument("--print", action="store_true", help="print the block (one provider) as JSON")
-    tools.set_defaults(handler=_tools)
-
-
-def _tools(settings: Any, args: argparse.Namespace) -> None:
+def tools(settings: Any, args: argparse.Namespace) -> None:
+    """The ``client tools`` command (its arguments are defined in ``ticket_server.cli``)."""
     import anyio
 
     from ticket_server.client import ConfigError, Kit, KitError, load_config

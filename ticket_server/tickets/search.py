@@ -41,9 +41,6 @@ from typing import Any, Literal
 from sqlalchemy import (
     Connection, Select, String, and_, any_, case, cast, column, func, literal, literal_column, or_, select, table,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
@@ -89,7 +86,12 @@ def count_terms(conn: Connection, delta: Counter[str], of: Literal["tickets", "c
     rows = [{"term": t, of: n, other: 0} for t, n in sorted(delta.items()) if n]
     if not rows:
         return
-    insert = sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+    # Each engine's dialect module is imported where that engine is in use: the PostgreSQL
+    # one is a large import that a server on SQLite (e.g. over stdio) never needs.
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
     stmt = insert(_TERMS)
     stmt = stmt.on_conflict_do_update(
         index_elements=[_TERMS.c.term], set_={of: _TERMS.c[of] + stmt.excluded[of]}
@@ -268,6 +270,8 @@ def _has(dialect: str, column_: Any, token: str) -> ColumnElement[bool]:
 
 
 def _tsquery(words: Sequence[Word]) -> Any:
+    from sqlalchemy.dialects.postgresql import TSQUERY  # only where PostgreSQL is in use (see count_terms)
+
     return cast(literal(" | ".join(f"'{w.token}'" for w in words)), TSQUERY)
 
 
@@ -300,6 +304,8 @@ def _commented(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
 def _conversation_candidates(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
     """Tickets holding any of ``words`` in their text or in a comment."""
     if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import ARRAY
+
         # `text @@ q OR id IN (subquery)` is planned as a scan of every ticket; with the
         # commented tickets' ids as one array (computed once), `id = ANY(array)` is an
         # index condition and the two sides are one bitmap OR of index scans.

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import sqlite_url
 from tests.transports.conftest import TICKET_SERVER, free_port
 
-LEGACY_SERVER = [sys.executable, str(Path(__file__).with_name("legacy_server.py"))]
+LEGACY_SERVER = [sys.executable, str(Path(__file__).parents[1] / "clients" / "legacy_server.py")]
 
 
 def probe(*args: str, db_path: Path | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
