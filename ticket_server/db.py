@@ -54,8 +54,9 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
     (``mode=rw``): a file removed under a running server must surface as "unavailable",
     not be silently recreated empty. Pooled SQLite connections are dropped when the file
     on disk is replaced (inode check at checkout), so the server follows the file an
-    operator restores without a restart. Every SQLite connection puts the file in WAL
-    mode (``journal_mode=WAL``; the ``-wal`` and ``-shm`` files live beside it).
+    operator restores without a restart. Every SQLite connection puts the file in the
+    journal mode of ``settings.sqlite_journal_mode``: WAL by default (the ``-wal`` and
+    ``-shm`` files live beside it).
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -80,7 +81,7 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
         hide_parameters=True,
     )
     if path is not None:
-        _watch_sqlite_file(engine.sync_engine, path)
+        _watch_sqlite_file(engine.sync_engine, path, settings.sqlite_journal_mode)
     return engine
 
 
@@ -101,11 +102,11 @@ def create_sqlite_reader(settings: Settings) -> Engine | None:
         pool_timeout=settings.database_timeout,
         hide_parameters=True,
     )
-    _watch_sqlite_file(engine, path)
+    _watch_sqlite_file(engine, path, settings.sqlite_journal_mode)
     return engine
 
 
-def _watch_sqlite_file(engine: Engine, path: Path) -> None:
+def _watch_sqlite_file(engine: Engine, path: Path, journal_mode: str) -> None:
     from sqlalchemy import event
     from sqlalchemy.exc import DisconnectionError
 
@@ -120,7 +121,8 @@ def _watch_sqlite_file(engine: Engine, path: Path) -> None:
         # Write-ahead log: readers keep reading while a writer commits (the rollback
         # journal blocks them for the commit). Kept in the file once set; the busy
         # timeout (connect_args "timeout") still bounds the wait for the write lock.
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # The rollback journal is the setting's other choice (network filesystems).
+        cursor.execute(f"PRAGMA journal_mode={journal_mode}")
         cursor.close()
 
     @event.listens_for(engine, "checkout")

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     database_timeout: float = Field(
         default=5.0, gt=0, description="Seconds a query may wait for the database before failing."
     )
+    sqlite_journal_mode: Literal["wal", "delete"] = Field(
+        default="wal",
+        description="SQLite only: 'wal' lets reads go on while a write commits; 'delete' (the "
+        "rollback journal) is for a file on a network filesystem, where WAL does not work "
+        "(https://sqlite.org/wal.html).",
+    )
     tool_timeout: float = Field(
         default=30.0, gt=0,
         description="Seconds a tools/call may run; past it the call is cancelled and answered "

@@ -24,8 +24,10 @@ pytestmark = pytest.mark.sqlite_only
 async def test_c05b_locked_database_answers_unavailable_then_recovers(db_path: Path, settings: Settings) -> None:
     """C05 (b), lock variant: while another process holds an exclusive lock on the
     SQLite file, a call answers isError "ticket database unavailable" within a bounded
-    time, with no internals; once the lock is gone the next call succeeds, no restart."""
-    server = build_server(settings.model_copy(update={"database_timeout": 1.0}))
+    time, with no internals; once the lock is gone the next call succeeds, no restart.
+    The file is in rollback-journal mode: in WAL mode (the default) readers do not wait
+    for a lock, which tests/transports/test_stdio_startup.py shows."""
+    server = build_server(settings.model_copy(update={"database_timeout": 1.0, "sqlite_journal_mode": "delete"}))
     async with Client(server, mode="2026-07-28") as client:
         assert (await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})).is_error is False
         holder = sqlite3.connect(db_path, timeout=0)

@@ -136,9 +136,10 @@ def wait_until_waiting(database_url: str, read_logs: Callable[[], str], tool: st
 
 # Settings for a server whose calls wait on `database_locked`: a long query deadline, the
 # caller cached (over HTTP the token is looked up in the callers table, which on SQLite
-# the lock also holds), DEBUG for the handler records `wait_until_waiting` reads.
+# the lock also holds), DEBUG for the handler records `wait_until_waiting` reads, and on
+# SQLite the rollback journal (in WAL mode, the default, an EXCLUSIVE lock holds no reader).
 WAITING = dict(TICKET_SERVER_DATABASE_TIMEOUT="60", TICKET_SERVER_CALLER_CACHE_SECONDS="600",
-               TICKET_SERVER_LOG_LEVEL="DEBUG")
+               TICKET_SERVER_LOG_LEVEL="DEBUG", TICKET_SERVER_SQLITE_JOURNAL_MODE="delete")
 
 
 class HttpServer:
