@@ -96,6 +96,9 @@ async def test_a_row_the_database_refuses_is_lost_alone_and_counted(settings: Se
     assert "ticket_server_audit_rows_dropped_total 1.0" in metrics.render().decode()
     lost = [r for r in caplog.records if "audit row refused by the database" in r.getMessage()]
     assert [getattr(r, "trace_id", None) for r in lost] == [f"{2:032d}"]
+    # the failure is named for the audit trail, never as an outage of the callers registry
+    assert not [r for r in caplog.records if "callers registry" in r.getMessage()]
+    assert [r for r in caplog.records if r.getMessage() == "audit trail unavailable"]
 
 
 def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:

@@ -249,7 +249,7 @@ class AuditWriter:
 
         from ticket_server.access.models import AuditEvent
 
-        async with self.store.session() as session, session.begin():
+        async with self.store.session("audit trail") as session, session.begin():
             await session.execute(insert(AuditEvent), rows)
 
     def _retry_later(self, exc: Exception) -> None:

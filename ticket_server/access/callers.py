@@ -263,14 +263,16 @@ class CallerStore:
             await self._engine.dispose()
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncSession]:
+    async def session(self, what: str = "callers registry") -> AsyncIterator[AsyncSession]:
+        """A session on the access tables; a database failure is logged as ``what``
+        unavailable and raised as ``RegistryUnavailable``."""
         from ticket_server.tickets.domain import bounded
 
         if self._sessions is None:
             from sqlalchemy.ext.asyncio import async_sessionmaker
 
             self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-        async with bounded(self._timeout, RegistryUnavailable, "callers registry"), self._sessions() as session:
+        async with bounded(self._timeout, RegistryUnavailable, what), self._sessions() as session:
             yield session
 
     async def _lookup(self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]) -> Any:
