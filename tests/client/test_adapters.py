@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from tests.client.conftest import TICKET_SERVER, TIME_SERVER, kit_server, ours_stdio
-from tests.tools.test_export import ANTHROPIC_TOOLS, GEMINI_TOOLS, OPENAI_TOOLS
+from tests.admin.test_export import ANTHROPIC_TOOLS, GEMINI_TOOLS, OPENAI_TOOLS
 from ticket_server.client import KitConfig, ServerConfig, ToolConfig
 from ticket_server.client.adapters import measure, provider_name
 from ticket_server.client.kit import Kit

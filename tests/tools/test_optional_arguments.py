@@ -9,7 +9,7 @@ from typing import Any
 from fastmcp import Client
 
 from tests.helpers import text_of
-from tests.tools.test_export import export
+from tests.admin.test_export import export
 
 STATUSES = ["new", "open", "in_progress", "waiting_on_customer", "resolved", "closed"]
 FILTERS = ("status", "queue", "owner", "updated_after", "cursor")
