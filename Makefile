@@ -38,7 +38,7 @@ test: $(STAMP)
 	$(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh || status=$$?; \
 	wait $$frameworks || { cat .cache/frameworks-install.log >&2; echo "make test: installing the agent frameworks failed" >&2; exit 1; }; \
 	exit $$status
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # Benchmarks (bench/README.md): by hand, never in CI; about 15 minutes, more the first
 # time (the 1M-ticket data sets are generated once into .cache/bench/).
