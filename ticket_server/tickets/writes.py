@@ -247,13 +247,10 @@ class TicketWrites:
                 ticket_id=ticket_id, status=after["status"], priority=after["priority"], owner=after["owner"],
                 queue=after["queue"], version=state["version"] + 1, updated_at=now, changes=changes, comment=comment,
             )
+            result = outcome.model_dump_json()
             if ctx.idempotency_key is not None:
-                conn.execute(insert(_REQUESTS).values(
-                    caller=ctx.actor, idempotency_key=ctx.idempotency_key, tool=ctx.tool,
-                    request_sha256=ctx.request_sha256, ticket_id=ticket_id, result=outcome.model_dump_json(),
-                    created_at=now,
-                ))
-            _spend(conn, ctx, ticket_id, outcome.model_dump_json(), now)
+                _record_request(conn, ctx, ctx.idempotency_key, ticket_id, result, now)
+            _spend(conn, ctx, ticket_id, result, now)
             audit(conn, outcome)
             return outcome, False
 
@@ -271,10 +268,17 @@ def _spend(conn: Connection, ctx: WriteContext, ticket_id: str, result: str, now
     """Record ``ctx.confirmation_nonce`` as used: a ``write_requests`` row keyed
     ``confirmation:<nonce>`` (unique per caller), storing ``result``."""
     if ctx.confirmation_nonce is not None:
-        conn.execute(insert(_REQUESTS).values(
-            caller=ctx.actor, idempotency_key=f"confirmation:{ctx.confirmation_nonce}", tool=ctx.tool,
-            request_sha256=ctx.request_sha256, ticket_id=ticket_id, result=result, created_at=now,
-        ))
+        _record_request(conn, ctx, f"confirmation:{ctx.confirmation_nonce}", ticket_id, result, now)
+
+
+def _record_request(conn: Connection, ctx: WriteContext, key: str, ticket_id: str, result: str,
+                    now: datetime) -> None:
+    """The ``write_requests`` row of ``key`` for this caller (an idempotency key, or a
+    spent confirmation): a second row with the key breaks the unique index."""
+    conn.execute(insert(_REQUESTS).values(
+        caller=ctx.actor, idempotency_key=key, tool=ctx.tool, request_sha256=ctx.request_sha256,
+        ticket_id=ticket_id, result=result, created_at=now,
+    ))
 
 
 def _text(value: Any) -> str | None:
