@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -28,8 +29,8 @@ from ticket_server.tickets.schemas import (
     CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
 )
 from ticket_server.tickets.search import (
-    TOTAL, Position, SearchFilters, Sort, analyze_query, build_page, comment_search_bodies, count_terms, explain,
-    matched_in, row_position, search_columns, ticket_terms,
+    TOTAL, Position, SearchFilters, Sort, analyze_query, analyze_unindexed_comments, build_page,
+    comment_search_bodies, count_terms, explain, matched_in, row_position, search_columns, ticket_terms,
 )
 
 log = logging.getLogger(__name__)
@@ -420,6 +421,17 @@ class TicketRepository:
         False when there is no such ticket. Every write of subject or body goes here."""
         row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
         return await self._write(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
+
+    async def analyze_unindexed_comments(self, batch: int = 2000) -> int:
+        """Give search text to every comment stored without it (see
+        ``tickets.search.analyze_unindexed_comments``), ``batch`` comments per
+        transaction; returns how many. Running it again finds none."""
+        after, total = 0, 0
+        while True:
+            after, done = await self._write(partial(analyze_unindexed_comments, after=after, batch=batch))
+            total += done
+            if after == 0:
+                return total
 
     async def _write(self, write: Callable[[Connection], T]) -> T:
         """``write(connection)`` in one transaction (see ``_read``)."""
