@@ -1,4 +1,4 @@
-"""The `ticket-server` command: serve | db upgrade | db downgrade | db seed | callers | audit.
+"""The `ticket-server` command: serve | db upgrade | db downgrade | db seed | db reindex | callers | audit.
 
 Every message goes to stderr; under `serve` (stdio) stdout belongs to JSON-RPC.
 """
@@ -172,6 +172,11 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
                 _fail("db seed: interrupted; nothing was written (seeding keeps every ticket or none)")
                 raise
             log.info(f"seeded {added} tickets", extra={"added": added})
+        elif args.db_command == "reindex":
+            from ticket_server.admin.seeding import analyze_comments
+
+            done = asyncio.run(analyze_comments(settings))
+            log.info(f"gave search text to {done} comments", extra={"comments": done})
     except db.DatabaseSetupError as exc:
         raise CommandError(f"db {args.db_command}: {exc}") from exc
 
@@ -304,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--count", type=int, help="generate this many tickets instead of the sample")
     source.add_argument("--file", help="load this JSON Lines file instead of the sample")
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
+    db_commands.add_parser(
+        "reindex", help="make comments written by an older server searchable",
+        description="Analyze the comments stored without search text: those written by a "
+        "server older than revision 0007 while a newer one already served (a rolling "
+        "upgrade), which a search of the conversation misses. Safe to run again.",
+    )
     dbp.set_defaults(handler=_db)
 
     callersp = commands.add_parser("callers", help="who may call the tools (tokens, scopes, queues)")

@@ -223,3 +223,17 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Callable[[int], 
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
         task = bar.add_task("seed", total=total)
         yield lambda n: bar.advance(task, n)
+
+
+async def analyze_comments(settings: Settings) -> int:
+    """`db reindex`: give search text to the comments stored without it (written by a
+    server older than revision 0007 during a rolling upgrade); returns how many.
+    Raises ``DatabaseSetupError`` when the schema is missing or old."""
+    from ticket_server.db import open_repository, require_current_schema
+
+    await require_current_schema(settings)
+    repo = open_repository(settings)
+    try:
+        return await repo.analyze_unindexed_comments()
+    finally:
+        await repo.aclose()

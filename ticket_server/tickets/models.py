@@ -124,7 +124,7 @@ class Comment(Base):
     visibility: Mapped[Visibility] = mapped_column(_enum(Visibility, "comment_visibility"))
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    # The body as the search analyzer's tokens, written with it (tickets.search.comment_rows);
+    # The body as the search analyzer's tokens, written with it (tickets.search.comment_search_bodies);
     # the full-text indexes of comments are built on it.
     search_body: Mapped[str] = mapped_column(Text, server_default=" ")
 

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -28,8 +29,8 @@ from ticket_server.tickets.schemas import (
     CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
 )
 from ticket_server.tickets.search import (
-    TOTAL, Position, SearchFilters, Sort, analyze_query, build_page, comment_search_bodies, count_terms, explain,
-    matched_in, row_position, search_columns, ticket_terms,
+    TOTAL, Position, SearchFilters, Sort, analyze_query, analyze_unindexed_comments, build_page,
+    comment_search_bodies, count_terms, explain, matched_in, row_position, search_columns, ticket_terms,
 )
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,33 @@ _CUSTOMER_COLUMNS = [_CUSTOMERS.c[name] for name in CustomerRecord.model_fields]
 _COMMENT_COLUMNS = [_COMMENTS.c[name] for name in CommentRecord.model_fields]
 _EVENT_COLUMNS = [_EVENTS.c[name] for name in EventRecord.model_fields]
 
+
+def _count(table: Any) -> Any:
+    return (select(func.count()).select_from(table).where(table.c.ticket_id == _TICKETS.c.id)
+            .scalar_subquery())
+
+
+# The full read in three statements: the ticket with its customer and both totals, one
+# page of comments, the latest events. Built once; a read only binds its values.
+_VIEW = (
+    select(
+        *_RECORD_COLUMNS, _TICKETS.c.version,
+        *(column.label(f"customer_{column.name}") for column in _CUSTOMER_COLUMNS),
+        _count(_COMMENTS).label("comment_total"), _count(_EVENTS).label("event_total"),
+    )
+    .select_from(_TICKETS.outerjoin(_CUSTOMERS, _CUSTOMERS.c.name == _TICKETS.c.customer))
+    .where(_TICKETS.c.id == bindparam("ticket_id"))
+)
+_VIEW_IN_QUEUES = _VIEW.where(_TICKETS.c.queue.in_(bindparam("queues", expanding=True)))
+_NEWEST_COMMENTS = (_COMMENTS.c.created_at.desc(), _COMMENTS.c.pk.desc())
+_COMMENTS_PAGE = (select(*_COMMENT_COLUMNS).where(_COMMENTS.c.ticket_id == bindparam("ticket_id"))
+                  .order_by(*_NEWEST_COMMENTS).limit(bindparam("comment_limit")))
+_COMMENTS_BEFORE = _COMMENTS_PAGE.where(or_(
+    _COMMENTS.c.created_at < bindparam("before_at"),
+    and_(_COMMENTS.c.created_at == bindparam("before_at"), _COMMENTS.c.pk < bindparam("before_pk")),
+))
+_EVENTS_PAGE = (select(*_EVENT_COLUMNS).where(_EVENTS.c.ticket_id == bindparam("ticket_id"))
+                .order_by(_EVENTS.c.created_at.desc(), _EVENTS.c.pk.desc()).limit(bindparam("event_limit")))
 
 def _in_queues(stmt: Any, queues: frozenset[str] | None) -> Any:
     return stmt if queues is None else stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
@@ -227,35 +255,27 @@ class TicketRepository:
         older than ``comments_before`` (created_at, key; None: the newest), the
         ``event_limit`` newest events, and the totals; None when missing or outside
         ``queues`` (None = all). One read."""
-        stmt = _in_queues(select(*_RECORD_COLUMNS, _TICKETS.c.version).where(_TICKETS.c.id == ticket_id), queues)
-        comments = select(*_COMMENT_COLUMNS).where(_COMMENTS.c.ticket_id == ticket_id)
-        if comments_before is not None:
-            at, pk = comments_before
-            comments = comments.where(or_(
-                _COMMENTS.c.created_at < at, and_(_COMMENTS.c.created_at == at, _COMMENTS.c.pk < pk)
-            ))
-        comments = comments.order_by(_COMMENTS.c.created_at.desc(), _COMMENTS.c.pk.desc()).limit(comment_limit)
-        events = (select(*_EVENT_COLUMNS).where(_EVENTS.c.ticket_id == ticket_id)
-                  .order_by(_EVENTS.c.created_at.desc(), _EVENTS.c.pk.desc()).limit(event_limit))
-
-        def count(table: Any) -> Any:
-            return select(func.count()).select_from(table).where(table.c.ticket_id == ticket_id)
+        found = _VIEW if queues is None else _VIEW_IN_QUEUES
+        comments = _COMMENTS_PAGE if comments_before is None else _COMMENTS_BEFORE
+        params = {
+            "ticket_id": ticket_id, "queues": sorted(queues or ()), "comment_limit": comment_limit,
+            "event_limit": event_limit, "before_at": comments_before and comments_before[0],
+            "before_pk": comments_before and comments_before[1],
+        }
 
         def read(conn: Connection) -> TicketView | None:
-            row = conn.execute(stmt).mappings().first()
+            row = conn.execute(found, params).mappings().first()
             if row is None:
                 return None
-            ticket = TicketRecord.model_validate(dict(row))
-            customer = conn.execute(
-                select(*_CUSTOMER_COLUMNS).where(_CUSTOMERS.c.name == ticket.customer)
-            ).mappings().first()
+            customer = {name: row[f"customer_{name}"] for name in CustomerRecord.model_fields}
             return TicketView(
-                ticket=ticket, version=row["version"],
-                customer=CustomerRecord.model_validate(dict(customer)) if customer is not None else None,
-                comments=[CommentRecord.model_validate(dict(r)) for r in conn.execute(comments).mappings()],
-                comment_total=conn.execute(count(_COMMENTS)).scalar_one(),
-                events=[EventRecord.model_validate(dict(r)) for r in conn.execute(events).mappings()],
-                event_total=conn.execute(count(_EVENTS)).scalar_one(),
+                ticket=TicketRecord.model_validate({name: row[name] for name in TicketRecord.model_fields}),
+                version=row["version"],
+                customer=CustomerRecord.model_validate(customer) if customer["id"] is not None else None,
+                comments=[CommentRecord.model_validate(dict(r)) for r in conn.execute(comments, params).mappings()],
+                comment_total=row["comment_total"],
+                events=[EventRecord.model_validate(dict(r)) for r in conn.execute(_EVENTS_PAGE, params).mappings()],
+                event_total=row["event_total"],
             )
 
         return await self._read(read)
@@ -401,6 +421,17 @@ class TicketRepository:
         False when there is no such ticket. Every write of subject or body goes here."""
         row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
         return await self._write(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
+
+    async def analyze_unindexed_comments(self, batch: int = 2000) -> int:
+        """Give search text to every comment stored without it (see
+        ``tickets.search.analyze_unindexed_comments``), ``batch`` comments per
+        transaction; returns how many. Running it again finds none."""
+        after, total = 0, 0
+        while True:
+            after, done = await self._write(partial(analyze_unindexed_comments, after=after, batch=batch))
+            total += done
+            if after == 0:
+                return total
 
     async def _write(self, write: Callable[[Connection], T]) -> T:
         """``write(connection)`` in one transaction (see ``_read``)."""

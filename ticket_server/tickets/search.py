@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Select, String, and_, any_, case, cast, column, func, literal, literal_column, or_, select, table,
+    Connection, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_, select, table,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -114,6 +114,36 @@ def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
     count_terms(conn, delta, "comments")
     return out
 
+
+
+def analyze_unindexed_comments(conn: Connection, after: int, batch: int) -> tuple[int, int]:
+    """Give search text to the next ``batch`` comments after key ``after`` that have none
+    (``search_body`` is the column default): comments written by a server older than
+    revision 0007 while a newer one already served, which a search of the conversation
+    misses. Counts their tokens like ``comment_search_bodies``. Returns (the last key
+    looked at, how many comments were given search text; 0 with the key 0: none left).
+    A comment with no words keeps the default and is not counted in the total."""
+    rows = conn.execute(
+        select(_COMMENTS.c.pk, _COMMENTS.c.body)
+        .where(_COMMENTS.c.pk > after, _COMMENTS.c.search_body == search_text([]))
+        .order_by(_COMMENTS.c.pk).limit(batch)
+    ).all()
+    if not rows:
+        return 0, 0
+    delta: Counter[str] = Counter()
+    updates = []
+    for pk, body in rows:
+        tokens = index_tokens(body)
+        if tokens:
+            delta.update(tokens)
+            updates.append({"key": pk, "search_body": search_text(tokens)})
+    if updates:
+        conn.execute(
+            _COMMENTS.update().where(_COMMENTS.c.pk == bindparam("key")), updates,
+        )
+        delta[TOTAL] += len(updates)
+        count_terms(conn, delta, "comments")
+    return rows[-1].pk, len(updates)
 
 # -- reading ------------------------------------------------------------------------
 

@@ -211,10 +211,10 @@ def ticket_json(view: TicketView, fields: set[str], cursor_for: Any = None, limi
         page.append(item)
         size += _size(item) + 1
     more = len(view.comments) > len(page)
-    out["conversation"] = Conversation.model_validate({
+    out["conversation"] = {  # the shape of Conversation; its comments are dumped already
         "comments": page, "total": view.comment_total, "returned": len(page), "truncated": more,
         "next_cursor": cursor_for(view.comments[len(page) - 1]) if more and page and cursor_for else None,
-    }).model_dump(mode="json")
+    }
     return out
 
 
