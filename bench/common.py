@@ -84,7 +84,7 @@ def machine() -> dict[str, str]:
 
 # --- data sets ---------------------------------------------------------------------
 
-def _seed(url: str, count: int) -> None:
+def _seed(url: str, count: int | None) -> None:
     from ticket_server import db
     from ticket_server.settings import Settings
     from ticket_server.admin.seeding import seed
@@ -92,16 +92,17 @@ def _seed(url: str, count: int) -> None:
     db.upgrade(url)
     t = time.perf_counter()
     asyncio.run(seed(Settings(database_url=url), count=count, progress=True))
-    log(f"seeded {count:,} tickets in {time.perf_counter() - t:.1f} s ({url.split('/')[-1]})")
+    what = "the sample" if count is None else f"{count:,} tickets"
+    log(f"seeded {what} in {time.perf_counter() - t:.1f} s ({url.split('/')[-1]})")
 
 
-def sqlite_dataset(count: int) -> Path:
-    """A migrated SQLite file with ``count`` generated tickets, made once per schema
-    revision and reused."""
+def sqlite_dataset(count: int | None) -> Path:
+    """A migrated SQLite file with ``count`` generated tickets (None: the sample in seed/),
+    made once per schema revision and reused."""
     from ticket_server.migrations import HEAD
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / f"sqlite-{count}-{HEAD}.db"
+    path = CACHE / f"sqlite-{'sample' if count is None else count}-{HEAD}.db"
     if path.exists():
         return path
     tmp = path.with_suffix(".partial")
@@ -170,12 +171,12 @@ class Postgres:
         return self._run(str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres",
                          "-d", db, "-Atc", sql).stdout
 
-    def dataset(self, count: int) -> str:
-        """The URL of a database with ``count`` generated tickets, made once per schema
-        revision and reused."""
+    def dataset(self, count: int | None) -> str:
+        """The URL of a database with ``count`` generated tickets (None: the sample in
+        seed/), made once per schema revision and reused."""
         from ticket_server.migrations import HEAD
 
-        name = f"tickets_{count}_{HEAD}".lower()
+        name = f"tickets_{'sample' if count is None else count}_{HEAD}".lower()
         url = f"{self.url_base}/{name}"
         if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":
             return url
@@ -185,6 +186,14 @@ class Postgres:
         self.psql("VACUUM ANALYZE", db=name)
         self.psql(f"CREATE DATABASE {name}_ok")  # marker: the data set is complete
         return url
+
+    def copy(self, count: int, name: str) -> str:
+        """The URL of database ``name``, made afresh as a copy of the ``count`` data set
+        (benchmarks that write: the cached one stays as generated)."""
+        source = self.dataset(count).rsplit("/", 1)[1]
+        self.psql(f"DROP DATABASE IF EXISTS {name}")
+        self.psql(f"CREATE DATABASE {name} TEMPLATE {source}")
+        return f"{self.url_base}/{name}"
 
 
 @contextmanager
