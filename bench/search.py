@@ -50,7 +50,9 @@ async def _measure(url: str, count: int) -> dict[str, object]:
     from ticket_server.server import build_server
     from ticket_server.settings import Settings
 
-    settings = Settings(database_url=url, database_timeout=120, tool_rate_limit="1000000/second")
+    # Timeouts raised so that a slow query is measured, not cut short (report.py names the
+    # queries slower than the default database timeout).
+    settings = Settings(database_url=url, database_timeout=120, tool_timeout=120, tool_rate_limit="1000000/second")
     repeat, base_repeat = repeats(count)
     ours: dict[str, list[float]] = {}
     base: dict[str, list[float]] = {}
