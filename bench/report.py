@@ -352,6 +352,12 @@ def render(r: dict[str, Any]) -> str:
                 "ours: `ticket-server serve` on a 10k-ticket SQLite file.", "",
                 f"- ours runs (s): {', '.join(f'{v:.2f}' for v in cs['runs']['ours'])}",
                 f"- bare runs (s): {', '.join(f'{v:.2f}' for v in cs['runs']['bare'])}", ""]
+    if mem:
+        out += ["### 5. Resident memory (VmRSS, MB) of the stdio server", "",
+                "| point | ours | bare |", "|---|---|---|"]
+        for k in o:
+            out.append(f"| {k if k == 'idle' else 'after ' + format(int(k), ',') + ' calls'} | {o[k]:.1f} | {b.get(k, float('nan')):.1f} |")
+        out.append("")
     if fr:
         out += ["### 6. Full read of a ticket with 50 comments", "",
                 f"`get_ticket` of {TICKET_ID} (every field, the default page of comments) beside "
@@ -386,11 +392,5 @@ def render(r: dict[str, Any]) -> str:
                 label = "anchor: FTS5 porter, OR, bm25" if name == "anchor" else name
                 out.append(f"| {label} | {x['hit5']:.1%} | {x['ndcg10']:.3f} | "
                            + (", ".join(f"`{q}`" for q in x["misses"]) or "none") + " |")
-        out.append("")
-    if mem:
-        out += ["### 5. Resident memory (VmRSS, MB) of the stdio server", "",
-                "| point | ours | bare |", "|---|---|---|"]
-        for k in o:
-            out.append(f"| {k if k == 'idle' else 'after ' + format(int(k), ',') + ' calls'} | {o[k]:.1f} | {b.get(k, float('nan')):.1f} |")
         out.append("")
     return "\n".join(out) + "\n"
