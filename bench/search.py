@@ -113,7 +113,8 @@ def run(sizes: tuple[int, ...] = SIZES, engines: tuple[str, ...] = ("sqlite", "p
                 pg.start()
             for n in sizes:
                 url = sqlite_url(sqlite_dataset(n)) if engine == "sqlite" else pg.dataset(n)  # type: ignore[union-attr]
-                log(f"search: {engine} {n:,} tickets ...")
+                log(f"search: {engine} {n:,} tickets, each query {repeats(n)[0]} time(s) after a warm-up "
+                    f"(baseline {repeats(n)[1]}) ...")
                 r = asyncio.run(_measure(url, n))
                 log(f"  ours p50 {r['p50']:.2f} p95 {r['p95']:.2f} ms | baseline p50 {r['base_p50']:.1f} "
                     f"p95 {r['base_p95']:.1f} ms | {r['ratio_p95']:.0f}x | words only: p95 "
