@@ -57,12 +57,13 @@ WHY = {
         "database. Not attempted yet."
     ),
     "fullread": (
-        "The full read is one read (ticket_server/tickets/repository.py `ticket_view`): the "
-        "ticket, its customer, the newest page of comments, the newest history events and the "
-        "comment and event totals, on the SQLite reader thread or one asyncpg connection, then "
-        "a result many times larger than the status answer is built, validated against the "
-        "output schema and serialised. The difference from get_ticket_status_v2 in the same "
-        "run is that work; the rest of the call path is the same."
+        "The full read is one read (ticket_server/tickets/repository.py `ticket_view`: the "
+        "ticket with its customer and the comment and event totals, the newest page of "
+        "comments, the newest history events), on the SQLite reader thread or one asyncpg "
+        "connection, and then a result many times the size of the status answer is built and "
+        "serialised (ticket_server/tools/full_read.py). The difference from "
+        "get_ticket_status_v2 in the same run is that work; the rest of the call path is the "
+        "same."
     ),
     "relevance": (
         "Both engines index the same analyzer tokens and rank with the same integer SQL "
