@@ -84,7 +84,9 @@ def machine() -> dict[str, str]:
 
 # --- data sets ---------------------------------------------------------------------
 
-def _seed(url: str, count: int | None) -> None:
+def seed_database(url: str, count: int | None) -> None:
+    """Migrate the empty database at ``url`` and seed ``count`` generated tickets (None:
+    the sample in seed/)."""
     from ticket_server import db
     from ticket_server.settings import Settings
     from ticket_server.admin.seeding import seed
@@ -96,19 +98,19 @@ def _seed(url: str, count: int | None) -> None:
     log(f"seeded {what} in {time.perf_counter() - t:.1f} s ({url.split('/')[-1]})")
 
 
-def sqlite_dataset(count: int | None) -> Path:
-    """A migrated SQLite file with ``count`` generated tickets (None: the sample in seed/),
-    made once per schema revision and reused."""
+def sqlite_dataset(count: int) -> Path:
+    """A migrated SQLite file with ``count`` generated tickets, made once per schema
+    revision and reused."""
     from ticket_server.migrations import HEAD
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / f"sqlite-{'sample' if count is None else count}-{HEAD}.db"
+    path = CACHE / f"sqlite-{count}-{HEAD}.db"
     if path.exists():
         return path
     tmp = path.with_suffix(".partial")
     for p in CACHE.glob(tmp.name + "*"):
         p.unlink()
-    _seed(sqlite_url(tmp), count)
+    seed_database(sqlite_url(tmp), count)
     import sqlite3
 
     con = sqlite3.connect(tmp)
@@ -171,21 +173,25 @@ class Postgres:
         return self._run(str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres",
                          "-d", db, "-Atc", sql).stdout
 
-    def dataset(self, count: int | None) -> str:
-        """The URL of a database with ``count`` generated tickets (None: the sample in
-        seed/), made once per schema revision and reused."""
+    def dataset(self, count: int) -> str:
+        """The URL of a database with ``count`` generated tickets, made once per schema
+        revision and reused."""
         from ticket_server.migrations import HEAD
 
-        name = f"tickets_{'sample' if count is None else count}_{HEAD}".lower()
-        url = f"{self.url_base}/{name}"
+        name = f"tickets_{count}_{HEAD}".lower()
         if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":
-            return url
-        self.psql(f"DROP DATABASE IF EXISTS {name}")
-        self.psql(f"CREATE DATABASE {name}")
-        _seed(url, count)
+            return f"{self.url_base}/{name}"
+        url = self.empty(name)
+        seed_database(url, count)
         self.psql("VACUUM ANALYZE", db=name)
         self.psql(f"CREATE DATABASE {name}_ok")  # marker: the data set is complete
         return url
+
+    def empty(self, name: str) -> str:
+        """The URL of database ``name``, made afresh and empty."""
+        self.psql(f"DROP DATABASE IF EXISTS {name}")
+        self.psql(f"CREATE DATABASE {name}")
+        return f"{self.url_base}/{name}"
 
     def copy(self, count: int, name: str) -> str:
         """The URL of database ``name``, made afresh as a copy of the ``count`` data set

@@ -19,6 +19,7 @@ import json
 import math
 import re
 import sqlite3
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -81,24 +82,29 @@ def scores(results: dict[str, list[str]]) -> tuple[float, float, list[str]]:
 
 
 def run(engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object]:
-    """hit@5, nDCG@10 and the queries missed at 5 of the anchor and of each engine (the
-    sample seeded once into .cache/bench/, bench.common), and how many queries get the
-    same top-10 ids on both engines."""
-    from bench.common import Postgres, log, sqlite_dataset, sqlite_url
+    """hit@5, nDCG@10 and the queries missed at 5 of the anchor and of each engine, and
+    how many queries get the same top-10 ids on both engines. Each engine's database is
+    seeded afresh with the sample (a temporary SQLite file; a database in the benchmark's
+    PostgreSQL cluster, bench.common), so the tickets are always the judged ones."""
+    from bench.common import Postgres, log, seed_database, sqlite_url
 
     js = judgments()
     ranked = {"anchor": anchor()}
     pg = None
     try:
-        for engine in engines:
-            if engine == "postgresql":
-                pg = Postgres()
-                if not pg.available():
-                    log("relevance: PostgreSQL binaries not found; skipped")
-                    continue
-                pg.start()
-            url = sqlite_url(sqlite_dataset(None)) if engine == "sqlite" else pg.dataset(None)  # type: ignore[union-attr]
-            ranked[engine] = asyncio.run(tool_results(url))
+        with tempfile.TemporaryDirectory() as tmp:
+            for engine in engines:
+                if engine == "postgresql":
+                    pg = Postgres()
+                    if not pg.available():
+                        log("relevance: PostgreSQL binaries not found; skipped")
+                        continue
+                    pg.start()
+                    url = pg.empty("bench_relevance")
+                else:
+                    url = sqlite_url(Path(tmp) / "sample.db")
+                seed_database(url, None)
+                ranked[engine] = asyncio.run(tool_results(url))
     finally:
         if pg is not None:
             pg.stop()
