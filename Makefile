@@ -40,7 +40,7 @@ test: $(STAMP)
 	exit $$status
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# Benchmarks (bench/README.md): by hand, never in CI; about 15 minutes, more the first
+# Benchmarks (bench/README.md): by hand, never in CI; about 30 minutes, more the first
 # time (the 1M-ticket data sets are generated once into .cache/bench/).
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'

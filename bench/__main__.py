@@ -1,10 +1,12 @@
 """Run the benchmarks and write bench/RESULTS.md:  .venv/bin/python -m bench [NAME ...]
 
-NAME: calls, search, coldstart, schema, memory (default: all). Options:
-  --sizes 10000,100000,1000000   search data set sizes
-  --engines sqlite,postgresql    search engines
+NAME: schema, coldstart, calls, memory, search, fullread, relevance (default: all). Options:
+  --sizes 10000,100000,1000000   data set sizes of search
+  --fullread-sizes N[,N]         data set sizes of fullread (default: the largest of --sizes)
+  --engines sqlite,postgresql    engines of search, fullread and relevance
   --no-write                     print the results, leave RESULTS.md alone
-Raw results also go to .cache/bench/results.json."""
+Raw results also go to .cache/bench/results.json (each part's entry replaced when it runs);
+RESULTS.md is rendered from all of it."""
 
 from __future__ import annotations
 
@@ -15,21 +17,29 @@ import time
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-from bench import calls, coldstart, memory, schema, search  # noqa: E402
+from bench import calls, coldstart, full_read, memory, schema, search  # noqa: E402
+from bench.relevance import run as relevance  # noqa: E402
 from bench.common import CACHE, ROOT, log, machine  # noqa: E402
 from bench.report import render  # noqa: E402
 
-ALL = ("schema", "coldstart", "calls", "memory", "search")
+ALL = ("schema", "coldstart", "calls", "memory", "search", "fullread", "relevance")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench")
     p.add_argument("names", nargs="*", help=f"any of {', '.join(ALL)} (default: all)")
-    p.add_argument("--sizes", default="10000,100000,1000000")
-    p.add_argument("--engines", default="sqlite,postgresql")
-    p.add_argument("--no-write", action="store_true")
+    p.add_argument("--sizes", default="10000,100000,1000000", help="search's data set sizes")
+    p.add_argument("--fullread-sizes", default=None, help="fullread's (default: the largest of --sizes)")
+    p.add_argument("--engines", default="sqlite,postgresql", help="of search, fullread and relevance")
+    p.add_argument("--no-write", action="store_true", help="leave bench/RESULTS.md alone")
     args = p.parse_args()
     names = args.names or list(ALL)
+    unknown = set(names) - set(ALL)
+    if unknown:
+        p.error(f"unknown benchmark {', '.join(sorted(unknown))}; any of {', '.join(ALL)}")
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    engines = tuple(args.engines.split(","))
+    fullread_sizes = tuple(int(s) for s in args.fullread_sizes.split(",")) if args.fullread_sizes else (max(sizes),)
     CACHE.mkdir(parents=True, exist_ok=True)
     raw_path = CACHE / "results.json"
     results = json.loads(raw_path.read_text()) if raw_path.exists() else {}
@@ -40,13 +50,16 @@ def main() -> None:
         t = time.perf_counter()
         results.setdefault("load", {})[name] = round(os.getloadavg()[0], 2)
         if name == "search":
-            sizes = tuple(int(s) for s in args.sizes.split(","))
-            results["search"] = search.run(sizes, tuple(args.engines.split(",")))
+            results["search"] = search.run(sizes, engines)
+        elif name == "fullread":
+            results["fullread"] = full_read.run(fullread_sizes, engines)
+        elif name == "relevance":
+            results["relevance"] = relevance.run(engines)
         else:
             results[name] = {"calls": calls, "coldstart": coldstart, "schema": schema, "memory": memory}[name].run()
         results.setdefault("when", {})[name] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+        raw_path.write_text(json.dumps(results, indent=2))  # each part kept should a later one fail
         log(f"[{name}: {time.perf_counter() - t:.0f} s]")
-    raw_path.write_text(json.dumps(results, indent=2))
     log(f"all done in {time.perf_counter() - started:.0f} s; raw results in {raw_path}")
     if not args.no_write:
         (ROOT / "bench" / "RESULTS.md").write_text(render(results))

@@ -84,7 +84,9 @@ def machine() -> dict[str, str]:
 
 # --- data sets ---------------------------------------------------------------------
 
-def _seed(url: str, count: int) -> None:
+def seed_database(url: str, count: int | None) -> None:
+    """Migrate the empty database at ``url`` and seed ``count`` generated tickets (None:
+    the sample in seed/)."""
     from ticket_server import db
     from ticket_server.settings import Settings
     from ticket_server.admin.seeding import seed
@@ -92,7 +94,8 @@ def _seed(url: str, count: int) -> None:
     db.upgrade(url)
     t = time.perf_counter()
     asyncio.run(seed(Settings(database_url=url), count=count, progress=True))
-    log(f"seeded {count:,} tickets in {time.perf_counter() - t:.1f} s ({url.split('/')[-1]})")
+    what = "the sample" if count is None else f"{count:,} tickets"
+    log(f"seeded {what} in {time.perf_counter() - t:.1f} s ({url.split('/')[-1]})")
 
 
 def sqlite_dataset(count: int) -> Path:
@@ -107,7 +110,7 @@ def sqlite_dataset(count: int) -> Path:
     tmp = path.with_suffix(".partial")
     for p in CACHE.glob(tmp.name + "*"):
         p.unlink()
-    _seed(sqlite_url(tmp), count)
+    seed_database(sqlite_url(tmp), count)
     import sqlite3
 
     con = sqlite3.connect(tmp)
@@ -176,15 +179,27 @@ class Postgres:
         from ticket_server.migrations import HEAD
 
         name = f"tickets_{count}_{HEAD}".lower()
-        url = f"{self.url_base}/{name}"
         if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":
-            return url
-        self.psql(f"DROP DATABASE IF EXISTS {name}")
-        self.psql(f"CREATE DATABASE {name}")
-        _seed(url, count)
+            return f"{self.url_base}/{name}"
+        url = self.empty(name)
+        seed_database(url, count)
         self.psql("VACUUM ANALYZE", db=name)
         self.psql(f"CREATE DATABASE {name}_ok")  # marker: the data set is complete
         return url
+
+    def empty(self, name: str) -> str:
+        """The URL of database ``name``, made afresh and empty."""
+        self.psql(f"DROP DATABASE IF EXISTS {name}")
+        self.psql(f"CREATE DATABASE {name}")
+        return f"{self.url_base}/{name}"
+
+    def copy(self, count: int, name: str) -> str:
+        """The URL of database ``name``, made afresh as a copy of the ``count`` data set
+        (benchmarks that write: the cached one stays as generated)."""
+        source = self.dataset(count).rsplit("/", 1)[1]
+        self.psql(f"DROP DATABASE IF EXISTS {name}")
+        self.psql(f"CREATE DATABASE {name} TEMPLATE {source}")
+        return f"{self.url_base}/{name}"
 
 
 @contextmanager

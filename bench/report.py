@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.full_read import COMMENTS, TICKET as TICKET_ID
+
+TARGET_SIZE = 1_000_000  # the data set size the speed targets are set at
+
 # Why a target is missed, as profiled (see bench/README.md, "Profiling").
 WHY = {
     "calls_in_memory": (
@@ -39,24 +43,35 @@ WHY = {
         "with the bare server, and the same call chain as in memory."
     ),
     "search": (
-        "Ranking is relevance within blocks of the 1,000 newest matches (ticket_server/"
-        "tickets/search.py): only those are scored, instead of every match of a frequent "
-        "word (exact bm25/ts_rank top-k over every match measured p95 175 ms on SQLite and "
-        "584 ms on PostgreSQL at 1M). SQLite meets the target because FTS5 walks a word's "
-        "doclist by rowid, newest first, and stops after 1,000 matches. PostgreSQL's GIN "
-        "index returns matches in no useful order, so finding the newest 1,000 either "
-        "visits every match (bitmap heap scan: ~1.7 us per match, a two-word query of "
-        "middling frequency such as `password reset`, 26k matches, takes 42-46 ms) or walks "
-        "the primary key backwards testing each ticket (cheap for frequent words; for "
-        "`keystone`/`trigger`, whose matches are older, 100k tickets walked, 55-63 ms, "
-        "where the planner's uniform-spread estimate picks it over a 15-18 ms bitmap "
-        "scan). The worst case is about sqrt(1,000 x N) tickets touched. Tried and not "
-        "kept: the RUM index (postgresql-15-rum, matches ordered by an attached key): "
-        "3-10 ms for middling words but 33-39 ms for frequent ones, which the planner then "
-        "also sends to it, and a non-core extension to install; probing key ranges "
-        "(newest 16k tickets, then 8x more): p95 190 ms, the planner picks backward scans "
-        "on wide ranges. Meeting 25 ms on PostgreSQL needs matches in key order from the "
-        "index (RUM with a planner guard, or a search table partitioned by key range)."
+        "Ranking is exact over every match, as issue 12 asks (an older ticket that answers "
+        "better is never buried behind newer ones): the engines only find the candidates (any "
+        "query word: FTS5 on SQLite, a GIN-indexed tsvector on PostgreSQL), and every "
+        "candidate's row is read to count its query words and compute its score "
+        "(ticket_server/tickets/search.py). A word held by a quarter of the tickets therefore "
+        "costs a quarter of the table; the identifiers and rare words stay fast. The windowed "
+        "ranking this replaced bounded that work by scoring only the newest 1,000 matches, at "
+        "the price of burying older, better answers. Reaching the target at 1M with "
+        "whole-set relevance needs an index that yields matches best first and stops early "
+        "(impact-ordered postings with WAND/block-max, as Tantivy or Lucene do): a search "
+        "table of (token, impact, updated_at, key) rows, or a Tantivy index beside the "
+        "database. Not attempted yet."
+    ),
+    "fullread": (
+        "The full read is one read (ticket_server/tickets/repository.py `ticket_view`: the "
+        "ticket with its customer and the comment and event totals, the newest page of "
+        "comments, the newest history events), on the SQLite reader thread or one asyncpg "
+        "connection, and then a result many times the size of the status answer is built and "
+        "serialised (ticket_server/tools/full_read.py). The difference from "
+        "get_ticket_status_v2 in the same run is that work; the rest of the call path is the "
+        "same."
+    ),
+    "relevance": (
+        "Both engines index the same analyzer tokens and rank with the same integer SQL "
+        "expression, so their top-10 ids agree exactly, not only within ties "
+        "(tests/tools/test_search.py asserts it). Known weak spots: synonyms (`duplicate` "
+        "for `double`), a number split from its letters (`soc2` does not find `SOC 2`), and "
+        "the English stemmer applied to every language (folding handles the accented names "
+        "and words of the sample)."
     ),
     "coldstart": (
         "SQLAlchemy, Alembic and the engines are out of the start path: the ticket enums "
@@ -71,7 +86,7 @@ WHY = {
         "to about 1.3-1.6x (measured while a test suite ran)."
     ),
     "schema": (
-        "The four tools carry an outputSchema each (the typed v2 records with enums and "
+        "The tools carry an outputSchema each (the typed v2 records with enums and "
         "field descriptions: about a third of the block), long descriptions written for "
         "the model, annotations and deprecation `_meta`. Shrinking them changes the "
         "published contract (tool-contract.json); not done here."
@@ -94,6 +109,28 @@ WHY = {
 
 def _ok(met: bool) -> str:
     return "**met**" if met else "**not met**"
+
+
+def _over_timeout(x: dict[str, Any]) -> str:
+    """The queries slower than the default database timeout: with the default settings
+    those calls fail (the benchmark raises the timeout to measure them)."""
+    from ticket_server.settings import Settings
+
+    limit = Settings.model_fields["database_timeout"].default * 1000
+    over = [q for q, (ours, _) in x["per_query_ms"].items() if ours > limit]
+    return (f"; {len(over)} of {len(x['per_query_ms'])} queries take longer than the default database timeout "
+            f"({limit / 1000:g} s), so with the default settings they fail: " + ", ".join(f"`{q}`" for q in over)
+            ) if over else ""
+
+
+def _engines(part: dict[str, Any]) -> list[str]:
+    """The engines a part ran on ("engine/size" keys), in order."""
+    return list(dict.fromkeys(key.split("/")[0] for key in part))
+
+
+def _unmeasured(number: int, what: str, target: str, missing: list[str]) -> str:
+    missing.append(f"{number}. {what} (target {target})")
+    return f"| {number} | {what} | not measured in this run | | | {target} | **not measured** |"
 
 
 def render(r: dict[str, Any]) -> str:
@@ -125,6 +162,7 @@ def render(r: dict[str, Any]) -> str:
     ]
     why: list[tuple[str, str]] = []
     notes: list[tuple[str, str]] = []  # targets met: what was chosen, what to watch
+    missing: list[str] = []  # targets whose size was not run
     c = r.get("calls")
     if c:
         for key, label in (("in_memory", "in memory"), ("http", "HTTP, 16 callers")):
@@ -141,18 +179,19 @@ def render(r: dict[str, Any]) -> str:
         for key, x in s.items():
             engine, n = key.split("/")
             n = int(n)
-            target = ""
-            met = None
-            if n >= 1_000_000:
-                met = x["p95"] <= 25 and x["ratio_p95"] >= 100
-                target = "p95 <= 25 ms, >= 100x"
+            target, met = ("p95 <= 25 ms", x["p95"] <= 25) if n >= TARGET_SIZE else ("", None)
             out.append(f"| 2 | search_tickets_v2 {engine} {n:,}: p50 / p95 | {x['p50']:.1f} / {x['p95']:.1f} ms | "
                        f"{x['base_p50']:.1f} / {x['base_p95']:.1f} ms | {x['ratio_p50']:.1f}x / {x['ratio_p95']:.1f}x faster | "
                        f"{target} | {_ok(met) if met is not None else ''} |")
             if met is False:
-                why.append((f"2. search {engine} 1M: p95 {x['p95']:.0f} ms (target 25 ms: "
-                            f"{x['p95'] / 25:.1f}x over), {x['ratio_p95']:.1f}x the baseline's p95 "
-                            "(target 100x)", WHY["search"]))
+                slow = sorted(x["per_query_ms"].items(), key=lambda q: -q[1][0])[:4]
+                why.append((f"2. search {engine} {n:,}: p95 {x['p95']:.0f} ms (target 25 ms: "
+                            f"{x['p95'] / 25:.1f}x over); the baseline's p95 {x['base_p95']:.0f} ms; slowest "
+                            "queries (median): " + ", ".join(f"`{q}` {t[0]:,.0f} ms" for q, t in slow)
+                            + _over_timeout(x), WHY["search"]))
+        for engine in _engines(s):
+            if f"{engine}/{TARGET_SIZE}" not in s:
+                out.append(_unmeasured(2, f"search_tickets_v2 {engine} {TARGET_SIZE:,}: p50 / p95", "p95 <= 25 ms", missing))
     cs = r.get("coldstart")
     if cs:
         met = cs["ratio"] <= 1.2
@@ -188,16 +227,70 @@ def render(r: dict[str, Any]) -> str:
         head = (f"5. memory: {max(o.values()):.0f} MB at most (idle {o['idle']:.0f} MB); growth {label} -> "
                 f"{int(last):,} calls {growth:+.1f} MB")
         (notes if met else why).append((head, WHY["memory"]))
+    fr = r.get("fullread")
+    if fr:
+        for key, x in fr.items():
+            engine, n = key.split("/")
+            n = int(n)
+            ours, base = x["get_ticket"], x["get_ticket_status_v2"]
+            target, met = ("p95 <= 10 ms", ours["p95"] <= 10) if n >= TARGET_SIZE else ("", None)
+            out.append(f"| 6 | get_ticket (full read, {COMMENTS} comments) {engine} {n:,}: p50 / p95 | "
+                       f"{ours['p50']:.1f} / {ours['p95']:.1f} ms | get_ticket_status_v2 {base['p50']:.1f} / "
+                       f"{base['p95']:.1f} ms | {ours['p95'] / base['p95']:.2f}x p95 | {target} | "
+                       f"{_ok(met) if met is not None else ''} |")
+            head = (f"6. full read {engine} {n:,}: p95 {ours['p95']:.1f} ms, get_ticket_status_v2 "
+                    f"{base['p95']:.1f} ms in the same run")
+            if met is False:
+                why.append((head + f" (target 10 ms: over by {ours['p95'] - 10:.1f} ms)", WHY["fullread"]))
+            elif met:
+                notes.append((head, WHY["fullread"]))
+        for engine in _engines(fr):
+            if f"{engine}/{TARGET_SIZE}" not in fr:
+                out.append(_unmeasured(6, f"get_ticket (full read, {COMMENTS} comments) {engine} {TARGET_SIZE:,}: "
+                                          "p50 / p95", "p95 <= 10 ms", missing))
+    rel = r.get("relevance")
+    if rel:
+        a = rel["anchor"]
+        rel_heads: list[tuple[str, bool]] = []
+        for engine in ("sqlite", "postgresql"):
+            if engine not in rel:
+                continue
+            x = rel[engine]
+            met = x["hit5"] >= 0.95 and x["ndcg10"] >= a["ndcg10"]
+            out.append(f"| 7 | relevance {engine}: hit@5 / nDCG@10 ({rel['queries']} queries) | "
+                       f"{x['hit5']:.1%} / {x['ndcg10']:.3f} | anchor {a['hit5']:.1%} / {a['ndcg10']:.3f} | "
+                       f"{x['ndcg10'] / a['ndcg10']:.2f}x nDCG | hit@5 >= 95%, nDCG@10 >= anchor | {_ok(met)} |")
+            head = (f"{engine} hit@5 {x['hit5']:.1%}, nDCG@10 {x['ndcg10']:.3f}, missed at 5: "
+                    + (", ".join(f"`{q}`" for q in x["misses"]) or "none"))
+            if x["hit5"] < 0.95:
+                head += f" (hit@5 short of 95% by {0.95 - x['hit5']:.1%})"
+            if x["ndcg10"] < a["ndcg10"]:
+                head += f" (nDCG@10 short of the anchor by {a['ndcg10'] - x['ndcg10']:.3f})"
+            rel_heads.append((head, met))
+        if rel_heads:
+            head = (f"7. relevance (anchor hit@5 {a['hit5']:.1%}, nDCG@10 {a['ndcg10']:.3f}): "
+                    + "; ".join(h for h, _ in rel_heads))
+            (notes if all(m for _, m in rel_heads) else why).append((head, WHY["relevance"]))
+        if "same_top10" in rel:
+            out.append(f"|   | relevance: same top-10 ids on SQLite and PostgreSQL | {rel['same_top10']} of "
+                       f"{rel['queries']} queries | | | | |")
     out += ["", "## Targets not met: by how much and why", ""]
-    if why:
-        for head, text in why:
-            out += [f"- {head}.", f"  {text}", ""]
-    else:
+    said: set[str] = set()  # an explanation shared by several rows is given once
+    for head, text in why:
+        out += [f"- {head}.", f"  {'As above.' if text in said else text}", ""]
+        said.add(text)
+    if missing:
+        out += ["Not measured in this run (the target's data set size was not run; `make bench` runs every "
+                "size): " + "; ".join(missing) + ".", ""]
+    if not why and not missing:
         out += ["All targets met.", ""]
+    elif not why:
+        out += ["Every target measured in this run is met.", ""]
     if notes:
         out += ["## Targets met: what was chosen, what to watch", ""]
         for head, text in notes:
-            out += [f"- {head}.", f"  {text}", ""]
+            out += [f"- {head}.", f"  {'As above.' if text in said else text}", ""]
+            said.add(text)
     out += ["## Details", ""]
     if c:
         out += ["### 1. Per-call cost of get_ticket_status_v2",
@@ -223,24 +316,36 @@ def render(r: dict[str, Any]) -> str:
                        f"{', '.join(f'{v:.0f}' for v in x['runs']['bare'])} |")
         out.append("")
     if s:
-        from bench.search import QUERIES, RARE_QUERIES, REPEAT
+        from bench.search import PHRASES, QUERIES, RARE_QUERIES
 
         out += ["### 2. search_tickets_v2 against the naive baseline", "",
                 f"Queries ({len(QUERIES)}, 1-2 words, frequent to rare): " + ", ".join(f"`{q}`" for q in QUERIES)
-                + f"; and {len(RARE_QUERIES)} identifiers a support agent pastes, each in one or two tickets: "
-                + ", ".join(f"`{q}`" for q in RARE_QUERIES) + " (there the baseline scans every ticket). "
-                "The 'words only' columns leave the identifiers out.",
-                f"Ours: `TicketRepository.search` (the tool's query: first page of 10 + 1), each query "
-                f"{REPEAT} times after one warm-up. Baseline: `LIKE '%q%'` (ILIKE on PostgreSQL) over "
-                "subject or body, newest first, same limit, each query 3 times (once at 1M) after a warm-up.",
+                + f"; {len(RARE_QUERIES)} identifiers a support agent pastes, each in one or two tickets: "
+                + ", ".join(f"`{q}`" for q in RARE_QUERIES) + " (there the baseline scans every ticket); and "
+                f"{len(PHRASES)} phrases as agents type them (ours only): " + ", ".join(f"`{q}`" for q in PHRASES)
+                + ". The 'words only' columns leave the identifiers and phrases out.",
+                "Ours: the whole `search_tickets_v2` call (in-memory client, all middleware, first page of 10, "
+                "no filters), each query after one warm-up call, repeated as the 'runs' column says (fewer at "
+                "1M, where a frequent word takes seconds). Baseline: the SQL query alone, `LIKE '%q%'` (ILIKE "
+                "on PostgreSQL) over subject or body, newest first, same limit, after a warm-up.",
                 "Data sets: `generate_tickets(N)` via `ticket_server.admin.seeding.seed`, cached in .cache/bench/.",
-                "", "| engine / tickets | ours p50 | ours p95 | ours max | baseline p50 | baseline p95 | p95 ratio "
-                "| words only: ours p95 | words only: baseline p95 |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                "", "| engine / tickets | runs per query: ours / baseline | ours p50 | ours p95 | ours max "
+                "| baseline p50 | baseline p95 | p95 ratio | words only: ours p95 | words only: baseline p95 |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for key, x in s.items():
             words = (f"{x['words_p95']:.2f} ms | {x['words_base_p95']:.1f} ms" if "words_p95" in x else " | ")
-            out.append(f"| {key} | {x['p50']:.2f} ms | {x['p95']:.2f} ms | {x['max']:.1f} ms | {x['base_p50']:.1f} ms | "
+            out.append(f"| {key} | {x.get('repeat', '?')} / {x.get('base_repeat', '?')} | {x['p50']:.2f} ms | "
+                       f"{x['p95']:.2f} ms | {x['max']:.1f} ms | {x['base_p50']:.1f} ms | "
                        f"{x['base_p95']:.1f} ms | {x['ratio_p95']:.1f}x | {words} |")
+        keys = list(s)
+        out += ["", "Median per query, ms (ours / baseline):", "",
+                "| query | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+        for q in s[keys[0]]["per_query_ms"]:
+            cells = []
+            for key in keys:
+                ours, base = s[key]["per_query_ms"].get(q, (None, None))
+                cells.append(("" if ours is None else f"{ours:.1f}") + ("" if base is None else f" / {base:.1f}"))
+            out.append(f"| `{q}` | " + " | ".join(cells) + " |")
         out.append("")
     if cs:
         out += ["### 3. Cold start", "",
@@ -253,5 +358,40 @@ def render(r: dict[str, Any]) -> str:
                 "| point | ours | bare |", "|---|---|---|"]
         for k in o:
             out.append(f"| {k if k == 'idle' else 'after ' + format(int(k), ',') + ' calls'} | {o[k]:.1f} | {b.get(k, float('nan')):.1f} |")
+        out.append("")
+    if fr:
+        out += ["### 6. Full read of a ticket with 50 comments", "",
+                f"`get_ticket` of {TICKET_ID} (every field, the default page of comments) beside "
+                "`get_ticket_status_v2` of the same ticket, alternating call by call in one run: in-memory "
+                "client, all middleware (rate limit 1,000,000/second: counted, never hit), after 100 "
+                f"warm-up calls each. {TICKET_ID} is given {COMMENTS} comments in a private copy of the "
+                "generated data set (a file copy on SQLite, `CREATE DATABASE ... TEMPLATE` on PostgreSQL); "
+                "the cached data set stays as generated (bench/full_read.py).", "",
+                "| engine / tickets | calls each | get_ticket p50 | get_ticket p95 | get_ticket_status_v2 p50 "
+                "| get_ticket_status_v2 p95 |", "|---|---|---|---|---|---|"]
+        for key, x in fr.items():
+            ours, base = x["get_ticket"], x["get_ticket_status_v2"]
+            out.append(f"| {key} | {ours['calls']:,} | {ours['p50']:.2f} ms | {ours['p95']:.2f} ms | "
+                       f"{base['p50']:.2f} ms | {base['p95']:.2f} ms |")
+        out.append("")
+    if rel:
+        out += ["### 7. Search relevance", "",
+                f"{rel['queries']} queries written as agents and models type them (bench/relevance/queries.toml: "
+                "natural phrases, plurals, one-letter typos, identifiers such as `INV-20931` / `20931` / "
+                "`INV 20931` / `req_...` / an IP address, and accented or Japanese words of the sample), "
+                f"each judged by a rule over the {rel['sample']:,}-ticket sample (seed/) expanded into "
+                "ticket ids (bench/relevance/judgments.json, `python -m bench.relevance.judge`); the set "
+                "was written, and the anchor and the former search measured, before any tuning. Ours: "
+                "the real tool through the in-memory client, first page of 10, no filters, on the "
+                "seeded sample. Anchor, computed in the same run: SQLite FTS5 `porter unicode61` over "
+                "subject and body, the query's words OR-ed, `ORDER BY bm25`. hit@5: a relevant ticket "
+                "among the first five; nDCG@10 with binary relevance.", "",
+                "| engine | hit@5 | nDCG@10 | missed at 5 |", "|---|---|---|---|"]
+        for name in ("anchor", "sqlite", "postgresql"):
+            if name in rel:
+                x = rel[name]
+                label = "anchor: FTS5 porter, OR, bm25" if name == "anchor" else name
+                out.append(f"| {label} | {x['hit5']:.1%} | {x['ndcg10']:.3f} | "
+                           + (", ".join(f"`{q}`" for q in x["misses"]) or "none") + " |")
         out.append("")
     return "\n".join(out) + "\n"

@@ -86,10 +86,7 @@ def main() -> None:
         pg = Postgres()
         pg.start()
         try:
-            source = pg.dataset(args.count).rsplit("/", 1)[1]
-            pg.psql("DROP DATABASE IF EXISTS bench_writes")
-            pg.psql(f"CREATE DATABASE bench_writes TEMPLATE {source}")
-            writes, elapsed, alone, during = asyncio.run(_run(f"{pg.url_base}/bench_writes", args.writes,
+            writes, elapsed, alone, during = asyncio.run(_run(pg.copy(args.count, "bench_writes"), args.writes,
                                                               args.writers))
         finally:
             pg.stop()

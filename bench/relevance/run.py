@@ -1,6 +1,6 @@
 """Relevance of search_tickets_v2 on the sample, per engine, beside the anchor.
 
-    .venv/bin/python -m bench.relevance.run [--engines sqlite,postgresql]
+    .venv/bin/python -m bench.relevance.run [--engines sqlite,postgresql]    (or: python -m bench relevance)
 
 The anchor is the simplest alternative, computed in the same run on the same tickets:
 an SQLite FTS5 table with the ``porter unicode61`` tokenizer over subject and body, the
@@ -20,7 +20,6 @@ import math
 import re
 import sqlite3
 import tempfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,58 +81,48 @@ def scores(results: dict[str, list[str]]) -> tuple[float, float, list[str]]:
     return sum(hits) / len(js), sum(ndcg) / len(js), misses
 
 
-def _seeded(url: str) -> None:
-    from ticket_server import db
-    from ticket_server.admin.seeding import seed
-    from ticket_server.settings import Settings
+def run(engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object]:
+    """hit@5, nDCG@10 and the queries missed at 5 of the anchor and of each engine, and
+    how many queries get the same top-10 ids on both engines. Each engine's database is
+    seeded afresh with the sample (a temporary SQLite file; a database in the benchmark's
+    PostgreSQL cluster, bench.common), so the tickets are always the judged ones."""
+    from bench.common import Postgres, log, seed_database, sqlite_url
 
-    db.upgrade(url)
-    asyncio.run(seed(Settings(database_url=url)))
-
-
-def engines(names: list[str]) -> dict[str, Callable[[], Awaitable[dict[str, list[str]]]]]:
-    runs: dict[str, Callable[[], Awaitable[dict[str, list[str]]]]] = {}
-    if "sqlite" in names:
-        path = Path(tempfile.mkdtemp(prefix="relevance-")) / "tickets.db"
-        url = f"sqlite+aiosqlite:///{path}"
-        _seeded(url)
-        runs["sqlite"] = lambda: tool_results(url)
-    if "postgresql" in names:
-        from tests.postgres import start_private_server
-
-        pg = start_private_server()
-        pg.psql("CREATE DATABASE relevance")
-        url_pg = pg.url("relevance")
-        _seeded(url_pg)
-        runs["postgresql"] = lambda: tool_results(url_pg)
-        runs["_pg_server"] = pg  # type: ignore[assignment]
-    return runs
+    js = judgments()
+    ranked = {"anchor": anchor()}
+    pg = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for engine in engines:
+                if engine == "postgresql":
+                    pg = Postgres()
+                    if not pg.available():
+                        log("relevance: PostgreSQL binaries not found; skipped")
+                        continue
+                    pg.start()
+                    url = pg.empty("bench_relevance")
+                else:
+                    url = sqlite_url(Path(tmp) / "sample.db")
+                seed_database(url, None)
+                ranked[engine] = asyncio.run(tool_results(url))
+    finally:
+        if pg is not None:
+            pg.stop()
+    out: dict[str, object] = {"queries": len(js), "sample": sum(1 for _ in SAMPLE.open(encoding="utf-8"))}
+    for name, res in ranked.items():
+        hit, ndcg, misses = scores(res)
+        out[name] = {"hit5": hit, "ndcg10": ndcg, "misses": misses}
+        log(f"relevance {name:10s} hit@5 {hit:6.1%}  nDCG@10 {ndcg:.3f}  misses at 5: {misses}")
+    if "sqlite" in ranked and "postgresql" in ranked:
+        out["same_top10"] = sum(ranked["sqlite"][j["q"]] == ranked["postgresql"][j["q"]] for j in js)
+        log(f"relevance: same top-10 ids on SQLite and PostgreSQL for {out['same_top10']}/{len(js)} queries")
+    return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="python -m bench.relevance.run")
     parser.add_argument("--engines", default="sqlite,postgresql")
-    args = parser.parse_args()
-    js = judgments()
-    results = {"anchor (FTS5 porter, OR, bm25)": anchor()}
-    runs = engines(args.engines.split(","))
-    pg = runs.pop("_pg_server", None)
-    try:
-        for name, run in runs.items():
-            results[name] = asyncio.run(run())
-    finally:
-        if pg is not None:
-            pg.remove()  # type: ignore[attr-defined]
-    print(f"{len(js)} queries, sample of {sum(1 for _ in SAMPLE.open())} tickets")
-    print(f"{'engine':34} {'hit@5':>7} {'nDCG@10':>8}")
-    for name, res in results.items():
-        hit, ndcg, _ = scores(res)
-        print(f"{name:34} {hit:7.1%} {ndcg:8.3f}")
-    for name, res in results.items():
-        print(f"misses at 5, {name}: {scores(res)[2]}")
-    if "sqlite" in results and "postgresql" in results:
-        same = sum(results["sqlite"][j["q"]] == results["postgresql"][j["q"]] for j in js)
-        print(f"same top-10 ids on SQLite and PostgreSQL: {same}/{len(js)} queries")
+    run(tuple(parser.parse_args().engines.split(",")))
 
 
 if __name__ == "__main__":
