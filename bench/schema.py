@@ -1,7 +1,9 @@
-"""Benchmark 4: the tools/list block a read-only caller sees (the built-in local caller,
+"""Benchmark 4: the tool definitions a read-only caller sees (the built-in local caller,
 scope tickets:read), as compact JSON (the way SDKs send it), in bytes and estimated
 tokens (ceil(bytes / 4), as `ticket-server tools export` estimates), against the bare
-server's one tool."""
+server's one tool: the block a model request carries (`tools export --format openai`:
+name, description, input schema; issue 13's budget) and the whole tools/list result
+(output schemas and _meta included)."""
 
 from __future__ import annotations
 
@@ -35,16 +37,23 @@ def run() -> dict[str, object]:
         db = sqlite_copy(10_000, Path(tmp) / "t.db")
         ours_tools = asyncio.run(_list(build_server(Settings(database_url=sqlite_url(db)))))
     bare_tools = asyncio.run(_list(build_bare()))
+    from ticket_server.admin.export import envelope, measure
+
     ours, bare = _block(ours_tools), _block(bare_tools)
+    model_bytes, model_tokens = measure(envelope(ours_tools, "openai"))
+    bare_model_bytes, bare_model_tokens = measure(envelope(bare_tools, "openai"))
     per_tool = {t.name: math.ceil(len(_block([t])) / 4) for t in ours_tools}
     out = {
         "tools": [t.name for t in ours_tools],
         "bytes": len(ours), "tokens": math.ceil(len(ours) / 4),
         "bare_bytes": len(bare), "bare_tokens": math.ceil(len(bare) / 4),
         "tokens_per_tool": per_tool,
+        "model_bytes": model_bytes, "model_tokens": model_tokens,
+        "bare_model_bytes": bare_model_bytes, "bare_model_tokens": bare_model_tokens,
     }
     out["ratio"] = out["tokens"] / out["bare_tokens"]
-    log(f"schema: {len(ours_tools)} tools, {out['bytes']} bytes, ~{out['tokens']} tokens "
+    log(f"schema: {len(ours_tools)} tools, model request block {model_bytes} bytes, ~{model_tokens} tokens "
+        f"(bare ~{bare_model_tokens}); tools/list {out['bytes']} bytes, ~{out['tokens']} tokens "
         f"(bare: {out['bare_bytes']} bytes, ~{out['bare_tokens']} tokens)")
     return out
 
