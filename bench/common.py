@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -201,6 +202,25 @@ class Postgres:
         self.psql(f"CREATE DATABASE {name} TEMPLATE {source}")
         return f"{self.url_base}/{name}"
 
+
+
+@contextmanager
+def engines_ready(engines: Iterable[str], part: str) -> Iterator[list[tuple[str, Postgres | None]]]:
+    """The engines a benchmark part runs on, each with the PostgreSQL cluster (started
+    here, stopped when the block ends; None for SQLite). PostgreSQL is left out, with a
+    line, when its binaries are missing."""
+    wanted = list(engines)
+    pg = Postgres() if "postgresql" in wanted else None
+    if pg is not None and not pg.available():
+        log(f"{part}: PostgreSQL binaries not found; skipped")
+        pg = None
+    try:
+        if pg is not None:
+            pg.start()
+        yield [(engine, pg) for engine in wanted if engine != "postgresql" or pg is not None]
+    finally:
+        if pg is not None:
+            pg.stop()
 
 @contextmanager
 def server_process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | None = None,

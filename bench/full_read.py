@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-from bench.common import Postgres, log, percentile, sqlite_copy, sqlite_url  # noqa: E402
+from bench.common import Postgres, engines_ready, log, percentile, sqlite_copy, sqlite_url  # noqa: E402
 
 TICKET = "SUP-4412"
 COMMENTS = 50
@@ -99,15 +99,8 @@ def _copy(engine: str, count: int, pg: Postgres | None) -> Iterator[str]:
 def run(sizes: tuple[int, ...], engines: tuple[str, ...], calls: int = CALLS) -> dict[str, dict[str, object]]:
     """``{"engine/size": {tool: {"p50", "p95", "calls"}}}``, milliseconds."""
     out: dict[str, dict[str, object]] = {}
-    pg = None
-    try:
-        for engine in engines:
-            if engine == "postgresql":
-                pg = Postgres()
-                if not pg.available():
-                    log("full read: PostgreSQL binaries not found; skipped")
-                    continue
-                pg.start()
+    with engines_ready(engines, "full read") as ready:
+        for engine, pg in ready:
             for n in sizes:
                 log(f"full read: {engine} {n:,} tickets ...")
                 with _copy(engine, n, pg) as url:
@@ -116,9 +109,6 @@ def run(sizes: tuple[int, ...], engines: tuple[str, ...], calls: int = CALLS) ->
                                         for name, t in times.items()}
                 for name, x in out[f"{engine}/{n}"].items():
                     log(f"  {name:22s} p50 {x['p50']:.2f} ms, p95 {x['p95']:.2f} ms over {x['calls']:,} calls")
-    finally:
-        if pg is not None:
-            pg.stop()
     return out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.common import Postgres, log, percentile, sqlite_dataset, sqlite_url
+from bench.common import engines_ready, log, percentile, sqlite_dataset, sqlite_url
 
 SIZES = (10_000, 100_000, 1_000_000)
 # 1-2 word queries a model writes, from frequent words (in a quarter of all tickets or
@@ -102,17 +102,10 @@ async def _measure(url: str, count: int) -> dict[str, object]:
 
 def run(sizes: tuple[int, ...] = SIZES, engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object]:
     out: dict[str, object] = {}
-    pg = None
-    try:
-        for engine in engines:
-            if engine == "postgresql":
-                pg = Postgres()
-                if not pg.available():
-                    log("search: PostgreSQL binaries not found; skipped")
-                    continue
-                pg.start()
+    with engines_ready(engines, "search") as ready:
+        for engine, pg in ready:
             for n in sizes:
-                url = sqlite_url(sqlite_dataset(n)) if engine == "sqlite" else pg.dataset(n)  # type: ignore[union-attr]
+                url = sqlite_url(sqlite_dataset(n)) if pg is None else pg.dataset(n)
                 log(f"search: {engine} {n:,} tickets, each query {repeats(n)[0]} time(s) after a warm-up "
                     f"(baseline {repeats(n)[1]}) ...")
                 r = asyncio.run(_measure(url, n))
@@ -120,9 +113,6 @@ def run(sizes: tuple[int, ...] = SIZES, engines: tuple[str, ...] = ("sqlite", "p
                     f"p95 {r['base_p95']:.1f} ms | {r['ratio_p95']:.0f}x | words only: p95 "
                     f"{r['words_p95']:.2f} ms, baseline {r['words_base_p95']:.1f} ms")
                 out[f"{engine}/{n}"] = r
-    finally:
-        if pg is not None:
-            pg.stop()
     return out
 
 

@@ -86,28 +86,15 @@ def run(engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object
     how many queries get the same top-10 ids on both engines. Each engine's database is
     seeded afresh with the sample (a temporary SQLite file; a database in the benchmark's
     PostgreSQL cluster, bench.common), so the tickets are always the judged ones."""
-    from bench.common import Postgres, log, seed_database, sqlite_url
+    from bench.common import engines_ready, log, seed_database, sqlite_url
 
     js = judgments()
     ranked = {"anchor": anchor()}
-    pg = None
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for engine in engines:
-                if engine == "postgresql":
-                    pg = Postgres()
-                    if not pg.available():
-                        log("relevance: PostgreSQL binaries not found; skipped")
-                        continue
-                    pg.start()
-                    url = pg.empty("bench_relevance")
-                else:
-                    url = sqlite_url(Path(tmp) / "sample.db")
-                seed_database(url, None)
-                ranked[engine] = asyncio.run(tool_results(url))
-    finally:
-        if pg is not None:
-            pg.stop()
+    with tempfile.TemporaryDirectory() as tmp, engines_ready(engines, "relevance") as ready:
+        for engine, pg in ready:
+            url = sqlite_url(Path(tmp) / "sample.db") if pg is None else pg.empty("bench_relevance")
+            seed_database(url, None)
+            ranked[engine] = asyncio.run(tool_results(url))
     out: dict[str, object] = {"queries": len(js), "sample": sum(1 for _ in SAMPLE.open(encoding="utf-8"))}
     for name, res in ranked.items():
         hit, ndcg, misses = scores(res)
