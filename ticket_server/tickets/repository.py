@@ -86,9 +86,12 @@ class TicketRepository:
     cost under concurrent callers.
     """
 
-    def __init__(self, engine: AsyncEngine, timeout: float, reader: Engine | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, timeout: float, reader: Engine | None = None, point_reader: Engine | None = None,
+    ) -> None:
         self._engine = engine
         self._reader = reader
+        self._point_reader = point_reader
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
         # This process's writers queue here: on SQLite rather than in its busy handler,
@@ -104,8 +107,9 @@ class TicketRepository:
 
     async def aclose(self) -> None:
         await self._engine.dispose()
-        if self._reader is not None:
-            self._reader.dispose()
+        for reader in (self._reader, self._point_reader):
+            if reader is not None:
+                reader.dispose()
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:
@@ -121,6 +125,23 @@ class TicketRepository:
                 return await self._read_in_thread(read)
             async with self._engine.connect() as conn:
                 return await conn.run_sync(read)
+
+    async def _read_point(self, read: Callable[[Connection], T]) -> T:
+        """``read(connection)`` of a few rows by key (bounded work, no scan): on SQLite
+        first on the event loop on ``point_reader``, which never waits for a lock, so
+        there is no worker-thread hop (most of a lookup's cost when the cores are
+        busy); should the file be locked (a writer in rollback-journal mode) or the read
+        fail at all, it is made again as any read (``_read``), which waits, times out
+        and reports failures as every read does."""
+        if self._point_reader is not None:
+            from sqlalchemy.exc import SQLAlchemyError
+
+            try:
+                with self._point_reader.connect() as conn:
+                    return read(conn)
+            except SQLAlchemyError:
+                pass
+        return await self._read(read)
 
     async def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
         # A worker thread cannot be cancelled: when the caller gives up (timeout,
@@ -217,7 +238,7 @@ class TicketRepository:
             row = conn.execute(stmt, {"ticket_id": ticket_id}).mappings().first()
             return TicketRecord.model_validate(dict(row)) if row is not None else None
 
-        return await self._read(read)
+        return await self._read_point(read)
 
     async def ticket_view(
         self, ticket_id: str, queues: frozenset[str] | None, *, comments_before: tuple[datetime, int] | None,
