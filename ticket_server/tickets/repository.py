@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -27,10 +27,9 @@ from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
     CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
 )
-from ticket_server.tickets.search import (
-    TOTAL, Position, SearchFilters, Sort, analyze_query, build_page, comment_search_bodies, count_terms, explain,
-    matched_in, row_position, search_columns, ticket_terms,
-)
+
+if TYPE_CHECKING:  # the search module (analyzer, stemmers) loads with the first search or write
+    from ticket_server.tickets.search import Position, SearchFilters, Sort
 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
@@ -375,6 +374,8 @@ class TicketRepository:
         """One page of at most ``limit`` tickets of full-text search, after ``after``;
         ranking and paging are described in ``tickets.search`` (``conversation``: the
         tickets' comments are searched too)."""
+        from ticket_server.tickets.search import analyze_query, build_page, explain, matched_in, row_position
+
         dialect = self.dialect
 
         def read(conn: Connection) -> SearchResult:
@@ -420,6 +421,8 @@ class TicketRepository:
     async def set_text(self, ticket_id: str, subject: str, body: str) -> bool:
         """Change a ticket's subject and body, keeping its search index in step;
         False when there is no such ticket. Every write of subject or body goes here."""
+        from ticket_server.tickets.search import search_columns
+
         row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
         return await self._write(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
 
@@ -442,6 +445,8 @@ def insert_tickets(
     follows), then comments and events (each names its ticket by ``ticket_id``, already
     stored or among ``tickets``), on ``conn``, in the caller's transaction. Returns how
     many tickets."""
+    from ticket_server.tickets.search import comment_search_bodies, search_columns
+
     rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
     written = _write_text(conn, rows, insert_rows=True) if rows else 0
     comment_rows = list(comments)
@@ -459,6 +464,8 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     their ids, with their search columns; ``search_terms`` follows. Returns how many
     tickets were written. The one write path of ticket text: the full-text indexes are
     built on the search columns (by trigger on SQLite, a generated column on PostgreSQL)."""
+    from ticket_server.tickets.search import TOTAL, count_terms, ticket_terms
+
     delta: Counter[str] = Counter()
     written: list[dict[str, Any]] = []
     if insert_rows:
