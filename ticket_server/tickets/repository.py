@@ -82,7 +82,9 @@ class TicketRepository:
     ``reader``, for SQLite, is a synchronous (pysqlite) engine on the same file: each
     read then costs one worker-thread hop, where aiosqlite makes one per DBAPI call
     (cursor, execute, fetch, close, rollback), which was most of a ticket lookup's
-    cost under concurrent callers.
+    cost under concurrent callers. ``point_reader``, for SQLite, is one whose
+    connections never wait for a lock: a lookup by key reads on it on the event loop,
+    with no hop at all (``_read_point``).
     """
 
     def __init__(
