@@ -153,3 +153,31 @@ async def test_invalid_request_state_is_handed_to_the_named_tools_only() -> None
         with pytest.raises(MCPError, match="requestState"):
             await client.session.call_tool("other", {}, request_state=first.request_state[:-2] + "xx",
                                            allow_input_required=True)
+
+
+def test_memory_storage_counts_as_shipped_and_drops_expired_entries_on_the_callers_thread(monkeypatch) -> None:
+    """The moving window counts as `limits` ships it; no hit starts a timer thread; a hit
+    at least ``EXPIRY_SECONDS`` after the last drop drops the entries that expired."""
+    import time
+
+    from limits import parse
+    from limits.storage import MemoryStorage
+    from limits.strategies import MovingWindowRateLimiter
+
+    now = [time.time()]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    storage = compat.memory_storage()
+    assert isinstance(storage, MemoryStorage)
+    timer = storage.timer
+    limiter, item = MovingWindowRateLimiter(storage), parse("2/second")
+
+    assert [limiter.hit(item, "tool", "ann") for _ in range(3)] == [True, True, False]
+    assert [limiter.hit(item, "tool", "bob") for _ in range(2)] == [True, True]
+    assert storage.timer is timer  # no timer thread started after the first
+    assert sum(map(len, storage.events.values())) == 4
+
+    now[0] += compat.EXPIRY_SECONDS + 1.5  # past both the window and the drop interval
+    assert limiter.hit(item, "tool", "ann")
+    assert sum(map(len, storage.events.values())) == 1  # ann's new entry only
+    assert storage.timer is timer

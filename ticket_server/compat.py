@@ -1,4 +1,4 @@
-"""Every touch of FastMCP, MCP SDK and uvicorn internals, in one place.
+"""Every touch of FastMCP, MCP SDK, uvicorn and `limits` internals, in one place.
 
 Each function here leans on something its library does not promise (a private
 attribute, an undocumented hook). ``tests/test_compat.py`` checks each one against the
@@ -193,3 +193,30 @@ def hand_invalid_request_state_to(mcp: FastMCP, tools: Collection[str], marker: 
             return result
 
     chain[index] = refused_in_the_tool
+
+
+EXPIRY_SECONDS = 1.0
+"""How often the in-memory rate-limit storage drops expired entries (``memory_storage``)."""
+
+
+def memory_storage() -> Any:  # -> limits.storage.MemoryStorage
+    """`limits`' in-memory storage (``memory://``), its expired entries dropped on the
+    calling thread at most every ``EXPIRY_SECONDS``. As shipped, every hit after a pause
+    of 10 ms starts a timer thread to drop them, and ``Thread.start`` waits for the new
+    thread to be scheduled: on a busy machine that wait is on every tools/call. Counting
+    is unchanged (a hit never reads an expired entry; dropping them only frees memory).
+    Touches ``MemoryStorage``'s name-mangled ``__schedule_expiry`` and ``__expire_events``."""
+    import time
+
+    from limits.storage import MemoryStorage
+
+    class Storage(MemoryStorage):
+        expired_at = 0.0
+
+        def _MemoryStorage__schedule_expiry(self) -> None:
+            now = time.monotonic()
+            if now - self.expired_at >= EXPIRY_SECONDS:
+                self.expired_at = now
+                self._MemoryStorage__expire_events()
+
+    return Storage()

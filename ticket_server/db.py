@@ -85,10 +85,12 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
     return engine
 
 
-def create_sqlite_reader(settings: Settings) -> Engine | None:
+def create_sqlite_reader(settings: Settings, *, wait: bool = True) -> Engine | None:
     """For an SQLite database, a synchronous (pysqlite) engine on the same file, opened
     as ``create_engine`` opens it for serving; the repository runs each read on it in
-    one worker thread. None for any other database."""
+    one worker thread. ``wait=False``: its connections never wait for a lock (busy
+    timeout 0), for point reads on the event loop (``TicketRepository``). None for any
+    other database."""
     from sqlalchemy import create_engine as create_sync_engine
     from sqlalchemy.engine import make_url
 
@@ -98,7 +100,7 @@ def create_sqlite_reader(settings: Settings) -> Engine | None:
     engine = create_sync_engine(
         make_url("sqlite+pysqlite://").set(database=f"file:{path}?mode=rw", query={"uri": "true"}),
         # Worker threads share the pool; each connection is used by one thread at a time.
-        connect_args={"timeout": settings.database_timeout, "check_same_thread": False},
+        connect_args={"timeout": settings.database_timeout if wait else 0, "check_same_thread": False},
         pool_timeout=settings.database_timeout,
         hide_parameters=True,
     )
@@ -139,7 +141,7 @@ def open_repository(settings: Settings) -> TicketRepository:
 
     return TicketRepository(
         create_engine(settings), timeout=settings.database_timeout,
-        reader=create_sqlite_reader(settings),
+        reader=create_sqlite_reader(settings), point_reader=create_sqlite_reader(settings, wait=False),
     )
 
 
@@ -246,8 +248,9 @@ class MigrationState:
         return self.current == self.head
 
 
-async def migration_state(settings: Settings) -> MigrationState:
-    """The database's Alembic revision against the code's head (``migrations.HEAD``).
+async def migration_state(settings: Settings, engine: AsyncEngine | None = None) -> MigrationState:
+    """The database's Alembic revision against the code's head (``migrations.HEAD``),
+    read on ``engine`` (left open) or on an engine of its own (disposed).
 
     Raises ``DatabaseSetupError`` (one line, naming the setting) when the database
     cannot be reached at all.
@@ -262,7 +265,8 @@ async def migration_state(settings: Settings) -> MigrationState:
         return MigrationState(current=None, head=HEAD)
     from sqlalchemy import text
 
-    engine = create_engine(settings)
+    own = engine is None
+    engine = create_engine(settings) if engine is None else engine
     try:
         async with engine.connect() as conn:
             has_table = await conn.run_sync(
@@ -274,14 +278,16 @@ async def migration_state(settings: Settings) -> MigrationState:
     except Exception as exc:  # the driver's own message says what is wrong
         raise _unreachable(exc) from exc
     finally:
-        await engine.dispose()
+        if own:
+            await engine.dispose()
     return MigrationState(current=current, head=HEAD)
 
 
-async def require_current_schema(settings: Settings) -> None:
+async def require_current_schema(settings: Settings, engine: AsyncEngine | None = None) -> None:
     """``DatabaseSetupError`` (one line saying what to run) unless the database is
-    reachable and at the code's migration head: checked before anything is served."""
-    state = await migration_state(settings)
+    reachable and at the code's migration head: checked before anything is served
+    (on ``engine`` when given, as ``migration_state``)."""
+    state = await migration_state(settings, engine)
     if state.current is None:
         raise DatabaseSetupError(
             "the ticket database has no schema yet; run `ticket-server db upgrade` "

@@ -40,3 +40,49 @@ async def test_timed_out_reads_free_their_threads(settings: Settings) -> None:
         assert ticket is not None and ticket.id == "SUP-4412"
     finally:
         await repo.aclose()
+
+
+@pytest.mark.sqlite_only
+async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
+    settings: Settings, db_path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ticket lookup (one row by key) reads on the event loop while the file is free;
+    while another process holds it locked (possible in rollback-journal mode), it waits
+    in a worker thread like every read and is answered "unavailable" after the timeout;
+    then it reads on the loop again."""
+    import sqlite3
+
+    import ticket_server.tickets.repository as repository
+
+    hops: list[object] = []
+    real = asyncio.to_thread
+
+    async def counted(function, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        hops.append(function)
+        return await real(function, *args, **kwargs)
+
+    monkeypatch.setattr(repository.asyncio, "to_thread", counted)
+    for journal_mode in ("wal", "delete"):
+        repo = open_repository(settings.model_copy(update={"database_timeout": 0.3, "sqlite_journal_mode": journal_mode}))
+        try:
+            assert (await repo.get("SUP-4412")).id == "SUP-4412"  # type: ignore[union-attr]
+            assert hops == []
+        finally:
+            await repo.aclose()
+    # The rollback journal (the last mode set) stays in the file: a reader can be locked out.
+    repo = open_repository(settings.model_copy(update={"database_timeout": 0.3, "sqlite_journal_mode": "delete"}))
+    try:
+        holder = sqlite3.connect(db_path, timeout=0)
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(DatabaseUnavailable):
+                await repo.get("SUP-4412")
+            assert len(hops) == 1
+        finally:
+            holder.rollback()
+            holder.close()
+        assert (await repo.get("SUP-4412")).id == "SUP-4412"  # type: ignore[union-attr]
+        assert len(hops) == 1
+    finally:
+        await repo.aclose()

@@ -58,6 +58,15 @@ def async_storage(url: str):  # -> limits.aio.storage.Storage
     return storage_from_string(f"async+{url}")
 
 
+def sync_storage(url: str):  # -> limits.storage.Storage
+    """The synchronous storage for ``url`` (``memory://``; other schemes as `limits` reads them)."""
+    if url == "memory://":
+        from ticket_server import compat
+
+        return compat.memory_storage()
+    return storage_from_string(url)
+
+
 @lru_cache(maxsize=1024)
 def parse_limit(text: str) -> RateLimitItem:
     """``parse`` once per distinct limit string (a caller's own limit is read on every call)."""
@@ -92,7 +101,7 @@ class ToolLimiter:
         # memory storage costs a task and a thread hop per hit). The same moving-window
         # algorithm either way.
         self.is_async = _is_redis(url)
-        self.storage = async_storage(url) if self.is_async else storage_from_string(url)
+        self.storage = async_storage(url) if self.is_async else sync_storage(url)
         self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(self.storage)
         self.failure = settings.rate_limit_failure
         self.storage_down = False
@@ -187,15 +196,15 @@ class HttpLimiter:
     ``FALLBACK_SECONDS``): the HTTP limit never fails open and never answers 500."""
 
     def __init__(self, settings: Settings) -> None:
-        from limits.storage import MemoryStorage
+        from ticket_server import compat
 
         self.default = parse(settings.http_rate_limit)
         url = settings.rate_limit_storage_url
         self.is_async = _is_redis(url)
-        storage = async_storage(url) if self.is_async else storage_from_string(url)
+        storage = async_storage(url) if self.is_async else sync_storage(url)
         self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(storage)
         self.storage = storage
-        self.memory = MovingWindowRateLimiter(MemoryStorage())
+        self.memory = MovingWindowRateLimiter(compat.memory_storage())
         self.retry_storage_at = 0.0
         self.storage_down = False
 

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -28,10 +28,9 @@ from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
     CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
 )
-from ticket_server.tickets.search import (
-    TOTAL, Position, SearchFilters, Sort, analyze_query, analyze_unindexed_comments, build_page,
-    comment_search_bodies, count_terms, explain, matched_in, row_position, search_columns, ticket_terms,
-)
+
+if TYPE_CHECKING:  # the search module (analyzer, stemmers) loads with the first search or write
+    from ticket_server.tickets.search import Position, SearchFilters, Sort
 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
@@ -111,12 +110,17 @@ class TicketRepository:
     ``reader``, for SQLite, is a synchronous (pysqlite) engine on the same file: each
     read then costs one worker-thread hop, where aiosqlite makes one per DBAPI call
     (cursor, execute, fetch, close, rollback), which was most of a ticket lookup's
-    cost under concurrent callers.
+    cost under concurrent callers. ``point_reader``, for SQLite, is one whose
+    connections never wait for a lock: a lookup by key reads on it on the event loop,
+    with no hop at all (``_read_point``).
     """
 
-    def __init__(self, engine: AsyncEngine, timeout: float, reader: Engine | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, timeout: float, reader: Engine | None = None, point_reader: Engine | None = None,
+    ) -> None:
         self._engine = engine
         self._reader = reader
+        self._point_reader = point_reader
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._timeout = timeout
         # This process's writers queue here: on SQLite rather than in its busy handler,
@@ -132,8 +136,9 @@ class TicketRepository:
 
     async def aclose(self) -> None:
         await self._engine.dispose()
-        if self._reader is not None:
-            self._reader.dispose()
+        for reader in (self._reader, self._point_reader):
+            if reader is not None:
+                reader.dispose()
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:
@@ -153,6 +158,23 @@ class TicketRepository:
                 # too, so a read sees exactly what it saw before.
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
                 return await conn.run_sync(read)
+
+    async def _read_point(self, read: Callable[[Connection], T]) -> T:
+        """``read(connection)`` of a few rows by key (bounded work, no scan): on SQLite
+        first on the event loop on ``point_reader``, which never waits for a lock, so
+        there is no worker-thread hop (most of a lookup's cost when the cores are
+        busy); should the file be locked (a writer in rollback-journal mode) or the read
+        fail at all, it is made again as any read (``_read``), which waits, times out
+        and reports failures as every read does."""
+        if self._point_reader is not None:
+            from sqlalchemy.exc import SQLAlchemyError
+
+            try:
+                with self._point_reader.connect() as conn:
+                    return read(conn)
+            except SQLAlchemyError:
+                pass
+        return await self._read(read)
 
     async def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
         # A worker thread cannot be cancelled: when the caller gives up (timeout,
@@ -249,7 +271,7 @@ class TicketRepository:
             row = conn.execute(stmt, {"ticket_id": ticket_id}).mappings().first()
             return TicketRecord.model_validate(dict(row)) if row is not None else None
 
-        return await self._read(read)
+        return await self._read_point(read)
 
     async def ticket_view(
         self, ticket_id: str, queues: frozenset[str] | None, *, comments_before: tuple[datetime, int] | None,
@@ -378,6 +400,8 @@ class TicketRepository:
         """One page of at most ``limit`` tickets of full-text search, after ``after``;
         ranking and paging are described in ``tickets.search`` (``conversation``: the
         tickets' comments are searched too)."""
+        from ticket_server.tickets.search import analyze_query, build_page, explain, matched_in, row_position
+
         dialect = self.dialect
 
         def read(conn: Connection) -> SearchResult:
@@ -423,6 +447,8 @@ class TicketRepository:
     async def set_text(self, ticket_id: str, subject: str, body: str) -> bool:
         """Change a ticket's subject and body, keeping its search index in step;
         False when there is no such ticket. Every write of subject or body goes here."""
+        from ticket_server.tickets.search import search_columns
+
         row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
         return await self._write(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
 
@@ -430,6 +456,8 @@ class TicketRepository:
         """Give search text to every comment stored without it (see
         ``tickets.search.analyze_unindexed_comments``), ``batch`` comments per
         transaction; returns how many. Running it again finds none."""
+        from ticket_server.tickets.search import analyze_unindexed_comments
+
         after, total = 0, 0
         while True:
             after, done = await self._write(partial(analyze_unindexed_comments, after=after, batch=batch))
@@ -456,6 +484,8 @@ def insert_tickets(
     follows), then comments and events (each names its ticket by ``ticket_id``, already
     stored or among ``tickets``), on ``conn``, in the caller's transaction. Returns how
     many tickets."""
+    from ticket_server.tickets.search import comment_search_bodies, search_columns
+
     rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
     written = _write_text(conn, rows, insert_rows=True) if rows else 0
     comment_rows = list(comments)
@@ -473,6 +503,8 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     their ids, with their search columns; ``search_terms`` follows. Returns how many
     tickets were written. The one write path of ticket text: the full-text indexes are
     built on the search columns (by trigger on SQLite, a generated column on PostgreSQL)."""
+    from ticket_server.tickets.search import TOTAL, count_terms, ticket_terms
+
     delta: Counter[str] = Counter()
     written: list[dict[str, Any]] = []
     if insert_rows:

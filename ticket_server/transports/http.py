@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import re
 from collections.abc import Awaitable, Callable
 from time import monotonic
 from typing import Any

@@ -129,7 +129,8 @@ async def startup_checks(runtime: Runtime) -> str:
     from ticket_server.db import DatabaseSetupError, require_current_schema
 
     try:
-        await require_current_schema(runtime.settings)
+        # On the callers store's engine, which the identity check and the audit use next.
+        await require_current_schema(runtime.settings, runtime.callers.engine)
         return await check_stdio_identity(runtime.settings, runtime.callers)
     except (DatabaseSetupError, IdentityError) as exc:
         raise CheckFailed(str(exc)) from exc
