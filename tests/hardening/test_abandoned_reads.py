@@ -42,14 +42,18 @@ async def test_timed_out_reads_free_their_threads(settings: Settings) -> None:
         await repo.aclose()
 
 
+async def full_read(repo):  # type: ignore[no-untyped-def]
+    return await repo.ticket_view("SUP-4412", None, comments_before=None, comment_limit=11, event_limit=20)
+
+
 @pytest.mark.sqlite_only
 async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
     settings: Settings, db_path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A ticket lookup (one row by key) reads on the event loop while the file is free;
-    while another process holds it locked (possible in rollback-journal mode), it waits
-    in a worker thread like every read and is answered "unavailable" after the timeout;
-    then it reads on the loop again."""
+    """A ticket lookup (one row by key) and the full read of one ticket read on the event
+    loop while the file is free; while another process holds it locked (possible in
+    rollback-journal mode), each waits in a worker thread like every read and is
+    answered "unavailable" after the timeout; then they read on the loop again."""
     import sqlite3
 
     import ticket_server.tickets.repository as repository
@@ -66,6 +70,7 @@ async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
         repo = open_repository(settings.model_copy(update={"database_timeout": 0.3, "sqlite_journal_mode": journal_mode}))
         try:
             assert (await repo.get("SUP-4412")).id == "SUP-4412"  # type: ignore[union-attr]
+            assert (await full_read(repo)).ticket.id == "SUP-4412"  # type: ignore[union-attr]
             assert hops == []
         finally:
             await repo.aclose()
@@ -78,11 +83,14 @@ async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
         try:
             with pytest.raises(DatabaseUnavailable):
                 await repo.get("SUP-4412")
-            assert len(hops) == 1
+            with pytest.raises(DatabaseUnavailable):
+                await full_read(repo)
+            assert len(hops) == 2
         finally:
             holder.rollback()
             holder.close()
         assert (await repo.get("SUP-4412")).id == "SUP-4412"  # type: ignore[union-attr]
-        assert len(hops) == 1
+        assert (await full_read(repo)).ticket.id == "SUP-4412"  # type: ignore[union-attr]
+        assert len(hops) == 2
     finally:
         await repo.aclose()

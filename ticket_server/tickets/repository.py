@@ -111,8 +111,8 @@ class TicketRepository:
     read then costs one worker-thread hop, where aiosqlite makes one per DBAPI call
     (cursor, execute, fetch, close, rollback), which was most of a ticket lookup's
     cost under concurrent callers. ``point_reader``, for SQLite, is one whose
-    connections never wait for a lock: a lookup by key reads on it on the event loop,
-    with no hop at all (``_read_point``).
+    connections never wait for a lock: a lookup by key and the full read of one ticket
+    read on it on the event loop, with no hop at all (``_read_point``).
     """
 
     def __init__(
@@ -160,7 +160,7 @@ class TicketRepository:
                 return await conn.run_sync(read)
 
     async def _read_point(self, read: Callable[[Connection], T]) -> T:
-        """``read(connection)`` of a few rows by key (bounded work, no scan): on SQLite
+        """``read(connection)`` of one ticket's rows by key (bounded work, no scan): on SQLite
         first on the event loop on ``point_reader``, which never waits for a lock, so
         there is no worker-thread hop (most of a lookup's cost when the cores are
         busy); should the file be locked (a writer in rollback-journal mode) or the read
@@ -304,7 +304,7 @@ class TicketRepository:
                 event_total=row["event_total"],
             )
 
-        return await self._read(read)
+        return await self._read_point(read)
 
     async def customer_view(self, customer_id: str, queues: frozenset[str] | None, limit: int) -> CustomerView | None:
         """The customer ``customer_id`` with its open and most recently updated tickets
