@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -385,13 +386,28 @@ class TicketRepository:
 
         if self._reader is None:  # PostgreSQL: the pg_trgm index serves the pattern
             return await self._read(read)
-        # SQLite scans every subject: the scan is stopped (interrupted) at its own budget,
-        # so a burst of them cannot hold the worker threads other callers' reads need.
-        try:
-            async with asyncio.timeout(min(SUBSTRING_SEARCH_SECONDS, self._timeout / 2)):
-                return await self._read(read)
-        except TimeoutError as exc:
-            raise SearchTooCostly() from exc
+        # SQLite scans every subject: the scan is stopped (interrupted by SQLite's
+        # progress handler) at its own budget, counted from its first step, not from a
+        # wait for a worker thread or a busy machine, so a burst of them cannot hold the
+        # worker threads other callers' reads need.
+        budget = min(SUBSTRING_SEARCH_SECONDS, self._timeout / 2)
+
+        def scan(conn: Connection) -> list[TicketRecord]:
+            from sqlalchemy.exc import OperationalError
+
+            sqlite = conn.connection.driver_connection
+            deadline = time.monotonic() + budget
+            sqlite.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+            try:
+                return read(conn)
+            except OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise SearchTooCostly() from exc
+                raise
+            finally:
+                sqlite.set_progress_handler(None, 0)
+
+        return await self._read(scan)
 
     async def search(
         self, query: str, filters: SearchFilters, sort: Sort, after: Position | None, limit: int,
