@@ -107,12 +107,14 @@ def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answere
                "Mcp-Method": "tools/call", "Mcp-Name": "get_ticket_status_v2"}
     statuses: list[int] = []
     try:
-        def healthz_latencies(until: threading.Event, out: list[float]) -> None:
+        def healthz_latencies(until: threading.Event, out: list[float], polling: threading.Event | None = None) -> None:
             with httpx.Client(timeout=30) as http:
                 while not until.is_set():
                     started = time.perf_counter()
                     statuses.append(http.get(f"{server.base}/healthz").status_code)
                     out.append(time.perf_counter() - started)
+                    if polling is not None:
+                        polling.set()
 
         assert httpx.post(server.url, content=call(6, {"ticket_id": "SUP-4412"}), headers=headers,
                           timeout=60).status_code == 200
@@ -122,8 +124,12 @@ def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answere
         healthz_latencies(done, quiet)
         busy: list[float] = []
         done = threading.Event()
-        poller = threading.Thread(target=healthz_latencies, args=(done, busy))
+        # The body is sent once /healthz is being polled: a 413 can come back before a
+        # poller that is still starting has asked anything.
+        polling = threading.Event()
+        poller = threading.Thread(target=healthz_latencies, args=(done, busy, polling))
         poller.start()
+        assert polling.wait(30)
         started = time.perf_counter()
         response = httpx.post(server.url, content=body, headers=headers, timeout=60)
         answered = time.perf_counter() - started
