@@ -39,7 +39,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_, select, table,
+    Connection, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
+    select, table,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -115,7 +116,6 @@ def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
     return out
 
 
-
 def analyze_unindexed_comments(conn: Connection, after: int, batch: int) -> tuple[int, int]:
     """Give search text to the next ``batch`` comments after key ``after`` that have none
     (``search_body`` is the column default): comments written by a server older than
@@ -138,12 +138,11 @@ def analyze_unindexed_comments(conn: Connection, after: int, batch: int) -> tupl
             delta.update(tokens)
             updates.append({"key": pk, "search_body": search_text(tokens)})
     if updates:
-        conn.execute(
-            _COMMENTS.update().where(_COMMENTS.c.pk == bindparam("key")), updates,
-        )
+        conn.execute(_COMMENTS.update().where(_COMMENTS.c.pk == bindparam("key")), updates)
         delta[TOTAL] += len(updates)
         count_terms(conn, delta, "comments")
     return rows[-1].pk, len(updates)
+
 
 # -- reading ------------------------------------------------------------------------
 
