@@ -172,10 +172,11 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
                 raise
             log.info(f"seeded {added} tickets", extra={"added": added})
         elif args.db_command == "reindex":
-            from ticket_server.admin.seeding import analyze_comments
+            from ticket_server.admin.seeding import reindex
 
-            done = asyncio.run(analyze_comments(settings))
+            done, tickets = asyncio.run(reindex(settings))
             log.info(f"gave search text to {done} comments", extra={"comments": done})
+            log.info(f"checked the search postings of {tickets} tickets", extra={"tickets": tickets})
     except db.DatabaseSetupError as exc:
         raise CommandError(f"db {args.db_command}: {exc}") from exc
 
@@ -309,10 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--file", help="load this JSON Lines file instead of the sample")
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
     db_commands.add_parser(
-        "reindex", help="make comments written by an older server searchable",
-        description="Analyze the comments stored without search text: those written by a "
-        "server older than revision 0007 while a newer one already served (a rolling "
-        "upgrade), which a search of the conversation misses. Safe to run again.",
+        "reindex", help="make what an older server wrote searchable",
+        description="Analyze the comments stored without search text (written by a server "
+        "older than revision 0007 while a newer one already served: a rolling upgrade), "
+        "which a search of the conversation misses, and write the search postings missing "
+        "for tickets inserted or changed by a server older than revision 0008. Safe to run again.",
     )
     dbp.set_defaults(handler=_db)
 

@@ -260,6 +260,52 @@ def test_migration_analyzes_existing_tickets(empty_database_url: str) -> None:
 # -- the same answers on both engines ---------------------------------------------------
 
 
+async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
+    """Reading the words' postings best first (``best_first_page``) gives the very rows
+    of the exact plan (``build_page``: every holder scored), page after page, for every
+    query of the relevance benchmark plus frequent words, unfiltered, filtered and for a
+    caller limited to one queue."""
+    from ticket_server.tickets.models import Ticket
+    from ticket_server.tickets.search import (
+        SearchFilters, analyze_query, best_first_applies, best_first_page, build_page, row_position,
+    )
+
+    columns = [Ticket.__table__.c.id]
+    queries = [*JUDGMENTS, "customer", "support team", "please help", "account invoice export error"]
+    filterings = [SearchFilters(), SearchFilters(statuses=("open", "waiting_on_customer")),
+                  SearchFilters(queues=frozenset({"security"})), SearchFilters(queue=("billing",), priorities=("high",))]
+
+    def compare(conn) -> dict[str, list]:
+        dialect, differ, compared = conn.dialect.name, {}, 0
+        for q in queries:
+            for i, filters in enumerate(filterings):
+                words = analyze_query(conn, q, False, filters.scope()).words
+                if not best_first_applies(words, filters, "relevance", False):
+                    continue
+                after = None
+                for _ in range(3):
+                    exact = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, 9)).all()
+                    fast = best_first_page(conn, dialect, columns, words, filters, after, 9)
+                    compared += 1
+                    if [tuple(r) for r in fast] != [tuple(r) for r in exact]:
+                        differ[f"{q} / filters {i} / after {after}"] = [fast, exact]
+                        break
+                    if len(exact) < 9:
+                        break
+                    after = row_position(exact[-1])
+        assert compared > 300
+        return differ
+
+    engine = db.create_engine(settings)
+    try:
+        async with engine.connect() as conn:
+            assert await conn.run_sync(compare) == {}
+    finally:
+        await engine.dispose()
+
+
+
+
 def test_sqlite_and_postgresql_return_the_same_top_ten(template_db: Path, postgres: PostgresServer,
                                                        postgres_template: str, tmp_path: Path) -> None:
     """Every query of the relevance benchmark: the same ten ids in the same order. On

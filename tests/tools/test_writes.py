@@ -117,6 +117,24 @@ async def test_each_write_tool_happy_path(settings: Settings, agent, mode: str) 
     assert json.loads(writes[2].change)["after"] == {"owner": "ana"}
 
 
+async def test_a_write_moves_the_tickets_search_postings(settings: Settings, agent, mode: str) -> None:
+    """A write changes updated_at, which a relevance search breaks ties on: the ticket's
+    search postings move with it in the same transaction, none left at the old time."""
+    billing = await ticket_in(settings, "billing")
+    postings = ("SELECT count(*) FROM search_postings p JOIN tickets t ON t.pk = p.ticket_pk "
+                "WHERE t.id = :t AND p.updated_at {} t.updated_at")
+    before = (await _sql(settings, postings.format("="), t=billing))[0][0]
+    assert before > 0
+    async with Client(agent, mode=mode) as client:
+        await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "ana"})
+        subject = (await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["subject"]})
+                   ).structured_content["subject"]["text"]
+        found = await client.call_tool("search_tickets_v2", {"query": subject, "queue": "billing", "limit": 50})
+        assert billing in [t["id"] for t in found.structured_content["tickets"]]
+    assert (await _sql(settings, postings.format("="), t=billing))[0][0] == before
+    assert (await _sql(settings, postings.format("<>"), t=billing))[0][0] == 0
+
+
 async def test_refusals_change_nothing_and_are_audited(settings: Settings, agent, mode: str) -> None:
     billing = await ticket_in(settings, "billing")
     support = await ticket_in(settings, "support")

@@ -225,15 +225,17 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Callable[[int], 
         yield lambda n: bar.advance(task, n)
 
 
-async def analyze_comments(settings: Settings) -> int:
+async def reindex(settings: Settings) -> tuple[int, int]:
     """`db reindex`: give search text to the comments stored without it (written by a
-    server older than revision 0007 during a rolling upgrade); returns how many.
-    Raises ``DatabaseSetupError`` when the schema is missing or old."""
+    server older than revision 0007 during a rolling upgrade) and write the search
+    postings missing for tickets (inserted or changed by a server older than revision
+    0008); returns (comments given search text, tickets looked at). Raises
+    ``DatabaseSetupError`` when the schema is missing or old."""
     from ticket_server.db import open_repository, require_current_schema
 
     await require_current_schema(settings)
     repo = open_repository(settings)
     try:
-        return await repo.analyze_unindexed_comments()
+        return await repo.analyze_unindexed_comments(), await repo.post_unposted_tickets()
     finally:
         await repo.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import DateTime, Enum, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import DateTime, Enum, ForeignKey, Index, Integer, SmallInteger, String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -160,6 +160,24 @@ class SearchTerm(Base):
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
     tickets: Mapped[int] = mapped_column(Integer)
     comments: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+class SearchPosting(Base):
+    """One search token of one ticket, kept in the order a relevance search reads a
+    word's holders (``tickets.search``): by token, then ``impact`` (2 when the subject
+    holds it + 1 when the body does: the ticket's score for the word, before the word's
+    weight), then the ticket's ``updated_at`` and key, newest last in the index and read
+    backwards. Written with the ticket's text and moved with its ``updated_at``."""
+
+    __tablename__ = "search_postings"
+
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    impact: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    ticket_pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+
+    # SQLite: the table is its primary key's B-tree (no rowid and second copy).
+    __table_args__ = {"sqlite_with_rowid": False}
 
 
 class WriteRequest(Base):

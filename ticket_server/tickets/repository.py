@@ -416,7 +416,9 @@ class TicketRepository:
         """One page of at most ``limit`` tickets of full-text search, after ``after``;
         ranking and paging are described in ``tickets.search`` (``conversation``: the
         tickets' comments are searched too)."""
-        from ticket_server.tickets.search import analyze_query, build_page, explain, matched_in, row_position
+        from ticket_server.tickets.search import (
+            analyze_query, best_first_applies, best_first_page, build_page, explain, matched_in, row_position,
+        )
 
         dialect = self.dialect
 
@@ -425,8 +427,12 @@ class TicketRepository:
             if analyzed.has_words and not analyzed.words:
                 return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
             columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])
-            stmt = build_page(dialect, columns, analyzed.words, filters, sort, after, limit + 1, conversation)
-            rows = conn.execute(stmt).all()
+            if best_first_applies(analyzed.words, filters, sort, conversation):
+                rows = best_first_page(conn, dialect, columns, analyzed.words, filters, after, limit + 1)
+            else:
+                rows = conn.execute(
+                    build_page(dialect, columns, analyzed.words, filters, sort, after, limit + 1, conversation)
+                ).all()
             page = [(TicketSummaryV2.model_validate(dict(r._mapping)), row_position(r)) for r in rows[:limit]]
             note = explain(conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None)
             places = matched_in(conn, dialect, analyzed.words, rows[:limit]) if conversation and analyzed.words else None
@@ -481,6 +487,19 @@ class TicketRepository:
             if after == 0:
                 return total
 
+    async def post_unposted_tickets(self, batch: int = 2000) -> int:
+        """Write every ticket's missing search postings (see
+        ``tickets.search.post_unposted_tickets``), ``batch`` tickets per transaction;
+        returns how many tickets were looked at."""
+        from ticket_server.tickets.search import post_unposted_tickets
+
+        after, total = 0, 0
+        while True:
+            after, looked = await self._write(partial(post_unposted_tickets, after=after, batch=batch))
+            total += looked
+            if after == 0:
+                return total
+
     async def _write(self, write: Callable[[Connection], T]) -> T:
         """``write(connection)`` in one transaction (see ``_read``)."""
         async with bounded(self._timeout), self._engine.begin() as conn:
@@ -519,26 +538,33 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     their ids, with their search columns; ``search_terms`` follows. Returns how many
     tickets were written. The one write path of ticket text: the full-text indexes are
     built on the search columns (by trigger on SQLite, a generated column on PostgreSQL)."""
-    from ticket_server.tickets.search import TOTAL, count_terms, ticket_terms
+    from ticket_server.tickets.search import TOTAL, count_terms, post, ticket_terms, unpost
 
     delta: Counter[str] = Counter()
     written: list[dict[str, Any]] = []
     if insert_rows:
         conn.execute(insert(Ticket), rows)
-        written = rows
+        keys: dict[str, int] = {}
+        for start in range(0, len(rows), 5000):
+            ids = [r["id"] for r in rows[start:start + 5000]]
+            keys.update((r.id, r.pk) for r in conn.execute(select(_TICKETS.c.id, _TICKETS.c.pk).where(_TICKETS.c.id.in_(ids))))
+        written = [{**r, "pk": keys[r["id"]]} for r in rows]
     for row in [] if insert_rows else rows:
         old = conn.execute(
-            select(_TICKETS.c.search_subject, _TICKETS.c.search_body).where(_TICKETS.c.id == row["id"])
+            select(_TICKETS.c.pk, _TICKETS.c.updated_at, _TICKETS.c.search_subject, _TICKETS.c.search_body)
+            .where(_TICKETS.c.id == row["id"])
         ).mappings().first()
         if old is None:
             continue
         delta.subtract(ticket_terms(dict(old)))
         delta[TOTAL] -= 1
+        unpost(conn, [old])
         conn.execute(update(Ticket).where(Ticket.id == row["id"]).values(
             {k: row[k] for k in ("subject", "body", "search_subject", "search_body")}))
-        written.append(row)
+        written.append({**row, "pk": old["pk"], "updated_at": old["updated_at"]})
     for row in written:
         delta.update(ticket_terms(row))
     delta[TOTAL] += len(written)
     count_terms(conn, delta)
+    post(conn, written)
     return len(written)

@@ -33,21 +33,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
-    select, table,
+    Connection, Row, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
+    select, table, tuple_,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
     MAX_WORDS, fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
 )
-from ticket_server.tickets.models import Comment, SearchTerm, Ticket, TicketPriority, TicketStatus
+from ticket_server.tickets.models import Comment, SearchPosting, SearchTerm, Ticket, TicketPriority, TicketStatus
 
 Sort = Literal["relevance", "newest"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
@@ -60,6 +60,8 @@ _fts = table("tickets_fts", column("rowid"))
 _FTS_TABLE = literal_column("tickets_fts")
 _VECTOR = literal_column("tickets.search_vector")
 _TERMS = SearchTerm.__table__
+_POSTINGS = SearchPosting.__table__
+_TICKETS_TABLE = Ticket.__table__
 _COMMENTS = Comment.__table__
 _comments_fts = table("comments_fts", column("rowid"))
 _COMMENTS_FTS_TABLE = literal_column("comments_fts")
@@ -79,6 +81,82 @@ def ticket_terms(columns: dict[str, str]) -> set[str]:
     return set(columns["search_subject"].split()) | set(columns["search_body"].split())
 
 
+def _dialect_insert(conn: Connection) -> Any:
+    """The engine's ``insert`` (with ``on_conflict_do_*``). Each engine's dialect module is
+    imported where that engine is in use: the PostgreSQL one is a large import that a
+    server on SQLite (e.g. over stdio) never needs."""
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
+    return insert
+
+
+def postings(columns: Mapping[str, Any]) -> dict[str, int]:
+    """A ticket's tokens with their impact (``SUBJECT_WEIGHT`` when the subject holds
+    the token + ``BODY_WEIGHT`` when the body does), from its search columns."""
+    subject, body = set(columns["search_subject"].split()), set(columns["search_body"].split())
+    return {t: SUBJECT_WEIGHT * (t in subject) + BODY_WEIGHT * (t in body) for t in subject | body}
+
+
+def _posting_rows(tickets: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{"p_term": term, "p_impact": impact, "p_at": t["updated_at"], "p_ticket": t["pk"]}
+            for t in tickets for term, impact in postings(t).items()]
+
+
+_POSTING_KEY = and_(_POSTINGS.c.term == bindparam("p_term"), _POSTINGS.c.impact == bindparam("p_impact"),
+                    _POSTINGS.c.updated_at == bindparam("p_at"), _POSTINGS.c.ticket_pk == bindparam("p_ticket"))
+
+
+def post(conn: Connection, tickets: Iterable[Mapping[str, Any]], *, missing_only: bool = False) -> None:
+    """Write the postings of ``tickets`` (mappings with ``pk``, ``updated_at`` and the
+    search columns) in the caller's transaction. Every ticket written goes through here.
+    ``missing_only``: postings stored already are left as they are."""
+    rows = _posting_rows(tickets)
+    stmt = _dialect_insert(conn)(_POSTINGS).values(
+        term=bindparam("p_term"), impact=bindparam("p_impact"), updated_at=bindparam("p_at"),
+        ticket_pk=bindparam("p_ticket"))
+    if missing_only:
+        stmt = stmt.on_conflict_do_nothing()
+    for start in range(0, len(rows), 5000):
+        conn.execute(stmt, rows[start:start + 5000])
+
+
+def post_unposted_tickets(conn: Connection, after: int, batch: int) -> tuple[int, int]:
+    """Write the postings missing for the next ``batch`` tickets after key ``after``
+    (``db reindex``): tickets inserted, or changed, by a server older than revision 0008
+    while a newer one already served. Returns (the last key looked at, how many tickets
+    were looked at; 0 with the key 0: none left).
+    A posting of an old ``updated_at`` that such a change left behind stays: a search
+    scores every ticket it reads from the ticket's row, so it costs a read, never a
+    wrong answer."""
+    rows = conn.execute(
+        select(_TICKETS_TABLE.c.pk, _TICKETS_TABLE.c.updated_at, _TICKETS_TABLE.c.search_subject,
+               _TICKETS_TABLE.c.search_body)
+        .where(_TICKETS_TABLE.c.pk > after).order_by(_TICKETS_TABLE.c.pk).limit(batch)
+    ).mappings().all()
+    if not rows:
+        return 0, 0
+    post(conn, rows, missing_only=True)
+    return rows[-1]["pk"], len(rows)
+
+
+def unpost(conn: Connection, tickets: Iterable[Mapping[str, Any]]) -> None:
+    """Remove the postings of ``tickets`` as they are stored (see ``post``)."""
+    rows = _posting_rows(tickets)
+    if rows:
+        conn.execute(_POSTINGS.delete().where(_POSTING_KEY), rows)
+
+
+def move_postings(conn: Connection, ticket: Mapping[str, Any], updated_at: datetime) -> None:
+    """Move the postings of ``ticket`` (as ``post`` takes it, with the ``updated_at`` it
+    had) to its new ``updated_at``, in the transaction that changes it."""
+    rows = _posting_rows([ticket])
+    if rows:
+        conn.execute(_POSTINGS.update().where(_POSTING_KEY).values(updated_at=bindparam("p_new")),
+                     [{**r, "p_new": updated_at} for r in rows])
+
+
 def count_terms(conn: Connection, delta: Counter[str], of: Literal["tickets", "comments"] = "tickets") -> None:
     """Add ``delta`` (term -> change in the number of tickets, or comments, holding it)
     to ``search_terms``. Terms are written in sorted order, so concurrent writers lock
@@ -87,13 +165,7 @@ def count_terms(conn: Connection, delta: Counter[str], of: Literal["tickets", "c
     rows = [{"term": t, of: n, other: 0} for t, n in sorted(delta.items()) if n]
     if not rows:
         return
-    # Each engine's dialect module is imported where that engine is in use: the PostgreSQL
-    # one is a large import that a server on SQLite (e.g. over stdio) never needs.
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    stmt = insert(_TERMS)
+    stmt = _dialect_insert(conn)(_TERMS)
     stmt = stmt.on_conflict_do_update(
         index_elements=[_TERMS.c.term], set_={of: _TERMS.c[of] + stmt.excluded[of]}
     )
@@ -407,6 +479,82 @@ def build_page(
     if after is not None:
         stmt = stmt.where(_after(sort_columns, position_values(after, candidates is not None)))
     return stmt.order_by(*(c.desc() for c in sort_columns)).limit(limit)
+
+
+FIRST_BATCH, LAST_BATCH = 16, 4096  # postings read per word and round: doubling from the first
+_EVALUATED = 2000  # tickets scored per statement
+
+
+def best_first_applies(words: Sequence[Word], filters: SearchFilters, sort: Sort, conversation: bool) -> bool:
+    """Whether ``best_first_page`` answers this search: relevance order over the tickets'
+    own text, filtered at most by scope, queue, status and priority (each leaves a good
+    share of a word's holders, so reading them best first soon fills a page; an owner,
+    customer or date filter may leave few, which the engines' own plan finds faster)."""
+    return (bool(words) and sort == "relevance" and not conversation and filters.owner is None
+            and filters.customer is None and filters.created_after is None
+            and filters.updated_after is None and filters.updated_before is None)
+
+
+@dataclass
+class _Holders:
+    """A word's postings, read best first (impact, then newest) in batches."""
+
+    word: Word
+    last: tuple[int, datetime, int] | None = None
+    done: bool = False
+
+    def read(self, conn: Connection, n: int) -> list[Row[Any]]:
+        p = _POSTINGS.c
+        stmt = select(p.impact, p.updated_at, p.ticket_pk).where(p.term == self.word.token)
+        if self.last is not None:
+            stmt = stmt.where(tuple_(p.impact, p.updated_at, p.ticket_pk) < tuple_(*self.last))
+        rows = conn.execute(stmt.order_by(p.impact.desc(), p.updated_at.desc(), p.ticket_pk.desc()).limit(n)).all()
+        self.done = len(rows) < n
+        if rows:
+            self.last = (rows[-1].impact, rows[-1].updated_at, rows[-1].ticket_pk)
+        return rows
+
+
+def best_first_page(
+    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
+    after: Position | None, limit: int,
+) -> list[Row[Any]]:
+    """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
+    found by reading each word's postings best first and stopping once no ticket not
+    yet read can rank above the page (Fagin's threshold algorithm: the bound is the
+    rank of a ticket holding every word not read to the end, each at the impact read
+    last, and no newer than the last posting read of each). Each round reads a batch of
+    every word's postings and scores the tickets first seen with the same SQL rank as
+    ``build_page``, so the page is the same; its cost follows how deep the page lies in
+    the postings, not how many tickets hold the words."""
+    _, keys = sort_keys(dialect, words, "relevance")
+    conditions = filters.conditions()
+    bound_after = None if after is None else (after.rank, after.updated_at, after.pk)
+    holders = [_Holders(w) for w in words]
+    best: list[tuple[Any, ...]] = []
+    seen: set[int] = set()
+    batch = max(FIRST_BATCH, limit)
+    while True:
+        fresh = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch) if pk not in seen]
+        seen.update(fresh)
+        for start in range(0, len(fresh), _EVALUATED):
+            scored = select(*keys).where(Ticket.pk.in_(fresh[start:start + _EVALUATED]), *conditions)
+            best.extend(k for k in map(tuple, conn.execute(scored)) if bound_after is None or k < bound_after)
+        best = sorted(best, reverse=True)[:limit]
+        unread = [h for h in holders if not h.done]
+        if not unread:
+            break
+        if len(best) == limit:
+            rank = sum(MATCHED + h.word.weight * h.last[0] for h in unread if h.last is not None)
+            newest = min(h.last[1:] for h in unread if h.last is not None)
+            if best[-1] >= (rank, *newest):
+                break
+        batch = min(2 * batch, LAST_BATCH)
+    if not best:
+        return []
+    names = {k.name for k in keys}
+    found = select(*(c for c in columns if c.name not in names), *keys).where(Ticket.pk.in_([k[2] for k in best]))
+    return sorted(conn.execute(found).all(), key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
 
 
 def matched_in(conn: Connection, dialect: str, words: Sequence[Word], rows: Sequence[Any]) -> dict[str, list[str]]:

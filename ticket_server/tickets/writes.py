@@ -36,11 +36,12 @@ from ticket_server.tickets.domain import (
 )
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent, WriteRequest
 from ticket_server.tickets.repository import TicketRepository
-from ticket_server.tickets.search import comment_search_bodies
+from ticket_server.tickets.search import comment_search_bodies, move_postings
 
 _TICKETS, _COMMENTS, _EVENTS = Ticket.__table__, Comment.__table__, TicketEvent.__table__
 _REQUESTS = WriteRequest.__table__
 _STATE = ("status", "priority", "owner", "queue", "version", "updated_at")
+_POSTED = (_TICKETS.c.pk, _TICKETS.c.search_subject, _TICKETS.c.search_body)  # what move_postings needs
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class TicketWrites:
     def _locked(self, conn: Connection, ticket_id: str) -> Any:
         """The ticket's state, its row locked until the transaction ends (PostgreSQL;
         SQLite's ``BEGIN IMMEDIATE`` already holds the database's write lock)."""
-        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE)).where(_TICKETS.c.id == ticket_id)
+        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE), *_POSTED).where(_TICKETS.c.id == ticket_id)
         if self.repository.dialect == "postgresql":
             found = found.with_for_update()
         return conn.execute(found).mappings().first()
@@ -224,6 +225,7 @@ class TicketWrites:
             )
             if done.rowcount != 1:  # the lock above makes this unreachable; never write blind
                 raise StaleVersion(state["version"], _current(state))
+            move_postings(conn, state, now)
             changes = [
                 FieldChange(field=field, old_value=_text(state[field.value]), new_value=_text(value))
                 for field, value in change.fields.items()
