@@ -186,9 +186,8 @@ class Postgres:
     def dataset(self, count: int) -> str:
         """The URL of a database with ``count`` generated tickets, made once per schema
         revision and reused."""
-        from ticket_server.migrations import HEAD
-
         from ticket_server import db
+        from ticket_server.migrations import HEAD
 
         name = f"tickets_{count}_{HEAD}".lower()
         if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":

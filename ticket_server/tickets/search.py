@@ -3,7 +3,8 @@
 Text goes through ``tickets.analyzer`` on the way in (the repository stores a ticket's
 subject and body as tokens, ``search_subject``/``search_body``) and the query through
 the same analyzer, so SQLite and PostgreSQL see the same tokens: the query is words,
-never query syntax. The engines only find candidates, tickets with any query word:
+never query syntax. The engines' full-text indexes find candidates, tickets with any
+query word:
 - SQLite: FTS5 table ``tickets_fts`` over the token columns (``unicode61``,
   ``tokenchars '_'``), ``MATCH '"w1" OR "w2"'``.
 - PostgreSQL: ``search_vector``, the token columns cast to ``tsvector`` (no parser),
@@ -23,6 +24,23 @@ A search of the conversation (``conversation=True``) also finds tickets by their
 are analyzed the same way (``comments.search_body``; FTS5 ``comments_fts`` on SQLite,
 ``comments.search_vector`` on PostgreSQL); a word in any comment counts like a word in
 the body, and a word's weight counts the tickets and comments holding it.
+
+Two plans give the same pages:
+- Best first (``best_first_page``), for a relevance search of the tickets' own text
+  filtered at most by scope, queue, status and priority: each ticket's tokens are also
+  stored as search postings (``search_postings``: token, impact = the ticket's score for
+  the token before the word's weight, ``updated_at``, key; its primary key is that
+  order), written with the ticket's text and moved with its ``updated_at``. The words'
+  postings are read best first in batches, and the reading stops once no ticket not yet
+  read can rank above the page (Fagin's threshold algorithm); the tickets read are
+  scored with the ranking's SQL above. The cost follows how deep the page lies in the
+  postings: a page of a frequent word is its first few dozen postings. The slow case is
+  several words whose best combination is rare: the reading goes on until the words'
+  best postings are exhausted.
+- Every holder scored (``build_page``), for every other search (``sort="newest"``, the
+  conversation, an owner, customer or date filter): the engines find the candidates and
+  each is scored, so the cost follows how many tickets hold the words.
+
 A word no ticket holds is left out of the query, or replaced by the most frequent
 word one letter away (a typo); ``explain`` says so. An empty query lists the filtered
 tickets newest first. Paging is keyset paging on the sort key, so every match comes
@@ -521,12 +539,14 @@ def best_first_page(
 ) -> list[Row[Any]]:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
     found by reading each word's postings best first and stopping once no ticket not
-    yet read can rank above the page (Fagin's threshold algorithm: the bound is the
-    rank of a ticket holding every word not read to the end, each at the impact read
-    last, and no newer than the last posting read of each). Each round reads a batch of
-    every word's postings and scores the tickets first seen with the same SQL rank as
-    ``build_page``, so the page is the same; its cost follows how deep the page lies in
-    the postings, not how many tickets hold the words."""
+    yet read can rank above the page: the threshold algorithm of Fagin, Lotem and Naor,
+    "Optimal aggregation algorithms for middleware" (2003), with the rank as the
+    aggregate. The bound is the rank of a ticket holding every word not read to the
+    end, each at the impact read last, and no newer than the oldest last posting read.
+    Each round reads a batch of every word's postings and scores the tickets first seen
+    with the same SQL rank as ``build_page``, so the page is the same; its cost follows
+    how deep the page lies in the postings, not how many tickets hold the words.
+    ``after`` and ``limit`` as for ``build_page``."""
     _, keys = sort_keys(dialect, words, "relevance")
     conditions = filters.conditions()
     bound_after = None if after is None else (after.rank, after.updated_at, after.pk)
@@ -535,7 +555,8 @@ def best_first_page(
     seen: set[int] = set()
     batch = max(FIRST_BATCH, limit)
     while True:
-        fresh = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch) if pk not in seen]
+        read = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch)]
+        fresh = [pk for pk in dict.fromkeys(read) if pk not in seen]  # a ticket may come in two words' batches
         seen.update(fresh)
         for start in range(0, len(fresh), _EVALUATED):
             scored = select(*keys).where(Ticket.pk.in_(fresh[start:start + _EVALUATED]), *conditions)
