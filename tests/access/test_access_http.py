@@ -50,6 +50,31 @@ def test_missing_bad_revoked_and_query_string_tokens_get_401(http_server, db_pat
     assert http_server.token not in logs and revoked not in logs
 
 
+def test_a_token_that_cannot_be_checked_gets_503_not_401(db_path: Path, tmp_path: Path) -> None:
+    """When the callers table does not answer, a valid token is neither refused as
+    unknown (401 would tell the client to drop it) nor let in: 503 with Retry-After and
+    a JSON-RPC error saying to retry; once the table answers, the same token works."""
+    token = add_caller(db_path, "billing-bot")
+    server = start_http_server(db_path, tmp_path)
+    try:
+        with sqlite3.connect(db_path) as conn:
+            conn.execute("ALTER TABLE callers RENAME TO callers_away")
+        try:
+            response = post(server, token)
+        finally:
+            with sqlite3.connect(db_path) as conn:
+                conn.execute("ALTER TABLE callers_away RENAME TO callers")
+        assert response.status_code == 503, response.text
+        assert response.headers["retry-after"] == "5"
+        error = response.json()["error"]
+        assert error["code"] == -32603 and "could not be checked" in error["message"]
+        assert "Try again" in error["message"] and "callers_away" not in response.text
+        assert post(server, token).status_code == 200
+    finally:
+        stop(server.process)
+    assert token not in server.logs()
+
+
 def _revoke(db_path: Path, name: str) -> None:
     with sqlite3.connect(db_path) as conn:
         conn.execute("UPDATE callers SET revoked_at = '2026-11-30 00:00:00' WHERE name = ?", (name,))

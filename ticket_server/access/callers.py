@@ -8,6 +8,7 @@ them, not when the server is built."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -247,6 +248,10 @@ class CallerStore:
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._timeout = timeout
         self._cache = CallerCache(cache_seconds)
+        # One read per key at a time: the calls that arrive together (a client's first
+        # burst, many replicas' callers after a restart) wait for the same answer
+        # instead of each taking a connection, which under load timed some of them out.
+        self._reading: dict[Hashable, asyncio.Task[Any]] = {}
 
     @property
     def engine(self) -> AsyncEngine:
@@ -276,10 +281,24 @@ class CallerStore:
             yield session
 
     async def _lookup(self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]) -> Any:
-        """``read(row)`` of the row ``where(CallerRow)`` selects, kept in the cache under ``key``."""
+        """``read(row)`` of the row ``where(CallerRow)`` selects, kept in the cache under
+        ``key``; lookups of one key while it is read share that read (which a caller
+        giving up does not cancel)."""
         cached = self._cache.get(key)
         if cached is not _MISS:
             return cached
+        task = self._reading.get(key)
+        if task is None:
+            task = self._reading[key] = asyncio.ensure_future(self._read(key, where, read))
+            task.add_done_callback(lambda done: self._read_done(key, done))
+        return await asyncio.shield(task)
+
+    def _read_done(self, key: Hashable, task: asyncio.Task[Any]) -> None:
+        del self._reading[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here too: every waiter may have given up
+
+    async def _read(self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]) -> Any:
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow

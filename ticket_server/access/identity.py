@@ -59,6 +59,20 @@ def caller_from_access_token(token: AccessToken) -> Caller:
     return Caller.from_claims(token.client_id, token.scopes, token.claims)
 
 
+UNVERIFIABLE = "dev.ticket-server/unverifiable"
+
+
+def _unverifiable(token: str) -> AccessToken:
+    """What a verifier returns for a token it could not check because the callers table
+    did not answer: no caller, no scope. The HTTP gate answers 503 for it, never 401,
+    which would tell the client its token is unknown or revoked."""
+    return AccessToken(token=token_hash(token), client_id="", scopes=[], claims={UNVERIFIABLE: True})
+
+
+def unverifiable(token: AccessToken) -> bool:
+    return token.claims.get(UNVERIFIABLE) is True
+
+
 class _MetadataRoutes:
     """Serves ``/.well-known/oauth-protected-resource/<mcp path>`` (RFC 9728)."""
 
@@ -95,7 +109,7 @@ class CallerTokenVerifier(_MetadataRoutes, TokenVerifier):
         try:
             caller = await self.store.by_token(token)
         except RegistryUnavailable:
-            return None
+            return _unverifiable(token)
         return _access_token(caller, token) if caller is not None else None
 
     def get_routes(self, mcp_path: str | None = None) -> list[Route]:
@@ -156,7 +170,7 @@ class CallerJWTVerifier(_MetadataRoutes, JWTVerifier):
             if not known and self.default_role:
                 row = await self.store.by_name(self.default_role)
         except RegistryUnavailable:
-            return None
+            return _unverifiable(token)
         if row is None:  # revoked, or unknown without a default role: nothing
             return None
         caller = Caller(

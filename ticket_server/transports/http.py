@@ -5,7 +5,9 @@ Every request to /mcp passes ``McpGate`` (after Host/Origin validation and beare
 verification, which read headers only), which decides in this order, cheapest first:
 
 1. no valid token: 401, before a byte of the body is read (a request without a token
-   costs almost nothing), or 429 once its client address is past the HTTP limit;
+   costs almost nothing), or 429 once its client address is past the HTTP limit; a
+   token that could not be checked because the callers table did not answer: 503 with
+   ``Retry-After``, never 401 (which would tell the client to drop its token);
 2. a declared body over ``max_request_bytes``: 413, unread;
 3. the body, read within ``http_read_timeout`` (408) and ``max_request_bytes`` (413),
    holding at most ``frames.MAX_MESSAGE_TOKENS`` JSON tokens (413, told before it is
@@ -42,12 +44,13 @@ from ticket_server import compat
 from ticket_server.access.audit import storable
 from ticket_server.access.callers import Caller
 from ticket_server.access.context import CallRecord, Cause, Outcome
-from ticket_server.access.identity import build_token_verifier, caller_from_access_token
+from ticket_server.access.identity import build_token_verifier, caller_from_access_token, unverifiable
 from ticket_server.access.ratelimit import HttpLimiter, HttpVerdict
 from ticket_server.metrics import CONTENT_TYPE_LATEST
 from ticket_server.server import Runtime, build_runtime, build_server
 from ticket_server.settings import Settings
 from ticket_server.tickets.domain import DatabaseUnavailable
+from ticket_server.tools.errors import DATABASE_UNAVAILABLE
 from ticket_server.transports import frames
 
 MCP_PATH = "/mcp"
@@ -165,9 +168,15 @@ class McpGate:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         access = getattr(scope.get("user"), "access_token", None)
+        started = monotonic()
+        if access is not None and unverifiable(access):
+            self._record(headers, None, _unread_tool(headers), Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE, None,
+                         started)
+            await jsonrpc_error(503, -32603, f"Service Unavailable: the bearer token could not be checked. "
+                                f"{DATABASE_UNAVAILABLE}", headers={"Retry-After": "5"})(scope, receive, send)
+            return
         caller = caller_from_access_token(access) if access is not None else None
         call = _header_call(headers)  # (is it a tools/call, its tool name) as far as headers say
-        started = monotonic()
 
         def record(outcome: Outcome, cause: Cause, detail: str | None = None) -> None:
             if call[0]:
