@@ -280,7 +280,7 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
         for q in queries:
             for i, filters in enumerate(filterings):
                 words = analyze_query(conn, q, False, filters.scope()).words
-                if not best_first_applies(words, filters, "relevance", False):
+                if not best_first_applies(words, filters, "relevance", False, None):
                     continue
                 after = None
                 for _ in range(3):

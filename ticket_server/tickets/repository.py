@@ -427,7 +427,7 @@ class TicketRepository:
             if analyzed.has_words and not analyzed.words:
                 return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
             columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])
-            if best_first_applies(analyzed.words, filters, sort, conversation):
+            if best_first_applies(analyzed.words, filters, sort, conversation, after):
                 rows = best_first_page(conn, dialect, columns, analyzed.words, filters, after, limit + 1)
             else:
                 rows = conn.execute(

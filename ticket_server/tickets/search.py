@@ -503,13 +503,16 @@ FIRST_BATCH, LAST_BATCH = 16, 4096  # postings read per word and round: doubling
 _EVALUATED = 2000  # tickets scored per statement
 
 
-def best_first_applies(words: Sequence[Word], filters: SearchFilters, sort: Sort, conversation: bool) -> bool:
+def best_first_applies(
+    words: Sequence[Word], filters: SearchFilters, sort: Sort, conversation: bool, after: Position | None,
+) -> bool:
     """Whether ``best_first_page`` answers this search: relevance order over the tickets'
     own text, filtered at most by scope, queue, status and priority (each leaves a good
     share of a word's holders, so reading them best first soon fills a page; an owner,
-    customer or date filter may leave few, which the engines' own plan finds faster)."""
-    return (bool(words) and sort == "relevance" and not conversation and filters.owner is None
-            and filters.customer is None and filters.created_after is None
+    customer or date filter may leave few, which the engines' own plan finds faster),
+    after a position with a rank (a page after one found without words has none)."""
+    return (bool(words) and sort == "relevance" and not conversation and (after is None or after.rank is not None)
+            and filters.owner is None and filters.customer is None and filters.created_after is None
             and filters.updated_after is None and filters.updated_before is None)
 
 
