@@ -537,17 +537,19 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     """Insert ``rows`` (whole tickets), or update subject and body of the tickets with
     their ids, with their search columns; ``search_terms`` follows. Returns how many
     tickets were written. The one write path of ticket text: the full-text indexes are
-    built on the search columns (by trigger on SQLite, a generated column on PostgreSQL)."""
+    built on the search columns (by trigger on SQLite, a generated column on PostgreSQL),
+    and the tickets' search postings are written here."""
     from ticket_server.tickets.search import TOTAL, count_terms, post, ticket_terms, unpost
 
     delta: Counter[str] = Counter()
     written: list[dict[str, Any]] = []
     if insert_rows:
         conn.execute(insert(Ticket), rows)
-        keys: dict[str, int] = {}
+        keys: dict[str, int] = {}  # the keys the database gave, which the postings name
         for start in range(0, len(rows), 5000):
             ids = [r["id"] for r in rows[start:start + 5000]]
-            keys.update((r.id, r.pk) for r in conn.execute(select(_TICKETS.c.id, _TICKETS.c.pk).where(_TICKETS.c.id.in_(ids))))
+            found = conn.execute(select(_TICKETS.c.id, _TICKETS.c.pk).where(_TICKETS.c.id.in_(ids)))
+            keys.update((r.id, r.pk) for r in found)
         written = [{**r, "pk": keys[r["id"]]} for r in rows]
     for row in [] if insert_rows else rows:
         old = conn.execute(

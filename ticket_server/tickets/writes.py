@@ -10,8 +10,8 @@ Every write, in its transaction:
 3. checks the caller's writable queues and ``expected_version`` (stale: ``StaleVersion``
    with the current state);
 4. applies the change, bumps ``tickets.version`` and ``updated_at`` (the UPDATE repeats
-   the version read in its WHERE), appends one ``ticket_events`` row per changed field
-   and the comment, if any;
+   the version read in its WHERE) and moves the ticket's search postings with it,
+   appends one ``ticket_events`` row per changed field and the comment, if any;
 5. stores the idempotency key with the result (and spends the confirmation's nonce), and calls ``audit(connection, outcome)``,
    which the caller uses to write its audit record: a write whose audit record fails is
    rolled back with it.
