@@ -480,12 +480,7 @@ class TicketRepository:
         transaction; returns how many. Running it again finds none."""
         from ticket_server.tickets.search import analyze_unindexed_comments
 
-        after, total = 0, 0
-        while True:
-            after, done = await self._write(partial(analyze_unindexed_comments, after=after, batch=batch))
-            total += done
-            if after == 0:
-                return total
+        return await self._in_batches(analyze_unindexed_comments, batch)
 
     async def post_unposted_tickets(self, batch: int = 2000) -> int:
         """Write every ticket's missing search postings (see
@@ -493,10 +488,15 @@ class TicketRepository:
         returns how many tickets were looked at."""
         from ticket_server.tickets.search import post_unposted_tickets
 
+        return await self._in_batches(post_unposted_tickets, batch)
+
+    async def _in_batches(self, step: Callable[..., tuple[int, int]], batch: int) -> int:
+        """``step(connection, after=key, batch=batch)`` in one transaction each, from key 0
+        on, until it returns the key 0 (none left); returns the sum of the counts it returns."""
         after, total = 0, 0
         while True:
-            after, looked = await self._write(partial(post_unposted_tickets, after=after, batch=batch))
-            total += looked
+            after, done = await self._write(partial(step, after=after, batch=batch))
+            total += done
             if after == 0:
                 return total
 
