@@ -261,13 +261,15 @@ def test_migration_analyzes_existing_tickets(empty_database_url: str) -> None:
 
 
 async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
-    """Reading the words' postings best first (``best_first_page``) gives the very rows
-    of the exact plan (``build_page``: every holder scored), page after page, for every
-    query of the relevance benchmark plus frequent words, unfiltered, filtered and for a
-    caller limited to one queue."""
+    """Reading the words' postings best first (``best_first_page``), and the plan the
+    search takes (``relevance_page``: best first within a budget of postings, else the
+    tickets holding every word, else best first to the end; budget 0 takes the other
+    two), give the very rows of the exact plan (``build_page``: every holder scored),
+    page after page, for every query of the relevance benchmark plus frequent words,
+    unfiltered, filtered and for a caller limited to one queue."""
     from ticket_server.tickets.models import Ticket
     from ticket_server.tickets.search import (
-        SearchFilters, analyze_query, best_first_applies, best_first_page, build_page, row_position,
+        SearchFilters, analyze_query, best_first_applies, best_first_page, build_page, relevance_page, row_position,
     )
 
     columns = [Ticket.__table__.c.id]
@@ -284,15 +286,20 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
                     continue
                 after = None
                 for _ in range(3):
-                    exact = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, 9)).all()
-                    fast = best_first_page(conn, dialect, columns, words, filters, after, 9)
+                    exact = [tuple(r) for r in conn.execute(
+                        build_page(dialect, columns, words, filters, "relevance", after, 9)).all()]
+                    plans = {"best first": best_first_page(conn, dialect, columns, words, filters, after, 9),
+                             "search": relevance_page(conn, dialect, columns, words, filters, after, 9),
+                             "search, budget 0": relevance_page(conn, dialect, columns, words, filters, after, 9, 0)}
                     compared += 1
-                    if [tuple(r) for r in fast] != [tuple(r) for r in exact]:
-                        differ[f"{q} / filters {i} / after {after}"] = [fast, exact]
+                    wrong = {name: rows for name, rows in plans.items() if [tuple(r) for r in rows] != exact}
+                    if wrong:
+                        differ[f"{q} / filters {i} / after {after}"] = [wrong, exact]
                         break
                     if len(exact) < 9:
                         break
-                    after = row_position(exact[-1])
+                    after = row_position(conn.execute(
+                        build_page(dialect, columns, words, filters, "relevance", after, 9)).all()[-1])
         assert compared > 300
         return differ
 

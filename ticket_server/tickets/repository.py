@@ -417,7 +417,7 @@ class TicketRepository:
         ranking and paging are described in ``tickets.search`` (``conversation``: the
         tickets' comments are searched too)."""
         from ticket_server.tickets.search import (
-            analyze_query, best_first_applies, best_first_page, build_page, explain, matched_in, row_position,
+            analyze_query, best_first_applies, build_page, explain, matched_in, relevance_page, row_position,
         )
 
         dialect = self.dialect
@@ -428,7 +428,7 @@ class TicketRepository:
                 return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
             columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])
             if best_first_applies(analyzed.words, filters, sort, conversation, after):
-                rows = best_first_page(conn, dialect, columns, analyzed.words, filters, after, limit + 1)
+                rows = relevance_page(conn, dialect, columns, analyzed.words, filters, after, limit + 1)
             else:
                 rows = conn.execute(
                     build_page(dialect, columns, analyzed.words, filters, sort, after, limit + 1, conversation)

@@ -26,7 +26,7 @@ are analyzed the same way (``comments.search_body``; FTS5 ``comments_fts`` on SQ
 the body, and a word's weight counts the tickets and comments holding it.
 
 Two plans give the same pages:
-- Best first (``best_first_page``), for a relevance search of the tickets' own text
+- Best first (``relevance_page``), for a relevance search of the tickets' own text
   filtered at most by scope, queue, status and priority: each ticket's tokens are also
   stored as search postings (``search_postings``: token, impact = the ticket's score for
   the token before the word's weight, ``updated_at``, key; its primary key is that
@@ -34,9 +34,10 @@ Two plans give the same pages:
   postings are read best first in batches, and the reading stops once no ticket not yet
   read can rank above the page (Fagin's threshold algorithm); the tickets read are
   scored with the ranking's SQL above. The cost follows how deep the page lies in the
-  postings: a page of a frequent word is its first few dozen postings. The slow case is
-  several words whose best combination is rare: the reading goes on until the words'
-  best postings are exhausted.
+  postings: a page of a frequent word is its first few dozen postings. When the page
+  lies deep (several words whose best combination is rare), the tickets holding every
+  word are scored instead (the engine's full-text AND): a ticket holding every word
+  ranks above any holding fewer, so when they fill the page they are the page.
 - Every holder scored (``build_page``), for every other search (``sort="newest"``, the
   conversation, an owner, customer or date filter): the engines find the candidates and
   each is scored, so the cost follows how many tickets hold the words.
@@ -388,22 +389,23 @@ def _has(dialect: str, column_: Any, token: str) -> ColumnElement[bool]:
     return find(column_, f" {token} ") > 0
 
 
-def _tsquery(words: Sequence[Word]) -> Any:
+def _tsquery(words: Sequence[Word], every: bool = False) -> Any:
     from sqlalchemy.dialects.postgresql import TSQUERY  # only where PostgreSQL is in use (see count_terms)
 
-    return cast(literal(" | ".join(f"'{w.token}'" for w in words)), TSQUERY)
+    return cast(literal((" & " if every else " | ").join(f"'{w.token}'" for w in words)), TSQUERY)
 
 
-def _fts_match(words: Sequence[Word]) -> str:
-    return " OR ".join(f'"{w.token}"' for w in words)  # tokens hold no quotes
+def _fts_match(words: Sequence[Word], every: bool = False) -> str:
+    return (" AND " if every else " OR ").join(f'"{w.token}"' for w in words)  # tokens hold no quotes
 
 
-def _candidates(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
-    """Tickets holding any of ``words``, from the engine's full-text index."""
+def _candidates(dialect: str, words: Sequence[Word], every: bool = False) -> ColumnElement[bool]:
+    """Tickets holding any of ``words`` (``every``: all of them), from the engine's
+    full-text index."""
     if dialect == "sqlite":
-        return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(_fts_match(words))))
+        return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(_fts_match(words, every))))
     if dialect == "postgresql":
-        return _VECTOR.op("@@")(_tsquery(words))
+        return _VECTOR.op("@@")(_tsquery(words, every))
     raise NotImplementedError(f"full-text search is not implemented for {dialect}")
 
 
@@ -436,14 +438,15 @@ def _conversation_candidates(dialect: str, words: Sequence[Word]) -> ColumnEleme
 
 
 def sort_keys(
-    dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False,
+    dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False, every: bool = False,
 ) -> tuple[ColumnElement[bool] | None, list[Any]]:
     """(the candidates' condition, the sort key's columns, best first and all descending).
 
     With words the key starts with ``rank`` = ``matched x MATCHED + score`` (see the module
     docstring; ``score`` is 0 for ``sort="newest"``): one integer, so each word is looked
     up once per ticket (a simple CASE evaluates its operand once). With ``conversation``
-    a word in any of the ticket's comments counts as well."""
+    a word in any of the ticket's comments counts as well; ``every``: only the tickets
+    holding every word are candidates (not with ``conversation``)."""
     if not words:
         return None, [Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
     parts = []
@@ -461,7 +464,7 @@ def sort_keys(
                 for c in ((0, COMMENT_WEIGHT) if conversation else (0,))} - {0}
         parts.append(case({n: MATCHED + n * w.weight for n in sorted(sums)}, value=where, else_=0))
     rank = sum(parts[1:], parts[0])
-    candidates = _conversation_candidates(dialect, words) if conversation else _candidates(dialect, words)
+    candidates = _conversation_candidates(dialect, words) if conversation else _candidates(dialect, words, every)
     return candidates, [rank.label("rank"), Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
 
 
@@ -479,12 +482,12 @@ def position_values(position: Position, ranked: bool) -> list[Any]:
 
 def build_page(
     dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters, sort: Sort,
-    after: Position | None, limit: int, conversation: bool = False,
+    after: Position | None, limit: int, conversation: bool = False, every: bool = False,
 ) -> Select[Any]:
     """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the
     next ``limit`` tickets after ``after``, in page order (``conversation``: comments
-    are searched too)."""
-    candidates, keys = sort_keys(dialect, words, sort, conversation)
+    are searched too; ``every``: only tickets holding every word)."""
+    candidates, keys = sort_keys(dialect, words, sort, conversation, every)
     names = {k.name for k in keys}
     selected = [c for c in columns if c.name not in names]
     if candidates is None:  # newest first: straight down ix_tickets_updated_at
@@ -500,6 +503,7 @@ def build_page(
 
 
 FIRST_BATCH, LAST_BATCH = 16, 4096  # postings read per word and round: doubling from the first
+BEST_FIRST_BUDGET = 1024  # postings read best first before the tickets holding every word are tried
 _EVALUATED = 2000  # tickets scored per statement
 
 
@@ -536,10 +540,33 @@ class _Holders:
         return rows
 
 
+def relevance_page(
+    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
+    after: Position | None, limit: int, budget: int = BEST_FIRST_BUDGET,
+) -> list[Row[Any]]:
+    """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
+    by the cheapest of three ways that give them, tried in turn:
+    1. ``best_first_page`` while it reads at most ``budget`` postings: a page
+       near the top of the words' postings (a frequent word, words often together);
+    2. the page among the tickets holding every word (the engine's full-text AND, each
+       scored), when that fills it: it is then the page, since a ticket holding every
+       word ranks above any holding fewer (``MATCHED``); its cost follows how many
+       tickets hold every word, which is small when their best combination is rare;
+    3. ``best_first_page`` to the end."""
+    rows = best_first_page(conn, dialect, columns, words, filters, after, limit, budget=budget)
+    if rows is not None:
+        return rows
+    if len(words) > 1:
+        rows = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, limit, every=True)).all()
+        if len(rows) == limit:
+            return rows
+    return best_first_page(conn, dialect, columns, words, filters, after, limit)  # type: ignore[return-value]
+
+
 def best_first_page(
     conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
-    after: Position | None, limit: int,
-) -> list[Row[Any]]:
+    after: Position | None, limit: int, budget: int | None = None,
+) -> list[Row[Any]] | None:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
     found by reading each word's postings best first and stopping once no ticket not
     yet read can rank above the page: the threshold algorithm of Fagin, Lotem and Naor,
@@ -549,7 +576,8 @@ def best_first_page(
     Each round reads a batch of every word's postings and scores the tickets first seen
     with the same SQL rank as ``build_page``, so the page is the same; its cost follows
     how deep the page lies in the postings, not how many tickets hold the words.
-    ``after`` and ``limit`` as for ``build_page``."""
+    ``after`` and ``limit`` as for ``build_page``; None once more than ``budget``
+    postings were read without settling the page."""
     _, keys = sort_keys(dialect, words, "relevance")
     conditions = filters.conditions()
     bound_after = None if after is None else (after.rank, after.updated_at, after.pk)
@@ -557,8 +585,12 @@ def best_first_page(
     best: list[tuple[Any, ...]] = []
     seen: set[int] = set()
     batch = max(FIRST_BATCH, limit)
+    postings = 0
     while True:
+        if budget is not None and postings > budget:
+            return None
         read = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch)]
+        postings += len(read)
         fresh = [pk for pk in dict.fromkeys(read) if pk not in seen]  # a ticket may come in two words' batches
         seen.update(fresh)
         for start in range(0, len(fresh), _EVALUATED):
