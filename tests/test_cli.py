@@ -6,6 +6,7 @@ database and serving with `--workers N`."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 
+from ticket_server.cli import collector_paused
 from tests.transports.conftest import TICKET_SERVER, free_port, server_env, stop
 from tests.transports.test_stdio import stdio_params
 
@@ -195,3 +197,19 @@ def test_workers_n_serves_from_n_processes(db_path: Path, tmp_path: Path) -> Non
         assert "serving MCP over Streamable HTTP" in stderr.read_text() and "2 workers" in stderr.read_text()
     finally:
         stop(process)
+
+
+def test_collector_paused_resumes_collection_and_freezes_what_start_up_made() -> None:
+    """The stdio start-up runs without the cyclic garbage collector; afterwards it collects
+    again, even when start-up failed, and what start-up made is out of its passes."""
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        with pytest.raises(RuntimeError, match="start-up failed"), collector_paused():
+            assert not gc.isenabled()
+            made = [[] for _ in range(1000)]
+            raise RuntimeError("start-up failed")
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(made)
+    finally:
+        gc.unfreeze()

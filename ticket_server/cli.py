@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ticket_server import __version__
 from ticket_server.admin import CommandError
@@ -22,6 +24,22 @@ log = logging.getLogger("ticket_server")
 
 def _fail(message: str) -> None:
     print(f"ticket-server: {message}", file=sys.stderr)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Run the block without Python's cyclic garbage collector, then freeze what it made
+    out of the collector's later passes (``gc.freeze``) and collect again as before.
+
+    For a stdio server's start-up, which a desktop client waits for at every session: the
+    imports and the runtime make a great many objects that live as long as the process and
+    almost no garbage cycles, yet each full collection meanwhile walks all of them again."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _require_free_port(host: str, port: int) -> None:
@@ -58,8 +76,6 @@ def _require_free_port(host: str, port: int) -> None:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
-    from ticket_server.server import build_runtime
-
     http_only = [flag for flag, value in (("--host", args.host), ("--port", args.port),
                                           ("--workers", args.workers)) if value is not None]
     if args.transport == "stdio" and http_only:
@@ -71,9 +87,12 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     if workers < 1:
         raise CommandError("serve: --workers must be 1 or more")
     if args.transport == "stdio":
-        from ticket_server.transports.stdio import serve_stdio
+        with collector_paused():
+            from ticket_server.server import build_runtime
+            from ticket_server.transports.stdio import serve_stdio
 
-        serve_stdio(build_runtime(settings), _fail)  # a failed check: _fail(message), exit status 2
+            runtime = build_runtime(settings)
+        serve_stdio(runtime, _fail)  # a failed check: _fail(message), exit status 2
         return
 
     from ticket_server.db import DatabaseSetupError, require_current_schema
@@ -83,6 +102,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     except DatabaseSetupError as exc:
         raise CommandError(str(exc)) from exc
 
+    from ticket_server.server import build_runtime
     from ticket_server.transports import http
 
     settings = settings.model_copy(update={
