@@ -37,7 +37,8 @@ Two plans give the same pages:
   postings: a page of a frequent word is its first few dozen postings. When the page
   lies deep (several words whose best combination is rare), the tickets holding every
   word are scored instead (the engine's full-text AND): a ticket holding every word
-  ranks above any holding fewer, so when they fill the page they are the page.
+  ranks above any holding fewer, so when they fill the page they are the page. When
+  they do not, every holder is scored, as below.
 - Every holder scored (``build_page``), for every other search (``sort="newest"``, the
   conversation, an owner, customer or date filter): the engines find the candidates and
   each is scored, so the cost follows how many tickets hold the words.
@@ -552,7 +553,10 @@ def relevance_page(
        scored), when that fills it: it is then the page, since a ticket holding every
        word ranks above any holding fewer (``MATCHED``); its cost follows how many
        tickets hold every word, which is small when their best combination is rare;
-    3. ``best_first_page`` to the end."""
+    3. ``build_page`` itself (every holder scored, in one statement): the page needs
+       tickets holding fewer words, which the first two cannot bound (reading best first
+       to the end scores each ticket at a random place in the table, several times the
+       cost per ticket, and a caller limited to a small queue reads most of them in vain)."""
     rows = best_first_page(conn, dialect, columns, words, filters, after, limit, budget=budget)
     if rows is not None:
         return rows
@@ -560,7 +564,7 @@ def relevance_page(
         rows = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, limit, every=True)).all()
         if len(rows) == limit:
             return rows
-    return best_first_page(conn, dialect, columns, words, filters, after, limit)  # type: ignore[return-value]
+    return conn.execute(build_page(dialect, columns, words, filters, "relevance", after, limit)).all()
 
 
 def best_first_page(
