@@ -81,7 +81,6 @@ _FTS_TABLE = literal_column("tickets_fts")
 _VECTOR = literal_column("tickets.search_vector")
 _TERMS = SearchTerm.__table__
 _POSTINGS = SearchPosting.__table__
-_TICKETS_TABLE = Ticket.__table__
 _COMMENTS = Comment.__table__
 _comments_fts = table("comments_fts", column("rowid"))
 _COMMENTS_FTS_TABLE = literal_column("comments_fts")
@@ -151,9 +150,8 @@ def post_unposted_tickets(conn: Connection, after: int, batch: int) -> tuple[int
     scores every ticket it reads from the ticket's row, so it costs a read, never a
     wrong answer."""
     rows = conn.execute(
-        select(_TICKETS_TABLE.c.pk, _TICKETS_TABLE.c.updated_at, _TICKETS_TABLE.c.search_subject,
-               _TICKETS_TABLE.c.search_body)
-        .where(_TICKETS_TABLE.c.pk > after).order_by(_TICKETS_TABLE.c.pk).limit(batch)
+        select(Ticket.pk, Ticket.updated_at, Ticket.search_subject, Ticket.search_body)
+        .where(Ticket.pk > after).order_by(Ticket.pk).limit(batch)
     ).mappings().all()
     if not rows:
         return 0, 0
@@ -511,7 +509,7 @@ _EVALUATED = 2000  # tickets scored per statement
 def best_first_applies(
     words: Sequence[Word], filters: SearchFilters, sort: Sort, conversation: bool, after: Position | None,
 ) -> bool:
-    """Whether ``best_first_page`` answers this search: relevance order over the tickets'
+    """Whether ``relevance_page`` answers this search: relevance order over the tickets'
     own text, filtered at most by scope, queue, status and priority (each leaves a good
     share of a word's holders, so reading them best first soon fills a page; an owner,
     customer or date filter may leave few, which the engines' own plan finds faster),
@@ -589,12 +587,12 @@ def best_first_page(
     best: list[tuple[Any, ...]] = []
     seen: set[int] = set()
     batch = max(FIRST_BATCH, limit)
-    postings = 0
+    read_so_far = 0
     while True:
-        if budget is not None and postings > budget:
+        if budget is not None and read_so_far > budget:
             return None
         read = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch)]
-        postings += len(read)
+        read_so_far += len(read)
         fresh = [pk for pk in dict.fromkeys(read) if pk not in seen]  # a ticket may come in two words' batches
         seen.update(fresh)
         for start in range(0, len(fresh), _EVALUATED):
