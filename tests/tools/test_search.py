@@ -269,7 +269,8 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
     unfiltered, filtered and for a caller limited to one queue."""
     from ticket_server.tickets.models import Ticket
     from ticket_server.tickets.search import (
-        SearchFilters, analyze_query, best_first_applies, best_first_page, build_page, relevance_page, row_position,
+        SearchFilters, analyze_query, best_first_applies, best_first_page, build_page, every_word_page, relevance_page,
+        row_position,
     )
 
     columns = [Ticket.__table__.c.id]
@@ -278,6 +279,7 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
                   SearchFilters(queues=frozenset({"security"})), SearchFilters(queue=("billing",), priorities=("high",))]
 
     def compare(conn) -> dict[str, list]:
+        nonlocal found_by_groups
         dialect, differ, compared = conn.dialect.name, {}, 0
         for q in queries:
             for i, filters in enumerate(filterings):
@@ -291,6 +293,10 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
                     plans = {"best first": best_first_page(conn, dialect, columns, words, filters, after, 9),
                              "search": relevance_page(conn, dialect, columns, words, filters, after, 9),
                              "search, budget 0": relevance_page(conn, dialect, columns, words, filters, after, 9, 0)}
+                    grouped = every_word_page(conn, dialect, columns, words, filters, after, 9)
+                    if grouped is not None:
+                        plans["every word"] = grouped
+                        found_by_groups += 1
                     compared += 1
                     wrong = {name: rows for name, rows in plans.items() if [tuple(r) for r in rows] != exact}
                     if wrong:
@@ -303,10 +309,13 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
         assert compared > 300
         return differ
 
+    found_by_groups = 0
+
     engine = db.create_engine(settings)
     try:
         async with engine.connect() as conn:
             assert await conn.run_sync(compare) == {}
+            assert found_by_groups > 100
     finally:
         await engine.dispose()
 

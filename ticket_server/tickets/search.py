@@ -34,11 +34,14 @@ Two plans give the same pages:
   postings are read best first in batches, and the reading stops once no ticket not yet
   read can rank above the page (Fagin's threshold algorithm); the tickets read are
   scored with the ranking's SQL above. The cost follows how deep the page lies in the
-  postings: a page of a frequent word is its first few dozen postings. When the page
-  lies deep (several words whose best combination is rare), the tickets holding every
-  word are scored instead (the engine's full-text AND): a ticket holding every word
-  ranks above any holding fewer, so when they fill the page they are the page. When
-  they do not, every holder is scored, as below.
+  postings: a page of a frequent word is its first few dozen postings. A query of
+  several words first tries the tickets holding every word (a ticket holding every
+  word ranks above any holding fewer, so when they fill the page they are the page),
+  found from the postings alone: they fall into groups by the impact of each word, a
+  group's score is known before any ticket is read, and the groups are intersected
+  highest score first (``every_word_page``). When that would read too much, the words
+  are read best first as above, then the engine's full-text AND is scored; when the
+  tickets holding every word do not fill the page, every holder is scored, as below.
 - Every holder scored (``build_page``), for every other search (``sort="newest"``, the
   conversation, an owner, customer or date filter): the engines find the candidates and
   each is scored, so the cost follows how many tickets hold the words.
@@ -52,6 +55,8 @@ once while the tickets do not change.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
+from itertools import product
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +65,7 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     Connection, Row, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
-    select, table, tuple_,
+    select, table, tuple_, union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -541,21 +546,31 @@ class _Holders:
 
 def relevance_page(
     conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
-    after: Position | None, limit: int, budget: int = BEST_FIRST_BUDGET,
+    after: Position | None, limit: int, budget: int | None = None,
 ) -> list[Row[Any]]:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
-    by the cheapest of three ways that give them, tried in turn:
-    1. ``best_first_page`` while it reads at most ``budget`` postings: a page
-       near the top of the words' postings (a frequent word, words often together);
-    2. the page among the tickets holding every word (the engine's full-text AND, each
+    by the cheapest of four ways that give them, tried in turn:
+    1. ``every_word_page`` (two words or more) while it reads at most ``budget``
+       postings of its smallest lists: the tickets holding every word, one group of
+       impacts at a time, when they fill the page;
+    2. ``best_first_page`` while it reads at most ``budget`` postings: a page
+       near the top of the words' postings (one word, a frequent word);
+    3. the page among the tickets holding every word (the engine's full-text AND, each
        scored), when that fills it: it is then the page, since a ticket holding every
        word ranks above any holding fewer (``MATCHED``); its cost follows how many
-       tickets hold every word, which is small when their best combination is rare;
-    3. ``build_page`` itself (every holder scored, in one statement): the page needs
-       tickets holding fewer words, which the first two cannot bound (reading best first
+       tickets hold every word;
+    4. ``build_page`` itself (every holder scored, in one statement): the page needs
+       tickets holding fewer words, which the others cannot bound (reading best first
        to the end scores each ticket at a random place in the table, several times the
-       cost per ticket, and a caller limited to a small queue reads most of them in vain)."""
-    rows = best_first_page(conn, dialect, columns, words, filters, after, limit, budget=budget)
+       cost per ticket, and a caller limited to a small queue reads most of them in vain).
+    ``budget`` None: each plan's own (``EVERY_WORD_BUDGET``, ``BEST_FIRST_BUDGET``); 0
+    leaves plans 1 and 2 out."""
+    rows = every_word_page(conn, dialect, columns, words, filters, after, limit,
+                           budget=EVERY_WORD_BUDGET if budget is None else budget)
+    if rows is not None:
+        return rows
+    rows = best_first_page(conn, dialect, columns, words, filters, after, limit,
+                           budget=BEST_FIRST_BUDGET if budget is None else budget)
     if rows is not None:
         return rows
     if len(words) > 1:
@@ -563,6 +578,117 @@ def relevance_page(
         if len(rows) == limit:
             return rows
     return conn.execute(build_page(dialect, columns, words, filters, "relevance", after, limit)).all()
+
+
+EVERY_WORD_BUDGET = 16_384  # postings read from the smallest lists of a search of the tickets holding every word
+_GROUPS = 3 ** 5  # groups of impacts a search of the tickets holding every word may have (5 words, each anywhere)
+_SIZED = 1024  # postings counted per list before a search of the tickets holding every word starts
+_STORED_IMPACTS = (SUBJECT_WEIGHT + BODY_WEIGHT, SUBJECT_WEIGHT, BODY_WEIGHT)  # a posting's impact, highest first
+_DRIVE = _POSTINGS.alias("drive")
+
+
+@lru_cache(maxsize=None)
+def _sizes_statement(lists: int) -> Any:
+    """How many postings each of ``lists`` (token, impact) lists holds, counted up to
+    ``cap``: parameters t0, i0, t1, i1, ... and cap; rows (list index, count)."""
+    p = _POSTINGS.c
+    return union_all(*(
+        select(literal(n).label("n"), func.count().label("size")).select_from(
+            select(p.ticket_pk).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
+            .limit(bindparam("cap")).subquery())
+        for n in range(lists)))
+
+
+@lru_cache(maxsize=None)
+def _group_statement(lists: int, after: bool) -> Select[Any]:
+    """The newest ``limit`` tickets on each of ``lists`` (token, impact) lists: the
+    first read newest first, the others looked up by primary key (parameters t0, i0,
+    t1, i1, ... and limit; ``after``: older than (at, pk) only)."""
+    drive = _DRIVE.c
+    stmt = select(drive.updated_at, drive.ticket_pk).where(drive.term == bindparam("t0"), drive.impact == bindparam("i0"))
+    for n in range(1, lists):
+        probe = _POSTINGS.alias(f"probe{n}").c
+        stmt = stmt.where(select(probe.ticket_pk).where(
+            probe.term == bindparam(f"t{n}"), probe.impact == bindparam(f"i{n}"),
+            probe.updated_at == drive.updated_at, probe.ticket_pk == drive.ticket_pk).exists())
+    if after:
+        stmt = stmt.where(tuple_(drive.updated_at, drive.ticket_pk) < tuple_(
+            bindparam("at", type_=drive.updated_at.type), bindparam("pk", type_=drive.ticket_pk.type)))
+    return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
+
+
+def _list_sizes(conn: Connection, lists: Sequence[tuple[str, int]], cap: int) -> dict[tuple[str, int], int]:
+    """How many postings each (token, impact) list holds, counted up to ``cap`` (a count
+    of ``cap`` means at least that many)."""
+    params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
+    return {lists[n]: size for n, size in conn.execute(_sizes_statement(len(lists)), {**params, "cap": cap})}
+
+
+def every_word_page(
+    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
+    after: Position | None, limit: int, budget: int = EVERY_WORD_BUDGET,
+) -> list[Row[Any]] | None:
+    """The rows ``build_page`` returns for a relevance search (``best_first_applies``)
+    of two words or more, when the tickets holding every word fill the page; None when
+    they do not (the page then needs tickets holding fewer words) or when finding them
+    would read more than ``budget`` postings.
+
+    A ticket holding every word ranks by its score, the sum of each word's weight x its
+    impact in the ticket. So the tickets holding every word fall into one group per
+    combination of impacts (at most 3 per word), whose score is known before any ticket
+    is read; groups are searched highest score first until the page is full and no
+    group left can score as high. A group is the intersection of one stored list of
+    postings per word (the word at that impact), each ordered newest first: the
+    smallest list is read in that order and every other list is looked up by its
+    primary key, so a group's page costs how far down its smallest list the page lies,
+    at most that list's length. This is score-at-a-time evaluation of an impact-ordered
+    index (Anh and Moffat, "Pruned query evaluation using pre-computed impacts", SIGIR
+    2006), exact here: every group scoring above the page's end is read to its end. The
+    page is checked against the tickets' rows and the same SQL rank as ``build_page``:
+    a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
+    if len(words) < 2 or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED)):
+        return None
+    sizes = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], _SIZED)
+    held = [[i for i in _STORED_IMPACTS if sizes[(w.token, i)]] for w in words]
+    if math.prod(len(impacts) for impacts in held) > _GROUPS:
+        return None
+    groups = sorted(((sum(w.weight * i for w, i in zip(words, impacts)), impacts) for impacts in product(*held)),
+                    reverse=True)
+    skip = None if after is None else after.rank - len(words) * MATCHED  # the score of the last page's end
+    conditions = filters.conditions()
+    visible = select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions).exists()
+    found: list[tuple[int, datetime, int]] = []
+    spent = 0
+    for index, (score, impacts) in enumerate(groups):
+        if skip is not None and score > skip:
+            continue
+        lists = [(w.token, i) for w, i in zip(words, impacts)]
+        if min(sizes[key] for key in lists) >= _SIZED:  # only long lists: count them up to the budget left
+            sizes.update(_list_sizes(conn, [key for key in lists if sizes[key] == _SIZED], budget - spent + 1))
+        lists.sort(key=lambda key: sizes[key])
+        spent += sizes[lists[0]]
+        if spent > budget:
+            return None
+        stmt = _group_statement(len(lists), skip is not None and score == skip)
+        if conditions:
+            stmt = stmt.where(visible)
+        params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
+        if skip is not None and score == skip:
+            params.update(at=after.updated_at, pk=after.pk)
+        rows = conn.execute(stmt, {**params, "limit": limit}).all()
+        found = sorted(found + [(score, at, pk) for at, pk in rows], reverse=True)[:limit]
+        if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
+            break
+    else:
+        return None  # fewer tickets than the page hold every word
+    _, keys = sort_keys(dialect, words, "relevance")
+    names = {k.name for k in keys}
+    page = conn.execute(select(*(c for c in columns if c.name not in names), *keys)
+                        .where(Ticket.pk.in_([pk for *_, pk in found]))).all()
+    page.sort(key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
+    if [(r.rank, r.updated_at, r.pk) for r in page] != [(len(words) * MATCHED + s, at, pk) for s, at, pk in found]:
+        return None
+    return page
 
 
 def best_first_page(
