@@ -589,39 +589,55 @@ _DRIVE = _POSTINGS.alias("drive")
 
 @lru_cache(maxsize=None)
 def _sizes_statement(lists: int) -> Any:
-    """How many postings each of ``lists`` (token, impact) lists holds, counted up to
-    ``cap``: parameters t0, i0, t1, i1, ... and cap; rows (list index, count)."""
+    """For each of ``lists`` (token, impact) lists, newest first, its first ``cap``
+    postings: how many and the oldest ``updated_at`` among them (parameters t0, i0, t1,
+    i1, ... and cap; rows (list index, count, oldest))."""
     p = _POSTINGS.c
-    return union_all(*(
-        select(literal(n).label("n"), func.count().label("size")).select_from(
-            select(p.ticket_pk).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
-            .limit(bindparam("cap")).subquery())
-        for n in range(lists)))
+    firsts = (select(p.updated_at).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
+              .order_by(p.updated_at.desc(), p.ticket_pk.desc()).limit(bindparam("cap")).subquery()
+              for n in range(lists))
+    return union_all(*(select(literal(n).label("n"), func.count().label("size"), func.min(f.c.updated_at))
+                       for n, f in enumerate(firsts)))
+
+
+def _looked_up(subquery: Select[Any]) -> ColumnElement[bool]:
+    """EXISTS (``subquery`` OFFSET 0): evaluated for each row in the order the rows are
+    read, as SQLite does anyway. PostgreSQL otherwise turns an EXISTS into a join,
+    planned from estimates of how many postings a (token, impact) list holds, and may
+    read the whole of a long list to merge it; it leaves a subquery with an OFFSET as
+    it is (``simplify_EXISTS_query`` in its planner, src/backend/optimizer/plan/subselect.c)."""
+    return subquery.offset(0).exists()
 
 
 @lru_cache(maxsize=None)
-def _group_statement(lists: int, after: bool) -> Select[Any]:
+def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
     """The newest ``limit`` tickets on each of ``lists`` (token, impact) lists: the
     first read newest first, the others looked up by primary key (parameters t0, i0,
-    t1, i1, ... and limit; ``after``: older than (at, pk) only)."""
+    t1, i1, ... and limit; ``after``: older than (at, pk) only; ``since``: the first
+    list read back to ``updated_at`` ``since`` only)."""
     drive = _DRIVE.c
     stmt = select(drive.updated_at, drive.ticket_pk).where(drive.term == bindparam("t0"), drive.impact == bindparam("i0"))
     for n in range(1, lists):
         probe = _POSTINGS.alias(f"probe{n}").c
-        stmt = stmt.where(select(probe.ticket_pk).where(
+        stmt = stmt.where(_looked_up(select(probe.ticket_pk).where(
             probe.term == bindparam(f"t{n}"), probe.impact == bindparam(f"i{n}"),
-            probe.updated_at == drive.updated_at, probe.ticket_pk == drive.ticket_pk).exists())
+            probe.updated_at == drive.updated_at, probe.ticket_pk == drive.ticket_pk)))
     if after:
         stmt = stmt.where(tuple_(drive.updated_at, drive.ticket_pk) < tuple_(
             bindparam("at", type_=drive.updated_at.type), bindparam("pk", type_=drive.ticket_pk.type)))
+    if since:
+        stmt = stmt.where(drive.updated_at >= bindparam("since", type_=drive.updated_at.type))
     return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
-def _list_sizes(conn: Connection, lists: Sequence[tuple[str, int]], cap: int) -> dict[tuple[str, int], int]:
+def _list_sizes(
+    conn: Connection, lists: Sequence[tuple[str, int]], cap: int,
+) -> dict[tuple[str, int], tuple[int, datetime | None]]:
     """How many postings each (token, impact) list holds, counted up to ``cap`` (a count
-    of ``cap`` means at least that many)."""
+    of ``cap`` means at least that many), and the oldest ``updated_at`` counted."""
     params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
-    return {lists[n]: size for n, size in conn.execute(_sizes_statement(len(lists)), {**params, "cap": cap})}
+    rows = conn.execute(_sizes_statement(len(lists)), {**params, "cap": cap})
+    return {lists[n]: (size, oldest) for n, size, oldest in rows}
 
 
 def every_word_page(
@@ -648,7 +664,8 @@ def every_word_page(
     a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
     if len(words) < 2 or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED)):
         return None
-    sizes = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], _SIZED)
+    counted = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], _SIZED)
+    sizes = {key: size for key, (size, _) in counted.items()}
     held = [[i for i in _STORED_IMPACTS if sizes[(w.token, i)]] for w in words]
     if math.prod(len(impacts) for impacts in held) > _GROUPS:
         return None
@@ -656,26 +673,41 @@ def every_word_page(
                     reverse=True)
     skip = None if after is None else after.rank - len(words) * MATCHED  # the score of the last page's end
     conditions = filters.conditions()
-    visible = select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions).exists()
+    visible = _looked_up(select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions))
     found: list[tuple[int, datetime, int]] = []
     spent = 0
+
+    def newest(lists: list[tuple[str, int]], score: int, since: datetime | None = None) -> list[Row[Any]]:
+        stmt = _group_statement(len(lists), skip is not None and score == skip, since is not None)
+        if conditions:
+            stmt = stmt.where(visible)
+        params: dict[str, Any] = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
+        if skip is not None and score == skip:
+            params.update(at=after.updated_at, pk=after.pk)
+        if since is not None:
+            params["since"] = since
+        return conn.execute(stmt, {**params, "limit": limit}).all()
+
     for index, (score, impacts) in enumerate(groups):
         if skip is not None and score > skip:
             continue
-        lists = [(w.token, i) for w, i in zip(words, impacts)]
-        if min(sizes[key] for key in lists) >= _SIZED:  # only long lists: count them up to the budget left
-            sizes.update(_list_sizes(conn, [key for key in lists if sizes[key] == _SIZED], budget - spent + 1))
-        lists.sort(key=lambda key: sizes[key])
-        spent += sizes[lists[0]]
-        if spent > budget:
-            return None
-        stmt = _group_statement(len(lists), skip is not None and score == skip)
-        if conditions:
-            stmt = stmt.where(visible)
-        params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
-        if skip is not None and score == skip:
-            params.update(at=after.updated_at, pk=after.pk)
-        rows = conn.execute(stmt, {**params, "limit": limit}).all()
+        lists = sorted(((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key])
+        rows = []
+        if sizes[lists[0]] >= _SIZED:
+            # Only long lists: their newest postings (those counted) often hold the
+            # group's page; else they are counted up to the budget left, and read to the end.
+            lists.sort(key=lambda key: counted[key][1])  # the one whose first postings go back furthest
+            spent += _SIZED
+            rows = newest(lists, score, since=counted[lists[0]][1])
+            if len(rows) < limit:
+                sizes.update({key: size for key, (size, _) in _list_sizes(
+                    conn, [key for key in lists if sizes[key] == _SIZED], budget - spent + 1).items()})
+                lists.sort(key=lambda key: sizes[key])
+        if len(rows) < limit:
+            spent += sizes[lists[0]]
+            if spent > budget:
+                return None
+            rows = newest(lists, score)
         found = sorted(found + [(score, at, pk) for at, pk in rows], reverse=True)[:limit]
         if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
             break
