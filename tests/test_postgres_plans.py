@@ -43,3 +43,25 @@ async def test_deprecated_search_uses_the_trigram_index(postgres: PostgresServer
     searches = [block for block in plans.split(" LOG:  ") if "FROM tickets" in block and "subject" in block]
     assert len(searches) == 1, plans[-3000:]
     assert "ix_tickets_subject_trgm" in searches[0], f"the substring search does not use the trigram index:\n{searches[0]}"
+
+
+async def test_every_word_search_looks_postings_up_row_by_row(postgres: PostgresServer, database_url: str) -> None:
+    """A search of several words intersects (token, impact) lists of search postings by
+    reading one list newest first and looking the others up by primary key, row by row
+    (``tickets.search._looked_up``: EXISTS ... OFFSET 0). Without the OFFSET, PostgreSQL
+    turns each EXISTS into a join planned from its estimates of the lists' lengths, and
+    chose to merge whole long lists; a planner that stops honouring the OFFSET fails here."""
+    assert postgres.data_dir is not None, "reads the plans from the tests' own PostgreSQL server log"
+    explain_everything(postgres, database_url)
+    log = postgres.data_dir / "server.log"
+    start = log.stat().st_size
+    async with Client(build_server(Settings(database_url=database_url))) as client:
+        result = await client.call_tool("search_tickets_v2", {"query": "webhook signature failing"})
+    assert result.is_error is False and result.structured_content["tickets"], result
+    with log.open("rb") as f:
+        f.seek(start)
+        plans = f.read().decode(errors="replace")
+    groups = [block for block in plans.split(" LOG:  ") if "FROM search_postings AS drive" in block]
+    assert groups, plans[-3000:]
+    for plan in groups:
+        assert "SubPlan" in plan and "Join" not in plan, f"a group of postings is not looked up row by row:\n{plan}"
