@@ -582,7 +582,7 @@ def relevance_page(
 
 EVERY_WORD_BUDGET = 16_384  # postings read from the smallest lists of a search of the tickets holding every word
 _GROUPS = 3 ** 5  # groups of impacts a search of the tickets holding every word may have (5 words, each anywhere)
-_SIZED = 1024  # postings counted per list before a search of the tickets holding every word starts
+_SIZED = 1024  # postings counted per list (newest first) before a search of the tickets holding every word starts
 _STORED_IMPACTS = (SUBJECT_WEIGHT + BODY_WEIGHT, SUBJECT_WEIGHT, BODY_WEIGHT)  # a posting's impact, highest first
 _DRIVE = _POSTINGS.alias("drive")
 
@@ -642,7 +642,7 @@ def _list_sizes(
 
 def every_word_page(
     conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
-    after: Position | None, limit: int, budget: int = EVERY_WORD_BUDGET,
+    after: Position | None, limit: int, budget: int = EVERY_WORD_BUDGET, first: int = _SIZED,
 ) -> list[Row[Any]] | None:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``)
     of two words or more, when the tickets holding every word fill the page; None when
@@ -664,7 +664,7 @@ def every_word_page(
     a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
     if len(words) < 2 or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED)):
         return None
-    counted = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], _SIZED)
+    counted = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], first)
     sizes = {key: size for key, (size, _) in counted.items()}
     held = [[i for i in _STORED_IMPACTS if sizes[(w.token, i)]] for w in words]
     if math.prod(len(impacts) for impacts in held) > _GROUPS:
@@ -693,16 +693,18 @@ def every_word_page(
             continue
         lists = sorted(((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key])
         rows = []
-        if sizes[lists[0]] >= _SIZED:
-            # Only long lists: their newest postings (those counted) often hold the
-            # group's page; else they are counted up to the budget left, and read to the end.
+        if sizes[lists[0]] >= first:
+            # Only long lists: their ``first`` newest postings (those counted) often hold
+            # the group's page; else they are counted up to the budget left, and read to the end.
             lists.sort(key=lambda key: counted[key][1])  # the one whose first postings go back furthest
-            spent += _SIZED
+            spent += first
+            if spent > budget:
+                return None
             rows = newest(lists, score, since=counted[lists[0]][1])
-            if len(rows) < limit:
-                sizes.update({key: size for key, (size, _) in _list_sizes(
-                    conn, [key for key in lists if sizes[key] == _SIZED], budget - spent + 1).items()})
-                lists.sort(key=lambda key: sizes[key])
+            uncounted = [key for key in lists if sizes[key] == first]
+            if len(rows) < limit and uncounted:
+                sizes.update({key: size for key, (size, _) in _list_sizes(conn, uncounted, budget - spent + 1).items()})
+            lists.sort(key=lambda key: sizes[key])
         if len(rows) < limit:
             spent += sizes[lists[0]]
             if spent > budget:
