@@ -65,3 +65,41 @@ async def test_every_word_search_looks_postings_up_row_by_row(postgres: Postgres
     assert groups, plans[-3000:]
     for plan in groups:
         assert "SubPlan" in plan and "Join" not in plan, f"a group of postings is not looked up row by row:\n{plan}"
+
+
+async def test_long_lists_of_postings_are_merged_and_the_planner_set_back(
+    postgres: PostgresServer, database_url: str,
+) -> None:
+    """Groups whose lists of postings are all long (here: longer than 4) are read as a
+    merge join of the lists newest first (``tickets.search._merge_only``), and the
+    planner settings that force it are set back within the same transaction."""
+    from ticket_server import db
+    from ticket_server.tickets.models import Ticket
+    from ticket_server.tickets.search import SearchFilters, analyze_query, every_word_page
+
+    explain_everything(postgres, database_url)
+    log = postgres.data_dir / "server.log"
+    start = log.stat().st_size
+
+    def search(conn) -> tuple[list, list]:
+        words = analyze_query(conn, "password reset").words
+        page = every_word_page(conn, "postgresql", [Ticket.__table__.c.id], words, SearchFilters(), None, 9, first=4)
+        after = conn.exec_driver_sql("SELECT current_setting('enable_nestloop'), current_setting('enable_hashjoin'), "
+                                     "current_setting('max_parallel_workers_per_gather')").one()
+        return page, list(after)
+
+    engine = db.create_engine(Settings(database_url=database_url))
+    try:
+        async with engine.connect() as conn:
+            before = list((await conn.exec_driver_sql(
+                "SELECT current_setting('enable_nestloop'), current_setting('enable_hashjoin'), "
+                "current_setting('max_parallel_workers_per_gather')")).one())
+            page, after = await conn.run_sync(search)
+    finally:
+        await engine.dispose()
+    assert page and after == before
+    with log.open("rb") as f:
+        f.seek(start)
+        plans = f.read().decode(errors="replace")
+    merged = [block for block in plans.split(" LOG:  ") if "JOIN search_postings AS other1" in block]
+    assert merged and all("Merge Join" in plan for plan in merged), plans[-3000:]

@@ -630,6 +630,47 @@ def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
     return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
+@lru_cache(maxsize=None)
+def _join_statement(lists: int, after: bool) -> Select[Any]:
+    """``_group_statement`` as a join of the lists on (``updated_at``, key), for
+    PostgreSQL to merge (see ``_merge_only``); parameters as there."""
+    drive = _DRIVE.c
+    stmt = select(drive.updated_at, drive.ticket_pk).where(drive.term == bindparam("t0"), drive.impact == bindparam("i0"))
+    for n in range(1, lists):
+        other = _POSTINGS.alias(f"other{n}").c
+        stmt = stmt.join_from(_DRIVE, other.term.table, and_(
+            other.term == bindparam(f"t{n}"), other.impact == bindparam(f"i{n}"),
+            other.updated_at == drive.updated_at, other.ticket_pk == drive.ticket_pk))
+    if after:
+        stmt = stmt.where(tuple_(drive.updated_at, drive.ticket_pk) < tuple_(
+            bindparam("at", type_=drive.updated_at.type), bindparam("pk", type_=drive.ticket_pk.type)))
+    return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
+
+
+_MERGE_ONLY = {"enable_nestloop": "off", "enable_hashjoin": "off", "max_parallel_workers_per_gather": "0"}
+
+
+def _merge_only(conn: Connection) -> dict[str, str]:
+    """Switch PostgreSQL's planner to merge joins for the rest of the transaction (set
+    back with ``_restore``); returns the settings it replaced. A ``_join_statement`` is
+    then run as a merge of the lists, each read newest first side by side until the page
+    is found (a fraction of a microsecond a posting; looking one up costs several). The
+    planner would choose from its estimates of how long a (token, impact) list is, which
+    are far off; parallel workers cost more to start than such a read. The statements
+    that run meanwhile read one table each or look up through OFFSET 0 subqueries, which
+    these settings do not touch. (PostgreSQL documentation, "Planner Method
+    Configuration"; ``set_config`` with ``is_local``.)"""
+    # One statement: PostgreSQL evaluates a select list in order, each current value read
+    # before it is replaced.
+    values = conn.execute(select(*(func.current_setting(name) for name in _MERGE_ONLY),
+                                 *(func.set_config(name, value, True) for name, value in _MERGE_ONLY.items()))).one()
+    return dict(zip(_MERGE_ONLY, values))
+
+
+def _restore(conn: Connection, settings: Mapping[str, str]) -> None:
+    conn.execute(select(*(func.set_config(name, value, True) for name, value in settings.items())))
+
+
 def _list_sizes(
     conn: Connection, lists: Sequence[tuple[str, int]], cap: int,
 ) -> dict[tuple[str, int], tuple[int, datetime | None]]:
@@ -673,48 +714,72 @@ def every_word_page(
                     reverse=True)
     skip = None if after is None else after.rank - len(words) * MATCHED  # the score of the last page's end
     conditions = filters.conditions()
-    visible = _looked_up(select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions))
     found: list[tuple[int, datetime, int]] = []
     spent = 0
+    merging: dict[str, str] = {}  # the planner settings replaced while merging (PostgreSQL)
 
-    def newest(lists: list[tuple[str, int]], score: int, since: datetime | None = None) -> list[Row[Any]]:
-        stmt = _group_statement(len(lists), skip is not None and score == skip, since is not None)
+    def newest(
+        lists: list[tuple[str, int]], score: int, since: datetime | None = None, merge: bool = False,
+    ) -> list[Row[Any]]:
+        if merge:
+            stmt = _join_statement(len(lists), skip is not None and score == skip)
+        else:
+            stmt = _group_statement(len(lists), skip is not None and score == skip, since is not None)
         if conditions:
-            stmt = stmt.where(visible)
+            stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions)))
         params: dict[str, Any] = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
         if skip is not None and score == skip:
             params.update(at=after.updated_at, pk=after.pk)
         if since is not None:
             params["since"] = since
-        return conn.execute(stmt, {**params, "limit": limit}).all()
+        params["limit"] = limit
+        if merge and not merging:
+            merging.update(_merge_only(conn))
+        return conn.execute(stmt, params).all()
 
-    for index, (score, impacts) in enumerate(groups):
-        if skip is not None and score > skip:
-            continue
-        lists = sorted(((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key])
-        rows = []
-        if sizes[lists[0]] >= first:
-            # Only long lists: their ``first`` newest postings (those counted) often hold
-            # the group's page; else they are counted up to the budget left, and read to the end.
-            lists.sort(key=lambda key: counted[key][1])  # the one whose first postings go back furthest
-            spent += first
-            if spent > budget:
-                return None
-            rows = newest(lists, score, since=counted[lists[0]][1])
-            uncounted = [key for key in lists if sizes[key] == first]
-            if len(rows) < limit and uncounted:
-                sizes.update({key: size for key, (size, _) in _list_sizes(conn, uncounted, budget - spent + 1).items()})
-            lists.sort(key=lambda key: sizes[key])
-        if len(rows) < limit:
-            spent += sizes[lists[0]]
-            if spent > budget:
-                return None
-            rows = newest(lists, score)
-        found = sorted(found + [(score, at, pk) for at, pk in rows], reverse=True)[:limit]
-        if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
-            break
-    else:
-        return None  # fewer tickets than the page hold every word
+    try:
+        for index, (score, impacts) in enumerate(groups):
+            if skip is not None and score > skip:
+                continue
+            lists = sorted(((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key])
+            rows = []
+            if sizes[lists[0]] >= first and dialect == "postgresql":
+                # Only long lists, on PostgreSQL: merged (``_merge_only``), each read as far as
+                # the group's page lies, at most to its end.
+                rows = newest(lists, score, merge=True)
+            elif sizes[lists[0]] >= first:
+                # Only long lists: their ``first`` newest postings (those counted) often hold
+                # the group's page; else they are counted up to the budget left, and read to the end.
+                lists.sort(key=lambda key: counted[key][1])  # the one whose first postings go back furthest
+                spent += first
+                if spent > budget:
+                    return None
+                rows = newest(lists, score, since=counted[lists[0]][1])
+                uncounted = [key for key in lists if sizes[key] == first]
+                if len(rows) < limit and uncounted:
+                    sizes.update({key: size for key, (size, _) in _list_sizes(conn, uncounted, budget - spent + 1).items()})
+                lists.sort(key=lambda key: sizes[key])
+                if len(rows) < limit:
+                    spent += sizes[lists[0]]
+                    if spent > budget:
+                        return None
+                    rows = newest(lists, score)
+            else:
+                spent += sizes[lists[0]]
+                if spent > budget:
+                    return None
+                rows = newest(lists, score)
+            found = sorted(found + [(score, at, pk) for at, pk in rows], reverse=True)[:limit]
+            if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
+                break
+        else:
+            return None  # fewer tickets than the page hold every word
+    except BaseException:
+        merging.clear()  # the transaction is rolled back, and the planner settings with it
+        raise
+    finally:
+        if merging:
+            _restore(conn, merging)
     _, keys = sort_keys(dialect, words, "relevance")
     names = {k.name for k in keys}
     page = conn.execute(select(*(c for c in columns if c.name not in names), *keys)
