@@ -588,16 +588,23 @@ _DRIVE = _POSTINGS.alias("drive")
 
 
 @lru_cache(maxsize=None)
-def _sizes_statement(lists: int) -> Any:
-    """For each of ``lists`` (token, impact) lists, newest first, its first ``cap``
-    postings: how many and the oldest ``updated_at`` among them (parameters t0, i0, t1,
-    i1, ... and cap; rows (list index, count, oldest))."""
+def _sizes_statement(lists: int, oldest: bool) -> Any:
+    """How many postings each of ``lists`` (token, impact) lists holds, counted up to
+    ``cap``, and (``oldest``) the ``updated_at`` of its ``cap``-th newest posting, None
+    when it holds fewer (parameters t0, i0, t1, i1, ..., cap and last = cap - 1; rows
+    (list index, count[, oldest]))."""
     p = _POSTINGS.c
-    firsts = (select(p.updated_at).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
-              .order_by(p.updated_at.desc(), p.ticket_pk.desc()).limit(bindparam("cap")).subquery()
-              for n in range(lists))
-    return union_all(*(select(literal(n).label("n"), func.count().label("size"), func.min(f.c.updated_at))
-                       for n, f in enumerate(firsts)))
+
+    def held(n: int) -> Any:
+        return and_(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
+
+    return union_all(*(select(
+        literal(n).label("n"),
+        select(func.count()).select_from(select(p.ticket_pk).where(held(n)).limit(bindparam("cap")).subquery())
+        .scalar_subquery(),
+        *([select(p.updated_at).where(held(n)).order_by(p.updated_at.desc(), p.ticket_pk.desc())
+           .offset(bindparam("last")).limit(1).scalar_subquery()] if oldest else []),
+    ) for n in range(lists)))
 
 
 def _looked_up(subquery: Select[Any]) -> ColumnElement[bool]:
@@ -672,13 +679,14 @@ def _restore(conn: Connection, settings: Mapping[str, str]) -> None:
 
 
 def _list_sizes(
-    conn: Connection, lists: Sequence[tuple[str, int]], cap: int,
+    conn: Connection, lists: Sequence[tuple[str, int]], cap: int, oldest: bool = False,
 ) -> dict[tuple[str, int], tuple[int, datetime | None]]:
     """How many postings each (token, impact) list holds, counted up to ``cap`` (a count
-    of ``cap`` means at least that many), and the oldest ``updated_at`` counted."""
+    of ``cap`` means at least that many), and (``oldest``) the ``updated_at`` of its
+    ``cap``-th newest posting (None when it holds fewer, or without ``oldest``)."""
     params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
-    rows = conn.execute(_sizes_statement(len(lists)), {**params, "cap": cap})
-    return {lists[n]: (size, oldest) for n, size, oldest in rows}
+    rows = conn.execute(_sizes_statement(len(lists), oldest), {**params, "cap": cap, "last": cap - 1})
+    return {lists[n]: (size, at[0] if at else None) for n, size, *at in rows}
 
 
 def every_word_page(
@@ -705,7 +713,8 @@ def every_word_page(
     a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
     if len(words) < 2 or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED)):
         return None
-    counted = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], first)
+    counted = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], first,
+                          oldest=dialect != "postgresql")  # PostgreSQL merges long lists instead
     sizes = {key: size for key, (size, _) in counted.items()}
     held = [[i for i in _STORED_IMPACTS if sizes[(w.token, i)]] for w in words]
     if math.prod(len(impacts) for impacts in held) > _GROUPS:
