@@ -706,7 +706,11 @@ def every_word_page(
     postings per word (the word at that impact), each ordered newest first: the
     smallest list is read in that order and every other list is looked up by its
     primary key, so a group's page costs how far down its smallest list the page lies,
-    at most that list's length. This is score-at-a-time evaluation of an impact-ordered
+    at most that list's length. Lists are counted up to ``first`` postings first; when
+    a group's lists are all longer, SQLite first reads them back only as far as those
+    counted postings reach, then counts them up to the budget; PostgreSQL merges them
+    (``_merge_only``: each read newest first side by side, as far as the page lies, not
+    bounded by the budget). This is score-at-a-time evaluation of an impact-ordered
     index (Anh and Moffat, "Pruned query evaluation using pre-computed impacts", SIGIR
     2006), exact here: every group scoring above the page's end is read to its end. The
     page is checked against the tickets' rows and the same SQL rank as ``build_page``:
