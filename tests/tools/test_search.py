@@ -260,6 +260,8 @@ def test_migration_analyzes_existing_tickets(empty_database_url: str) -> None:
 # -- the same answers on both engines ---------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # bounded (some 1,500 pages compared, six plans each), 1-2 min on a 2-core machine
 async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
     """Reading the words' postings best first (``best_first_page``), and the plan the
     search takes (``relevance_page``: the tickets holding every word from the postings,
@@ -282,15 +284,17 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
     def compare(conn) -> dict[str, list]:
         nonlocal found_by_groups
         dialect, differ, compared = conn.dialect.name, {}, 0
-        for q in queries:
+        for n, q in enumerate(queries):
             for i, filters in enumerate(filterings):
+                if i and n % 2:  # the filtered searches: every other query
+                    continue
                 words = analyze_query(conn, q, False, filters.scope()).words
                 if not best_first_applies(words, filters, "relevance", False, None):
                     continue
                 after = None
                 for _ in range(3):
-                    exact = [tuple(r) for r in conn.execute(
-                        build_page(dialect, columns, words, filters, "relevance", after, 9)).all()]
+                    exact_rows = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, 9)).all()
+                    exact = [tuple(r) for r in exact_rows]
                     plans = {"best first": best_first_page(conn, dialect, columns, words, filters, after, 9),
                              "search": relevance_page(conn, dialect, columns, words, filters, after, 9),
                              "search, budget 0": relevance_page(conn, dialect, columns, words, filters, after, 9, 0)}
@@ -310,8 +314,7 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
                         break
                     if len(exact) < 9:
                         break
-                    after = row_position(conn.execute(
-                        build_page(dialect, columns, words, filters, "relevance", after, 9)).all()[-1])
+                    after = row_position(exact_rows[-1])
         assert compared > 300
         return differ
 
