@@ -64,8 +64,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Row, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
-    select, table, tuple_, union_all,
+    Connection, Integer, Row, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
+    intersect, select, table, tuple_, union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -336,6 +336,13 @@ def _weight(total: int, holding: int) -> int:
     return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
 
 
+@lru_cache(maxsize=None)
+def _terms_statement(conversation: bool) -> Select[Any]:
+    """How many tickets (``conversation``: and comments) hold each of ``terms``."""
+    holders = _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
+    return select(_TERMS.c.term, holders).where(_TERMS.c.term.in_(bindparam("terms", expanding=True)))
+
+
 def analyze_query(
     conn: Connection, text: str, conversation: bool = False, scope: Sequence[ColumnElement[bool]] = (),
 ) -> Query:
@@ -354,7 +361,7 @@ def analyze_query(
         return query
     tokens = [t for t, _ in words]
     holders = _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
-    counts = dict(conn.execute(select(_TERMS.c.term, holders).where(_TERMS.c.term.in_([TOTAL, *tokens]))).all())
+    counts = dict(conn.execute(_terms_statement(conversation), {"terms": [TOTAL, *tokens]}).all())
     total = max(counts.get(TOTAL, 0), 1)
     held = _conversation_candidates if conversation else _candidates
 
@@ -387,20 +394,31 @@ def analyze_query(
     return query
 
 
-def _has(dialect: str, column_: Any, token: str) -> ColumnElement[bool]:
+def _has(dialect: str, column_: Any, token: str | ColumnElement[str]) -> ColumnElement[bool]:
+    """Whether ``column_`` (search text: tokens between spaces) holds ``token`` (a
+    token, or a parameter holding it as `` token ``)."""
     # instr/strpos: a plain substring test, cheaper than LIKE; the same answer on both.
     find = func.instr if dialect == "sqlite" else func.strpos
-    return find(column_, f" {token} ") > 0
+    return find(column_, f" {token} " if isinstance(token, str) else token) > 0
 
 
-def _tsquery(words: Sequence[Word], every: bool = False) -> Any:
+def _tsquery(query: Sequence[Word] | ColumnElement[str], every: bool = False) -> Any:
+    """``query`` (words, or a parameter holding ``_match_text``) as a PostgreSQL tsquery."""
     from sqlalchemy.dialects.postgresql import TSQUERY  # only where PostgreSQL is in use (see count_terms)
 
-    return cast(literal((" & " if every else " | ").join(f"'{w.token}'" for w in words)), TSQUERY)
+    return cast(literal(_match_text("postgresql", query, every)) if isinstance(query, Sequence) else query, TSQUERY)
 
 
-def _fts_match(words: Sequence[Word], every: bool = False) -> str:
-    return (" AND " if every else " OR ").join(f'"{w.token}"' for w in words)  # tokens hold no quotes
+def _fts_match(query: Sequence[Word] | ColumnElement[str], every: bool = False) -> Any:
+    """``query`` (words, or a parameter holding ``_match_text``) as an FTS5 query."""
+    return _match_text("sqlite", query, every) if isinstance(query, Sequence) else query
+
+
+def _match_text(dialect: str, words: Sequence[Word], every: bool = False) -> str:
+    """The engine's full-text query of ``words``: any of them (``every``: all)."""
+    if dialect == "sqlite":
+        return (" AND " if every else " OR ").join(f'"{w.token}"' for w in words)  # tokens hold no quotes
+    return (" & " if every else " | ").join(f"'{w.token}'" for w in words)
 
 
 def _candidates(dialect: str, words: Sequence[Word], every: bool = False) -> ColumnElement[bool]:
@@ -413,9 +431,10 @@ def _candidates(dialect: str, words: Sequence[Word], every: bool = False) -> Col
     raise NotImplementedError(f"full-text search is not implemented for {dialect}")
 
 
-def _commented(dialect: str, words: Sequence[Word]) -> ColumnElement[bool]:
-    """Tickets with a comment holding any of ``words``, from the comments' full-text
-    index (an uncorrelated subquery: the engine evaluates it once)."""
+def _commented(dialect: str, words: Sequence[Word] | ColumnElement[str]) -> ColumnElement[bool]:
+    """Tickets with a comment holding any of ``words`` (or the ``_match_text`` a
+    parameter holds), from the comments' full-text index (an uncorrelated subquery: the
+    engine evaluates it once)."""
     if dialect == "sqlite":
         found = _COMMENTS.c.pk.in_(select(_comments_fts.c.rowid).where(
             _COMMENTS_FTS_TABLE.op("MATCH")(_fts_match(words))))
@@ -446,30 +465,90 @@ def sort_keys(
 ) -> tuple[ColumnElement[bool] | None, list[Any]]:
     """(the candidates' condition, the sort key's columns, best first and all descending).
 
-    With words the key starts with ``rank`` = ``matched x MATCHED + score`` (see the module
-    docstring; ``score`` is 0 for ``sort="newest"``): one integer, so each word is looked
-    up once per ticket (a simple CASE evaluates its operand once). With ``conversation``
-    a word in any of the ticket's comments counts as well; ``every``: only the tickets
+    With words the key starts with ``rank`` (``_rank``); ``every``: only the tickets
     holding every word are candidates (not with ``conversation``)."""
     if not words:
         return None, [Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
+    rank = _rank(dialect, len(words), sort, conversation).params(rank_parameters(dialect, words, sort, conversation))
+    candidates = _conversation_candidates(dialect, words) if conversation else _candidates(dialect, words, every)
+    return candidates, [rank.label("rank"), Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
+
+
+def _impact_sums(conversation: bool) -> list[int]:
+    """Every score a word can have in a ticket before its weight (its impact): the sums
+    of the weights of the places holding it."""
+    return sorted({a + b + c for a in (0, SUBJECT_WEIGHT) for b in (0, BODY_WEIGHT)
+                   for c in ((0, COMMENT_WEIGHT) if conversation else (0,))} - {0})
+
+
+@lru_cache(maxsize=None)
+def _rank(dialect: str, count: int, sort: Sort, conversation: bool) -> ColumnElement[int]:
+    """The rank of a ticket for a query of ``count`` words, with the words as parameters
+    (``rank_parameters``): ``matched x MATCHED + score`` (see the module docstring;
+    ``score`` is 0 for ``sort="newest"``), one integer, so each word is looked up once
+    per ticket (a simple CASE evaluates its operand once). With ``conversation`` a word
+    in any of the ticket's comments counts as well. Built once per shape: a search then
+    pays neither for building the expression nor for SQLAlchemy's cache key of a new one."""
     parts = []
-    for w in words:
-        places = [(_has(dialect, Ticket.search_subject, w.token), SUBJECT_WEIGHT),
-                  (_has(dialect, Ticket.search_body, w.token), BODY_WEIGHT)]
+    for i in range(count):
+        token = bindparam(f"rank_word{i}", type_=String)
+        places = [(_has(dialect, Ticket.search_subject, token), SUBJECT_WEIGHT),
+                  (_has(dialect, Ticket.search_body, token), BODY_WEIGHT)]
         if conversation:
-            places.append((_commented(dialect, [w]), COMMENT_WEIGHT))
+            places.append((_commented(dialect, bindparam(f"rank_match{i}", type_=String)), COMMENT_WEIGHT))
         if sort == "newest":
             parts.append(case((or_(*(found for found, _ in places)), MATCHED), else_=0))
             continue
         where = sum((case((found, weight), else_=0) for found, weight in places[1:]),
                     case((places[0][0], places[0][1]), else_=0))
-        sums = {a + b + c for a in (0, SUBJECT_WEIGHT) for b in (0, BODY_WEIGHT)
-                for c in ((0, COMMENT_WEIGHT) if conversation else (0,))} - {0}
-        parts.append(case({n: MATCHED + n * w.weight for n in sorted(sums)}, value=where, else_=0))
-    rank = sum(parts[1:], parts[0])
-    candidates = _conversation_candidates(dialect, words) if conversation else _candidates(dialect, words, every)
-    return candidates, [rank.label("rank"), Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
+        parts.append(case({n: bindparam(f"rank_score{i}_{n}", type_=Integer) for n in _impact_sums(conversation)},
+                          value=where, else_=0))
+    return sum(parts[1:], parts[0])
+
+
+def rank_parameters(dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False) -> dict[str, Any]:
+    """The parameters of ``_rank`` for ``words``."""
+    values: dict[str, Any] = {}
+    for i, w in enumerate(words):
+        values[f"rank_word{i}"] = f" {w.token} "
+        if conversation:
+            values[f"rank_match{i}"] = _match_text(dialect, [w])
+        if sort == "relevance":
+            values.update({f"rank_score{i}_{n}": MATCHED + n * w.weight for n in _impact_sums(conversation)})
+    return values
+
+
+def _ranked_keys(dialect: str, count: int) -> list[Any]:
+    """The relevance sort key over the tickets' own text, parameters from ``rank_parameters``."""
+    return [_rank(dialect, count, "relevance", False).label("rank"), Ticket.updated_at.label("updated_at"),
+            Ticket.pk.label("pk")]
+
+
+@lru_cache(maxsize=256)
+def _scored_statement(dialect: str, count: int, filters: SearchFilters) -> Select[Any]:
+    """The relevance sort key of the tickets whose keys are ``pks`` (an expanding
+    parameter), among those ``filters`` leave."""
+    return select(*_ranked_keys(dialect, count)).where(
+        Ticket.pk.in_(bindparam("pks", expanding=True)), *filters.conditions())
+
+
+@lru_cache(maxsize=None)
+def _page_statement(dialect: str, count: int, names: tuple[str, ...]) -> Select[Any]:
+    """The tickets' columns ``names`` and the relevance sort key of the tickets whose keys
+    are ``pks`` (an expanding parameter)."""
+    keys = _ranked_keys(dialect, count)
+    taken = {k.name for k in keys}
+    return select(*(Ticket.__table__.c[n] for n in names if n not in taken), *keys).where(
+        Ticket.pk.in_(bindparam("pks", expanding=True)))
+
+
+def _read_page(
+    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], pks: Sequence[int],
+) -> list[Row[Any]]:
+    """``columns`` and the relevance sort key of the tickets ``pks``, best first."""
+    stmt = _page_statement(dialect, len(words), tuple(c.name for c in columns))
+    rows = conn.execute(stmt, {**rank_parameters(dialect, words, "relevance"), "pks": list(pks)}).all()
+    return sorted(rows, key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
 
 
 def _after(keys: list[Any], values: list[Any]) -> ColumnElement[bool]:
@@ -524,6 +603,19 @@ def best_first_applies(
             and filters.updated_after is None and filters.updated_before is None)
 
 
+@lru_cache(maxsize=None)
+def _postings_statement(after: bool) -> Select[Any]:
+    """The first ``n`` postings of ``term``, best first (``after``: after ``impact``,
+    ``at``, ``pk``)."""
+    p = _POSTINGS.c
+    stmt = select(p.impact, p.updated_at, p.ticket_pk).where(p.term == bindparam("term"))
+    if after:
+        stmt = stmt.where(tuple_(p.impact, p.updated_at, p.ticket_pk) < tuple_(
+            bindparam("impact", type_=p.impact.type), bindparam("at", type_=p.updated_at.type),
+            bindparam("pk", type_=p.ticket_pk.type)))
+    return stmt.order_by(p.impact.desc(), p.updated_at.desc(), p.ticket_pk.desc()).limit(bindparam("n"))
+
+
 @dataclass
 class _Holders:
     """A word's postings, read best first (impact, then newest) in batches."""
@@ -533,11 +625,10 @@ class _Holders:
     done: bool = False
 
     def read(self, conn: Connection, n: int) -> list[Row[Any]]:
-        p = _POSTINGS.c
-        stmt = select(p.impact, p.updated_at, p.ticket_pk).where(p.term == self.word.token)
+        params = {"term": self.word.token, "n": n}
         if self.last is not None:
-            stmt = stmt.where(tuple_(p.impact, p.updated_at, p.ticket_pk) < tuple_(*self.last))
-        rows = conn.execute(stmt.order_by(p.impact.desc(), p.updated_at.desc(), p.ticket_pk.desc()).limit(n)).all()
+            params.update(zip(("impact", "at", "pk"), self.last))
+        rows = conn.execute(_postings_statement(self.last is not None), params).all()
         self.done = len(rows) < n
         if rows:
             self.last = (rows[-1].impact, rows[-1].updated_at, rows[-1].ticket_pk)
@@ -582,6 +673,7 @@ def relevance_page(
 
 EVERY_WORD_BUDGET = 16_384  # postings read from the smallest lists of a search of the tickets holding every word
 _GROUPS = 3 ** 5  # groups of impacts a search of the tickets holding every word may have (5 words, each anywhere)
+MERGE_RATIO = 6  # SQLite merges long lists that hold at most this many times the postings of the smallest
 _SIZED = 1024  # postings counted per list (newest first) before a search of the tickets holding every word starts
 _STORED_IMPACTS = (SUBJECT_WEIGHT + BODY_WEIGHT, SUBJECT_WEIGHT, BODY_WEIGHT)  # a posting's impact, highest first
 _DRIVE = _POSTINGS.alias("drive")
@@ -654,6 +746,26 @@ def _join_statement(lists: int, after: bool) -> Select[Any]:
     return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
+@lru_cache(maxsize=256)
+def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any:
+    """``_group_statement`` as an INTERSECT of the lists, ordered, for SQLite to merge
+    (its query plan "MERGE (INTERSECT)": each list read newest first side by side, as
+    far as the page lies, a few tenths of a microsecond a posting, where looking one up
+    costs over one); the tickets ``filters`` leave only; parameters as there."""
+    def arm(n: int) -> Select[Any]:
+        p = _DRIVE.c if n == 0 else _POSTINGS.alias(f"other{n}").c
+        stmt = select(p.updated_at, p.ticket_pk).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
+        if after:
+            stmt = stmt.where(tuple_(p.updated_at, p.ticket_pk) < tuple_(
+                bindparam("at", type_=p.updated_at.type), bindparam("pk", type_=p.ticket_pk.type)))
+        if n == 0 and filters.conditions():
+            stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == p.ticket_pk, *filters.conditions())))
+        return stmt
+
+    return intersect(*(arm(n) for n in range(lists))).order_by(
+        literal_column("updated_at").desc(), literal_column("ticket_pk").desc()).limit(bindparam("limit"))
+
+
 _MERGE_ONLY = {"enable_nestloop": "off", "enable_hashjoin": "off", "max_parallel_workers_per_gather": "0"}
 
 
@@ -708,7 +820,9 @@ def every_word_page(
     primary key, so a group's page costs how far down its smallest list the page lies,
     at most that list's length. Lists are counted up to ``first`` postings first; when
     a group's lists are all longer, SQLite first reads them back only as far as those
-    counted postings reach, then counts them up to the budget; PostgreSQL merges them
+    counted postings reach, then counts them up to the budget and reads the group
+    again, merging the lists (``_intersect_statement``) when together they hold at most
+    ``MERGE_RATIO`` times the smallest, else looking the smallest up; PostgreSQL merges them
     (``_merge_only``: each read newest first side by side, as far as the page lies, not
     bounded by the budget). This is score-at-a-time evaluation of an impact-ordered
     index (Anh and Moffat, "Pruned query evaluation using pre-computed impacts", SIGIR
@@ -734,19 +848,22 @@ def every_word_page(
     def newest(
         lists: list[tuple[str, int]], score: int, since: datetime | None = None, merge: bool = False,
     ) -> list[Row[Any]]:
-        if merge:
-            stmt = _join_statement(len(lists), skip is not None and score == skip)
+        if merge and dialect != "postgresql":
+            stmt = _intersect_statement(len(lists), skip is not None and score == skip, filters)
         else:
-            stmt = _group_statement(len(lists), skip is not None and score == skip, since is not None)
-        if conditions:
-            stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions)))
+            if merge:
+                stmt = _join_statement(len(lists), skip is not None and score == skip)
+            else:
+                stmt = _group_statement(len(lists), skip is not None and score == skip, since is not None)
+            if conditions:
+                stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions)))
         params: dict[str, Any] = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
         if skip is not None and score == skip:
             params.update(at=after.updated_at, pk=after.pk)
         if since is not None:
             params["since"] = since
         params["limit"] = limit
-        if merge and not merging:
+        if merge and dialect == "postgresql" and not merging:
             merging.update(_merge_only(conn))
         return conn.execute(stmt, params).all()
 
@@ -769,14 +886,20 @@ def every_word_page(
                     return None
                 rows = newest(lists, score, since=counted[lists[0]][1])
                 uncounted = [key for key in lists if sizes[key] == first]
+                cap = budget + 1
                 if len(rows) < limit and uncounted:
-                    sizes.update({key: size for key, (size, _) in _list_sizes(conn, uncounted, budget - spent + 1).items()})
+                    sizes.update({key: size for key, (size, _) in _list_sizes(conn, uncounted, cap).items()})
                 lists.sort(key=lambda key: sizes[key])
                 if len(rows) < limit:
                     spent += sizes[lists[0]]
                     if spent > budget:
                         return None
-                    rows = newest(lists, score)
+                    # Merged (``_intersect_statement``) when reading every list to its end costs
+                    # less than looking each posting of the smallest up in the others: a merged
+                    # posting costs several times less than a lookup.
+                    merge = all(sizes[key] < cap for key in lists) and (
+                        sum(sizes[key] for key in lists) <= MERGE_RATIO * sizes[lists[0]])
+                    rows = newest(lists, score, merge=merge)
             else:
                 spent += sizes[lists[0]]
                 if spent > budget:
@@ -793,11 +916,7 @@ def every_word_page(
     finally:
         if merging:
             _restore(conn, merging)
-    _, keys = sort_keys(dialect, words, "relevance")
-    names = {k.name for k in keys}
-    page = conn.execute(select(*(c for c in columns if c.name not in names), *keys)
-                        .where(Ticket.pk.in_([pk for *_, pk in found]))).all()
-    page.sort(key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
+    page = _read_page(conn, dialect, columns, words, [pk for *_, pk in found])
     if [(r.rank, r.updated_at, r.pk) for r in page] != [(len(words) * MATCHED + s, at, pk) for s, at, pk in found]:
         return None
     return page
@@ -818,8 +937,8 @@ def best_first_page(
     how deep the page lies in the postings, not how many tickets hold the words.
     ``after`` and ``limit`` as for ``build_page``; None once more than ``budget``
     postings were read without settling the page."""
-    _, keys = sort_keys(dialect, words, "relevance")
-    conditions = filters.conditions()
+    scored = _scored_statement(dialect, len(words), filters)
+    ranking = rank_parameters(dialect, words, "relevance")
     bound_after = None if after is None else (after.rank, after.updated_at, after.pk)
     holders = [_Holders(w) for w in words]
     best: list[tuple[Any, ...]] = []
@@ -834,8 +953,8 @@ def best_first_page(
         fresh = [pk for pk in dict.fromkeys(read) if pk not in seen]  # a ticket may come in two words' batches
         seen.update(fresh)
         for start in range(0, len(fresh), _EVALUATED):
-            scored = select(*keys).where(Ticket.pk.in_(fresh[start:start + _EVALUATED]), *conditions)
-            best.extend(k for k in map(tuple, conn.execute(scored)) if bound_after is None or k < bound_after)
+            rows = conn.execute(scored, {**ranking, "pks": fresh[start:start + _EVALUATED]})
+            best.extend(k for k in map(tuple, rows) if bound_after is None or k < bound_after)
         best = sorted(best, reverse=True)[:limit]
         unread = [h for h in holders if not h.done]
         if not unread:
@@ -848,9 +967,7 @@ def best_first_page(
         batch = min(2 * batch, LAST_BATCH)
     if not best:
         return []
-    names = {k.name for k in keys}
-    found = select(*(c for c in columns if c.name not in names), *keys).where(Ticket.pk.in_([k[2] for k in best]))
-    return sorted(conn.execute(found).all(), key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
+    return _read_page(conn, dialect, columns, words, [k[2] for k in best])
 
 
 def matched_in(conn: Connection, dialect: str, words: Sequence[Word], rows: Sequence[Any]) -> dict[str, list[str]]:
