@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,13 @@ def test_c21_seed_line_without_created_at(empty_database_url: str, tmp_path: Pat
 
 # --- item 3: all or nothing ---------------------------------------------------------------
 
+def _as_from_a_terminal() -> None:
+    """In the child before exec: SIGINT handled by default and not blocked, as a shell
+    starts a command, whatever disposition the test process passes on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_url: str) -> None:
     """Ctrl-C (SIGINT) during `db seed --count 100000`, after batches were written, leaves
     no ticket; a later `db seed --if-empty` therefore seeds."""
@@ -97,7 +105,8 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     environment.update(TICKET_SERVER_DATABASE_URL=empty_database_url, TICKET_SERVER_LOG_LEVEL="debug")
     seeding = subprocess.Popen([TICKET_SERVER, "db", "seed", "--count", "100000"], env=environment,
-                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_as_from_a_terminal)
     try:
         assert seeding.stderr is not None
         for line in seeding.stderr:  # the seeder's DEBUG line after each written batch
@@ -106,10 +115,17 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
         else:
             pytest.fail("no batch was written")
         seeding.send_signal(signal.SIGINT)
-        rest = seeding.stderr.read()
+        rest: list[str] = []
+        reader = threading.Thread(target=lambda: rest.append(seeding.stderr.read()), daemon=True)
+        reader.start()
+        reader.join(timeout=90)
+        if reader.is_alive():  # say why, rather than wait for the test's timeout
+            signals = [ln for ln in Path(f"/proc/{seeding.pid}/status").read_text().splitlines() if ln.startswith("Sig")]
+            pytest.fail(f"db seed still running 90 s after SIGINT; its signal masks: {signals}")
         assert seeding.wait(timeout=60) == 130
     finally:
         seeding.kill()
+    rest = rest[0]
     assert "Traceback" not in rest
     assert "interrupted; nothing was written" in rest
     assert ticket_count(empty_database_url) == 0
