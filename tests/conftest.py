@@ -25,6 +25,7 @@ from ticket_server import db
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
 from ticket_server.admin.seeding import seed
+from tests.policy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (hooks: no test may skip)
 from tests.postgres import PostgresServer, postgres_for_tests
 
 MODES = ["legacy", "2026-07-28"]
@@ -32,33 +33,10 @@ BACKENDS = ["sqlite", "postgresql"]
 _databases = itertools.count()
 
 
-# Tests allowed to skip, by node id, each with its reason. Empty: every test must run.
-ALLOWED_SKIPS: dict[str, str] = {}
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
     config.addinivalue_line("markers", "slow: a load-shaped test (bounded, but long); -m 'not slow' skips it")
     config.addinivalue_line("markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)")
-
-
-def _unexpected_skips(stats: dict[str, list]) -> list[pytest.TestReport]:
-    return [r for r in stats.get("skipped", []) if r.nodeid not in ALLOWED_SKIPS]
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if any test skipped (outside ALLOWED_SKIPS), CI or not."""
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if exitstatus == pytest.ExitCode.OK and reporter is not None and _unexpected_skips(reporter.stats):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    skipped = _unexpected_skips(terminalreporter.stats)
-    if skipped:
-        terminalreporter.write_line(
-            f"FAILED: {len(skipped)} test(s) skipped; no test may skip "
-            "(install what they need: sudo bash .ci/install-services.sh)", red=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -186,14 +186,14 @@ REFUND_MATCHES = {
 }
 
 
-def test_search_over_20000_generated_tickets(empty_database_url: str, backend: str) -> None:
-    """20,000 generated tickets, both engines (each pages through its own index: FTS5
+def test_search_over_5000_generated_tickets(empty_database_url: str, backend: str) -> None:
+    """5,000 generated tickets, both engines (each pages through its own index: FTS5
     rowids, tsvector ranks): every "refund" match comes back exactly once, as many as
     the engine's index holds, and a filtered listing returns the whole billing/open set."""
     url = empty_database_url
     db.upgrade(url)
     settings = Settings(database_url=url)
-    assert asyncio.run(seed(settings, count=20_000)) == 20_000
+    assert asyncio.run(seed(settings, count=5_000)) == 5_000
 
     async def check() -> None:
         async with Client(build_server(settings)) as client:
