@@ -115,8 +115,8 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
         else:
             pytest.fail("no batch was written")
         seeding.send_signal(signal.SIGINT)
-        rest: list[str] = []
-        reader = threading.Thread(target=lambda: rest.append(seeding.stderr.read()), daemon=True)
+        read: list[str] = []
+        reader = threading.Thread(target=lambda: read.append(seeding.stderr.read()), daemon=True)
         reader.start()
         reader.join(timeout=90)
         if reader.is_alive():  # say why, rather than wait for the test's timeout
@@ -125,7 +125,7 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
         assert seeding.wait(timeout=60) == 130
     finally:
         seeding.kill()
-    rest = rest[0]
+    rest = read[0]
     assert "Traceback" not in rest
     assert "interrupted; nothing was written" in rest
     assert ticket_count(empty_database_url) == 0

@@ -336,11 +336,15 @@ def _weight(total: int, holding: int) -> int:
     return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
 
 
+def _holders(conversation: bool) -> ColumnElement[int]:
+    """How many tickets (``conversation``: and comments) hold a term."""
+    return _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
+
+
 @lru_cache(maxsize=None)
 def _terms_statement(conversation: bool) -> Select[Any]:
     """How many tickets (``conversation``: and comments) hold each of ``terms``."""
-    holders = _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
-    return select(_TERMS.c.term, holders).where(_TERMS.c.term.in_(bindparam("terms", expanding=True)))
+    return select(_TERMS.c.term, _holders(conversation)).where(_TERMS.c.term.in_(bindparam("terms", expanding=True)))
 
 
 def analyze_query(
@@ -360,7 +364,7 @@ def analyze_query(
     if not words:
         return query
     tokens = [t for t, _ in words]
-    holders = _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
+    holders = _holders(conversation)
     counts = dict(conn.execute(_terms_statement(conversation), {"terms": [TOTAL, *tokens]}).all())
     total = max(counts.get(TOTAL, 0), 1)
     held = _conversation_candidates if conversation else _candidates
@@ -518,35 +522,23 @@ def rank_parameters(dialect: str, words: Sequence[Word], sort: Sort, conversatio
     return values
 
 
-def _ranked_keys(dialect: str, count: int) -> list[Any]:
-    """The relevance sort key over the tickets' own text, parameters from ``rank_parameters``."""
-    return [_rank(dialect, count, "relevance", False).label("rank"), Ticket.updated_at.label("updated_at"),
-            Ticket.pk.label("pk")]
-
-
 @lru_cache(maxsize=256)
-def _scored_statement(dialect: str, count: int, filters: SearchFilters) -> Select[Any]:
-    """The relevance sort key of the tickets whose keys are ``pks`` (an expanding
-    parameter), among those ``filters`` leave."""
-    return select(*_ranked_keys(dialect, count)).where(
-        Ticket.pk.in_(bindparam("pks", expanding=True)), *filters.conditions())
-
-
-@lru_cache(maxsize=None)
-def _page_statement(dialect: str, count: int, names: tuple[str, ...]) -> Select[Any]:
-    """The tickets' columns ``names`` and the relevance sort key of the tickets whose keys
-    are ``pks`` (an expanding parameter)."""
-    keys = _ranked_keys(dialect, count)
+def _by_key_statement(dialect: str, count: int, names: tuple[str, ...], filters: SearchFilters) -> Select[Any]:
+    """The tickets' columns ``names`` and the relevance sort key over their own text
+    (parameters from ``rank_parameters``) of the tickets whose keys are ``pks`` (an
+    expanding parameter), among those ``filters`` leave."""
+    keys = [_rank(dialect, count, "relevance", False).label("rank"), Ticket.updated_at.label("updated_at"),
+            Ticket.pk.label("pk")]
     taken = {k.name for k in keys}
     return select(*(Ticket.__table__.c[n] for n in names if n not in taken), *keys).where(
-        Ticket.pk.in_(bindparam("pks", expanding=True)))
+        Ticket.pk.in_(bindparam("pks", expanding=True)), *filters.conditions())
 
 
 def _read_page(
     conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], pks: Sequence[int],
 ) -> list[Row[Any]]:
     """``columns`` and the relevance sort key of the tickets ``pks``, best first."""
-    stmt = _page_statement(dialect, len(words), tuple(c.name for c in columns))
+    stmt = _by_key_statement(dialect, len(words), tuple(c.name for c in columns), SearchFilters())
     rows = conn.execute(stmt, {**rank_parameters(dialect, words, "relevance"), "pks": list(pks)}).all()
     return sorted(rows, key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
 
@@ -752,14 +744,16 @@ def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any
     (its query plan "MERGE (INTERSECT)": each list read newest first side by side, as
     far as the page lies, a few tenths of a microsecond a posting, where looking one up
     costs over one); the tickets ``filters`` leave only; parameters as there."""
+    conditions = filters.conditions()
+
     def arm(n: int) -> Select[Any]:
         p = _DRIVE.c if n == 0 else _POSTINGS.alias(f"other{n}").c
         stmt = select(p.updated_at, p.ticket_pk).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
         if after:
             stmt = stmt.where(tuple_(p.updated_at, p.ticket_pk) < tuple_(
                 bindparam("at", type_=p.updated_at.type), bindparam("pk", type_=p.ticket_pk.type)))
-        if n == 0 and filters.conditions():
-            stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == p.ticket_pk, *filters.conditions())))
+        if n == 0 and conditions:
+            stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == p.ticket_pk, *conditions)))
         return stmt
 
     return intersect(*(arm(n) for n in range(lists))).order_by(
@@ -937,7 +931,7 @@ def best_first_page(
     how deep the page lies in the postings, not how many tickets hold the words.
     ``after`` and ``limit`` as for ``build_page``; None once more than ``budget``
     postings were read without settling the page."""
-    scored = _scored_statement(dialect, len(words), filters)
+    scored = _by_key_statement(dialect, len(words), (), filters)
     ranking = rank_parameters(dialect, words, "relevance")
     bound_after = None if after is None else (after.rank, after.updated_at, after.pk)
     holders = [_Holders(w) for w in words]
