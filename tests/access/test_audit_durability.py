@@ -101,6 +101,32 @@ async def test_a_row_the_database_refuses_is_lost_alone_and_counted(settings: Se
     assert [r for r in caplog.records if r.getMessage() == "audit trail unavailable"]
 
 
+async def test_rows_queued_during_a_flush_wait_for_the_next_batch(settings: Settings) -> None:
+    """A flush writes the rows queued when it began. Rows of calls that end meanwhile
+    wait for the next wake, so a steady stream of calls is written in full batches, not
+    a few rows per transaction while the stream lasts. Stop still writes them all."""
+    store = open_store(settings)
+    batches: list[int] = []
+
+    class Watched(AuditWriter):
+        async def _insert(self, rows: list[dict]) -> None:
+            batches.append(len(rows))
+            if len(batches) <= 2:  # a call ends while this batch is written
+                self.submit(_row(100 + len(batches)))
+            await super()._insert(rows)
+
+    writer = Watched(store, batch_size=3)
+    try:
+        for i in range(5):
+            writer.submit(_row(i))
+        assert await writer.flush() == 5 and batches == [3, 2] and writer.pending == 2
+        await writer.stop()
+        assert batches == [3, 2, 2] and writer.pending == 0
+    finally:
+        await store.aclose()
+    assert [r.trace_id for r in await audit_rows(settings)] == [f"{i:032d}" for i in (0, 1, 2, 3, 4, 101, 102)]
+
+
 def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:
     now = datetime.now(UTC)
 

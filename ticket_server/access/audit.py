@@ -212,14 +212,21 @@ class AuditWriter:
                 await self.flush()
 
     async def flush(self) -> int:
-        """Write what is pending, oldest first, until done or the database fails (what is
-        left stays queued and the next try waits out the backoff); returns how many rows
-        were written. A batch refused for its content (a value a column does not take, a
-        constraint) is written row by row, and a row refused on its own is lost (counted
-        and logged): one bad row never holds back the rows behind it."""
-        written = 0
-        while self._pending:
-            batch = [self._pending[i] for i in range(min(self.batch_size, len(self._pending)))]
+        """Write the rows pending when it starts, oldest first, until done or the database
+        fails (what is left stays queued and the next try waits out the backoff); returns
+        how many rows were written. A batch refused for its content (a
+        value a column does not take, a constraint) is written row by row, and a row
+        refused on its own is lost (counted and logged): one bad row never holds back the
+        rows behind it.
+
+        Rows queued while it writes wait for the next wake (``batch_size`` rows or
+        ``flush_seconds``): chasing them would keep the writer inserting a few rows at a
+        time for as long as calls arrive, a transaction each, on the event loop every
+        served call shares."""
+        written, left = 0, len(self._pending)
+        while left and self._pending:
+            batch = [self._pending[i] for i in range(min(self.batch_size, left, len(self._pending)))]
+            left -= len(batch)
             try:
                 await self._insert(batch)
             except Exception as exc:
@@ -272,7 +279,11 @@ class AuditWriter:
                 log.exception("audit writer failed")
             self._task = None
         self._end_minute(monotonic(), stopping=True)
-        await self.flush()
+        while self._pending:  # also the rows of calls that ended meanwhile
+            left = len(self._pending)
+            await self.flush()
+            if len(self._pending) == left:  # the database takes none: stop trying
+                break
         if self._pending:
             self._lose(len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written")
             self._pending.clear()
