@@ -7,6 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from fastmcp import Client
 
 from ticket_server import db
@@ -124,3 +125,23 @@ async def test_c05b_database_stops_answering_then_comes_back(server, db_path: Pa
         back = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
         assert back.is_error is False
         assert back.structured_content["status"] == "waiting_on_customer"
+
+
+@pytest.mark.sqlite_only
+async def test_callers_store_connections_keep_a_small_page_cache(settings: Settings) -> None:
+    """The callers store's connections cap SQLite's page cache (its audit pages are
+    written once and never read back); the tickets' connections keep SQLite's default."""
+    from sqlalchemy import text
+
+    from ticket_server.access.callers import STORE_PAGE_CACHE_KIB, open_store
+
+    store = open_store(settings)
+    tickets = db.create_engine(settings)
+    try:
+        async with store.engine.connect() as conn:
+            assert (await conn.scalar(text("PRAGMA cache_size"))) == -STORE_PAGE_CACHE_KIB
+        async with tickets.connect() as conn:
+            assert (await conn.scalar(text("PRAGMA cache_size"))) == -2000
+    finally:
+        await store.engine.dispose()
+        await tickets.dispose()

@@ -47,7 +47,9 @@ def _unicode_lower(value: object) -> object:
     return value.lower() if isinstance(value, str) else value
 
 
-def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngine:
+def create_engine(
+    settings: Settings, *, for_serving: bool = True, page_cache_kib: int | None = None
+) -> AsyncEngine:
     """An async engine for ``settings.database_url``.
 
     For serving an SQLite file, the file is opened read-write without creation
@@ -56,7 +58,8 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
     on disk is replaced (inode check at checkout), so the server follows the file an
     operator restores without a restart. Every SQLite connection puts the file in the
     journal mode of ``settings.sqlite_journal_mode``: WAL by default (the ``-wal`` and
-    ``-shm`` files live beside it).
+    ``-shm`` files live beside it). ``page_cache_kib`` caps each SQLite connection's page
+    cache (``PRAGMA cache_size``; SQLite's default is 2,000 KiB).
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -81,7 +84,7 @@ def create_engine(settings: Settings, *, for_serving: bool = True) -> AsyncEngin
         hide_parameters=True,
     )
     if path is not None:
-        _watch_sqlite_file(engine.sync_engine, path, settings.sqlite_journal_mode)
+        _watch_sqlite_file(engine.sync_engine, path, settings.sqlite_journal_mode, page_cache_kib)
     return engine
 
 
@@ -108,7 +111,7 @@ def create_sqlite_reader(settings: Settings, *, wait: bool = True) -> Engine | N
     return engine
 
 
-def _watch_sqlite_file(engine: Engine, path: Path, journal_mode: str) -> None:
+def _watch_sqlite_file(engine: Engine, path: Path, journal_mode: str, page_cache_kib: int | None = None) -> None:
     from sqlalchemy import event
     from sqlalchemy.exc import DisconnectionError
 
@@ -125,6 +128,8 @@ def _watch_sqlite_file(engine: Engine, path: Path, journal_mode: str) -> None:
         # timeout (connect_args "timeout") still bounds the wait for the write lock.
         # The rollback journal is the setting's other choice (network filesystems).
         cursor.execute(f"PRAGMA journal_mode={journal_mode}")
+        if page_cache_kib is not None:
+            cursor.execute(f"PRAGMA cache_size=-{int(page_cache_kib)}")  # negative: KiB, not pages
         cursor.close()
 
     @event.listens_for(engine, "checkout")

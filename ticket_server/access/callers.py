@@ -34,6 +34,8 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SCOPE = re.compile(r"^[a-z0-9_-]+:[a-z0-9_*-]+$")
 QUEUE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 LOCAL = "local"
+STORE_PAGE_CACHE_KIB = 256
+"""SQLite page cache of each of the store's connections (``PRAGMA cache_size``)."""
 
 
 class CallerError(Exception):
@@ -466,7 +468,10 @@ def open_store(settings: Settings) -> CallerStore:
     """The callers store on ``settings.database_url``; its engine is made on the first query."""
     from ticket_server.db import create_engine
 
+    # The store reads one caller row at a time and appends audit rows it never reads
+    # again: SQLite's default page cache (2 MB a connection) would only fill, over hours,
+    # with pages of the audit table.
     return CallerStore(
-        lambda: create_engine(settings), timeout=settings.database_timeout,
+        lambda: create_engine(settings, page_cache_kib=STORE_PAGE_CACHE_KIB), timeout=settings.database_timeout,
         cache_seconds=settings.caller_cache_seconds,
     )
