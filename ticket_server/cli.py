@@ -91,7 +91,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             from ticket_server.server import build_runtime
             from ticket_server.transports.stdio import serve_stdio
 
-            runtime = build_runtime(settings)
+            runtime = build_runtime(settings, metrics=False)
         serve_stdio(runtime, _fail)  # a failed check: _fail(message), exit status 2
         return
 

@@ -23,7 +23,6 @@ from ticket_server.access.audit import AuditWriter
 from ticket_server.access.callers import CallerStore, open_store
 from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
-from ticket_server.metrics import Metrics
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
@@ -33,6 +32,7 @@ from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 if TYPE_CHECKING:
     from mcp.server.request_state import RequestStateSecurity
 
+    from ticket_server.metrics import Metrics
     from ticket_server.tickets.repository import TicketRepository
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class Runtime:
     identity: Identity
     limiter: ToolLimiter
     audit: AuditWriter
-    metrics: Metrics
+    metrics: Metrics | None
+    """None under stdio, which has no endpoint to expose them on."""
     versions: ToolVersions
     cursor_key: Callable[[], bytes]
     cursor_warning: str | None = None
@@ -108,14 +109,20 @@ def cursor_secret(settings: Settings) -> tuple[Callable[[], str], str | None]:
     return cache(lambda: installation_secret(path)), warning
 
 
-def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
+def build_runtime(settings: Settings, *, clock: Clock = utc_today, metrics: bool = True) -> Runtime:
     """The runtime for ``settings``. No connection is opened until the first query.
-    ``clock`` gives today's date (UTC) for retirement decisions; tests move it."""
+    ``clock`` gives today's date (UTC) for retirement decisions; tests move it.
+    ``metrics=False`` (stdio: nothing can scrape them) counts no Prometheus metrics and
+    leaves prometheus-client unimported."""
     from ticket_server.db import open_repository
 
     callers = open_store(settings)
     versions = ToolVersions.with_dates(settings.retirement_dates, clock)
-    metrics = Metrics(versions.deprecations)
+    counted = None
+    if metrics:
+        from ticket_server.metrics import Metrics
+
+        counted = Metrics(versions.deprecations)
     secret, warning = cursor_secret(settings)
     return Runtime(
         settings=settings,
@@ -125,9 +132,10 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today) -> Runtime:
         limiter=ToolLimiter(settings),
         audit=AuditWriter(
             callers, settings.audit_batch_size, settings.audit_flush_seconds,
-            queue_limit=settings.audit_queue_limit, dropped=metrics.audit_rows_dropped.inc,
+            queue_limit=settings.audit_queue_limit,
+            dropped=counted.audit_rows_dropped.inc if counted is not None else None,
         ),
-        metrics=metrics,
+        metrics=counted,
         versions=versions,
         cursor_key=cache(lambda: cursor_key(secret())),
         cursor_warning=warning,
@@ -168,7 +176,8 @@ def build_server(
             await rt.stop()
 
     pipeline = CallPipeline(
-        rt.identity, rt.limiter, rt.versions, [rt.audit.observe, rt.metrics.observe],
+        rt.identity, rt.limiter, rt.versions,
+        [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else []),
         deadline=rt.settings.tool_timeout, concurrency=rt.settings.caller_concurrency, ready=ready,
     )
     mcp = FastMCP(

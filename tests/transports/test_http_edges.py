@@ -78,7 +78,7 @@ def test_unauthenticated_large_post_gets_401_not_413(server) -> None:
 def _raw_head(port: int, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
     """POST /mcp with ``headers`` and no body bytes at all: the status and headers."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        lines = [f"POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items())]
+        lines = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items())]
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         data = b""
         while b"\r\n\r\n" not in data:

@@ -7,7 +7,6 @@ import queue
 import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +214,19 @@ def test_c14_invalid_utf8_is_a_parse_error_and_nothing_runs(db_path: Path) -> No
     with sqlite3.connect(db_path) as conn:
         tools = [row[0] for row in conn.execute("SELECT tool FROM audit_events")]
     assert tools == ["get_ticket_status_v2"]
+
+
+def test_stdio_server_counts_no_prometheus_metrics(db_path: Path) -> None:
+    """Under stdio nothing can scrape /metrics: the serving process answers tool calls
+    without importing prometheus-client (it does import what a call needs)."""
+    raw = RawStdio(db_path, PYTHONPROFILEIMPORTTIME="1")  # `python -X importtime`: one stderr line per import
+    raw.send(INIT)
+    raw.read_until_id(1)
+    raw.send(INITIALIZED)
+    raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}}})
+    assert raw.read_until_id(2)["result"]["isError"] is False
+    _, err = raw.close()
+    imported = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
+    assert {"sqlalchemy", "ticket_server.access.audit"} <= imported
+    assert not {name for name in imported if name.split(".")[0] == "prometheus_client" or name == "ticket_server.metrics"}

@@ -46,7 +46,7 @@ from ticket_server.access.callers import Caller
 from ticket_server.access.context import CallRecord, Cause, Outcome
 from ticket_server.access.identity import build_token_verifier, caller_from_access_token, unverifiable
 from ticket_server.access.ratelimit import HttpLimiter, HttpVerdict
-from ticket_server.metrics import CONTENT_TYPE_LATEST
+from ticket_server.metrics import CONTENT_TYPE_LATEST, Metrics
 from ticket_server.server import Runtime, build_runtime, build_server
 from ticket_server.settings import Settings
 from ticket_server.tickets.domain import DatabaseUnavailable
@@ -153,9 +153,9 @@ class BodyRefused(Exception):
 class McpGate:
     """ASGI, for /mcp: the checks listed in this module's docstring, in that order."""
 
-    def __init__(self, app: ASGIApp, runtime: Runtime, limiter: HttpLimiter, sessions: SessionQuota,
-                 may_call_any: Callable[[Caller], Awaitable[bool]], metadata_url: str) -> None:
-        self.app, self.runtime, self.limiter, self.sessions = app, runtime, limiter, sessions
+    def __init__(self, app: ASGIApp, runtime: Runtime, metrics: Metrics, limiter: HttpLimiter,
+                 sessions: SessionQuota, may_call_any: Callable[[Caller], Awaitable[bool]], metadata_url: str) -> None:
+        self.app, self.runtime, self.metrics, self.limiter, self.sessions = app, runtime, metrics, limiter, sessions
         self.may_call_any = may_call_any
         self.metadata_url = metadata_url
         settings = runtime.settings
@@ -189,7 +189,7 @@ class McpGate:
                 answer, outcome, cause = self._unauthorized(headers), Outcome.DENIED, Cause.UNAUTHENTICATED
             else:
                 answer, outcome, cause = self._too_many(verdict, None), Outcome.RATE_LIMITED, Cause.HTTP_LIMIT
-            self.runtime.metrics.unauthenticated.labels(str(answer.status_code)).inc()
+            self.metrics.unauthenticated.labels(str(answer.status_code)).inc()
             self._record(headers, None, _unread_tool(headers), outcome, cause, None, started)
             await answer(scope, receive, send)
             return
@@ -424,6 +424,9 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
     from ticket_server.pipeline import required_scopes
 
     settings = runtime.settings
+    metrics = runtime.metrics
+    if metrics is None:
+        raise ValueError("an HTTP server exposes its metrics: build its runtime with metrics=True")
     mcp = build_server(runtime)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
     mcp.auth = build_token_verifier(settings, runtime.callers)
@@ -447,7 +450,7 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
     async def prometheus(request: Request) -> Response:
         if not metrics_allowed(settings, request):
             return JSONResponse({"error": "forbidden"}, status_code=403)
-        return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return mcp.http_app(
         path=MCP_PATH,
@@ -457,7 +460,7 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
                 allow_methods=["GET", "POST", "DELETE"], allow_headers=["*"], expose_headers=EXPOSED_HEADERS,
             ),
             AsgiMiddleware(
-                McpGate, runtime=runtime, limiter=HttpLimiter(settings), metadata_url=metadata_url,
+                McpGate, runtime=runtime, metrics=metrics, limiter=HttpLimiter(settings), metadata_url=metadata_url,
                 sessions=SessionQuota(settings.sessions_per_caller, settings.session_idle_timeout),
                 may_call_any=may_call_any,
             ),
