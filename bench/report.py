@@ -23,7 +23,10 @@ WHY = {
         "(ticket_server/tickets/repository.py `_read_point`). Earlier: one worker-thread hop "
         "per read on a synchronous pysqlite engine instead of aiosqlite's hop per DBAPI call; "
         "FastMCP's per-request $ref dereferencing off; the caller lookup cached "
-        "(`TICKET_SERVER_CALLER_CACHE_SECONDS`, default 2 s). What remains, timed inside "
+        "(`TICKET_SERVER_CALLER_CACHE_SECONDS`, default 2 s); the audit writer writes the "
+        "rows queued when a flush begins in one transaction, where it chased the rows of "
+        "calls ending meanwhile in transactions of about 13 rows (175 for 2,300 calls: "
+        "about 0.15 ms of CPU a call, against 0.025 ms in batches of 200). What remains, timed inside "
         "the served loop over 3,000 calls (ours 3.9 ms a call, bare 2.6 ms): three parts of "
         "about 0.45 ms each. The pipeline (one FastMCP middleware: caller, limit, argument "
         "checks and the deadline before the tool, 0.15 ms; the audit line and row, the "
@@ -32,8 +35,12 @@ WHY = {
         "result processing); and, outside FastMCP's call, the SDK's request path and the "
         "client parsing and checking the larger structured result against its output "
         "schema. The same code runs 3-4 times slower served than alone, so no single part "
-        "is a layer to cut. The ratio moved between 0.64x and 0.72x across runs on this "
-        "machine on one day. Reaching 0.7x reliably would need a lookup that bypasses "
+        "is a layer to cut. The ratio moves from run to run: 0.64x-0.72x on the earlier "
+        "VM on one day, 0.67x, 0.70x and 0.69x in three runs within an hour on this one "
+        "(the bare server's own figure moved from 783 to 698 calls/s meanwhile). The "
+        "client's share grows with the output schema: FastMCP's client normalises and "
+        "hashes a tool's output schema on every call before validating the result against "
+        "it. Reaching 0.7x reliably would need a lookup that bypasses "
         "SQLAlchemy or a result cache (stale answers: a product decision)."
     ),
     "calls_http": (
@@ -114,8 +121,8 @@ WHY = {
         "from compiled bytecode, as an installed package does. What ours still adds over bare "
         "is CPU work on one thread, most of it importing SQLAlchemy (core, ORM, asyncio, the "
         "SQLite dialects: about 0.85 G of the 6.2 G instructions to the tools/list answer, "
-        "against 4.9 G for bare, counted with cachegrind), then our modules, limits and "
-        "prometheus-client, the two checks (about 0.02 s) and registering the tools, "
+        "against 4.9 G for bare, counted with cachegrind), then our modules and limits "
+        "(prometheus-client only over HTTP), the two checks (about 0.02 s) and registering the tools, "
         "resources and prompts; running the checks earlier or beside the imports cannot "
         "shorten that on one thread."
     ),
@@ -129,13 +136,17 @@ WHY = {
     "memory": (
         "The bare server already takes about 89 MB (fastmcp, mcp, pydantic, starlette). Ours "
         "adds SQLAlchemy, the engines and the access layer at start (the checks run in- "
-        "process now), the search module only with the first search. From 100 calls on the "
-        "growth is about 1 MB and levels off: the rate limiter's moving window holds at most "
+        "process now), the search module only with the first search; prometheus-client only "
+        "over HTTP (nothing scrapes a stdio server). From 100 calls on the growth is under "
+        "1 MB and levels off. The callers store caps its SQLite page cache at 256 KiB: "
+        "its audit pages are written once and never read, and with SQLite's default 2 MB "
+        "they grew the figure by +1.9 MB (tracemalloc: Python's heap grew about 80 KB of "
+        "it). The rate limiter's moving window holds at most "
         "one entry per call within its window, bounded by any real limit (60/minute: at most "
         "60 entries per caller and tool). Since start-up runs with the cyclic collector paused "
         "and freezes what it made (`cli.collector_paused`, 0.2 s of cold start), the heap it "
         "grew to and the thousand or so objects of start-up's garbage cycles stay: about "
-        "+0.5 MB, which puts the figure on the 120 MB line (119.7-120.05 MB in four runs). "
+        "+0.5 MB of the idle figure. "
         "One collection before the freeze frees them but walks some 230,000 objects, 0.15 s "
         "of every start: the cold start was kept."
     ),
@@ -189,7 +200,12 @@ def render(r: dict[str, Any]) -> str:
         *([f"- how fast this machine ran the bare server: {r['calls']['in_memory']['bare']:.0f} calls/s in memory"
            + (f", cold start {r['coldstart']['bare']:.2f} s" if r.get("coldstart") else "")
            + ". Targets in milliseconds are absolute: on a machine half as fast, the "
-           "same code misses them by about that factor (2026-12-01 01:10 UTC: 688 calls/s, 1.05 s)."]
+           "same code misses them by about that factor. The run before this one (2026-12-01 "
+           "06:31-07:31 UTC, another VM: 520 calls/s, cold start 1.71 s) measured the same "
+           "search and full-read code at 1M tickets at p95 28.5 / 28.1 ms (search, SQLite / "
+           "PostgreSQL) and 12.5 / 15.3 ms (full read); that code (4e52f16) measured "
+           "13.5 / 13.9 and 4.8 / 5.5 ms on this VM at 22:02 UTC: the difference from that "
+           "run is the machine, not the code."]
           if r.get("calls") else []),
         *(["- 1-minute load average when each benchmark started: "
            + ", ".join(f"{k} {v}" for k, v in r["load"].items())] if r.get("load") else []),
