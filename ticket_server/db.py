@@ -48,7 +48,8 @@ def _unicode_lower(value: object) -> object:
 
 
 def create_engine(
-    settings: Settings, *, for_serving: bool = True, page_cache_kib: int | None = None
+    settings: Settings, *, for_serving: bool = True, page_cache_kib: int | None = None,
+    multirow_inserts: bool = False,
 ) -> AsyncEngine:
     """An async engine for ``settings.database_url``.
 
@@ -59,7 +60,13 @@ def create_engine(
     operator restores without a restart. Every SQLite connection puts the file in the
     journal mode of ``settings.sqlite_journal_mode``: WAL by default (the ``-wal`` and
     ``-shm`` files live beside it). ``page_cache_kib`` caps each SQLite connection's page
-    cache (``PRAGMA cache_size``; SQLite's default is 2,000 KiB).
+    cache (``PRAGMA cache_size``; SQLite's default is 2,000 KiB). ``multirow_inserts``:
+    on SQLite, an INSERT given many rows is sent as INSERT statements of many VALUES rows
+    (SQLAlchemy's "insertmanyvalues", at most 32,700 parameters each) instead of
+    pysqlite's ``executemany()``, which releases the GIL around each row's step and
+    takes it back before the next: while the event loop's thread is busy, each retake
+    waits out the interpreter's switch interval (5 ms), and every switch slows the
+    event loop's thread too.
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -85,6 +92,8 @@ def create_engine(
     )
     if path is not None:
         _watch_sqlite_file(engine.sync_engine, path, settings.sqlite_journal_mode, page_cache_kib)
+        if multirow_inserts:  # a documented Dialect attribute; psycopg2's dialect sets it
+            engine.dialect.use_insertmanyvalues_wo_returning = True
     return engine
 
 

@@ -127,6 +127,32 @@ async def test_rows_queued_during_a_flush_wait_for_the_next_batch(settings: Sett
     assert [r.trace_id for r in await audit_rows(settings)] == [f"{i:032d}" for i in (0, 1, 2, 3, 4, 101, 102)]
 
 
+@pytest.mark.sqlite_only
+async def test_a_batch_goes_to_sqlite_as_one_statement(settings: Settings) -> None:
+    """On SQLite a batch is one INSERT of many VALUES rows, never pysqlite's
+    executemany(), which gives the GIL up and waits to take it back for every row while
+    the event loop's thread is busy (a batch of 200 then took about a second)."""
+    from sqlalchemy import event
+
+    store = open_store(settings)
+    sent: list[int] = []  # VALUES rows of each statement sent to the database
+
+    def before(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if "audit_events" in statement:
+            sent.append(statement.count("(?"))
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", before)
+    writer = AuditWriter(store, batch_size=50)
+    try:
+        for i in range(120):
+            writer.submit(_row(i))
+        assert await writer.flush() == 120
+    finally:
+        await store.aclose()
+    assert sent == [50, 50, 20]
+    assert [r.trace_id for r in await audit_rows(settings)] == [f"{i:032d}" for i in range(120)]
+
+
 def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:
     now = datetime.now(UTC)
 
