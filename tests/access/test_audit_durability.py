@@ -153,6 +153,32 @@ async def test_a_batch_goes_to_sqlite_as_one_statement(settings: Settings) -> No
     assert [r.trace_id for r in await audit_rows(settings)] == [f"{i:032d}" for i in range(120)]
 
 
+@pytest.mark.sqlite_only
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc")
+async def test_batches_of_every_size_leave_no_compiled_statements_behind(settings: Settings) -> None:
+    """Each batch size is another statement; SQLite's compiled form of one is about 1.3 KB
+    a row. Kept in pysqlite's statement cache, 150 sizes would hold some 15 MB."""
+    store = open_store(settings)
+    writer = AuditWriter(store, batch_size=1000)
+    try:
+        writer.submit(_row(0))
+        await writer.flush()
+        before = _resident_mb()
+        for size in range(1, 151):
+            for i in range(size):
+                writer.submit(_row(i))
+            assert await writer.flush() == size
+        grown = _resident_mb() - before
+    finally:
+        await store.aclose()
+    assert grown < 5, f"resident memory grew {grown:.1f} MB"
+
+
+def _resident_mb() -> float:
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) / 1024
+
+
 def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:
     now = datetime.now(UTC)
 
