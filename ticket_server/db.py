@@ -66,16 +66,15 @@ def create_engine(
     ``-shm`` files live beside it). ``page_cache_kib`` caps each SQLite connection's page
     cache (``PRAGMA cache_size``; SQLite's default is 2,000 KiB). ``multirow_inserts``:
     on SQLite, an INSERT given many rows is sent as INSERT statements of many VALUES rows
-    (SQLAlchemy's "insertmanyvalues", at most 32,700 parameters each) instead of
-    pysqlite's ``executemany()``, which releases the GIL around each row's step and
-    takes it back before the next: while the event loop's thread is busy, each retake
-    waits out the interpreter's switch interval (5 ms), and every switch slows the
+    (SQLAlchemy's "insertmanyvalues") instead of pysqlite's ``executemany()``, which
+    releases the GIL around each row's step and takes it back before the next: while the
+    event loop's thread is busy, each retake waits out the interpreter's switch interval
+    (``sys.getswitchinterval()``, 5 ms by default), and every switch slows the
     event loop's thread too. A statement holds at most ``MULTIROW_INSERT_ROWS`` rows, and
     those connections keep at most 4 prepared statements: SQLite's compiled form of an
-    INSERT takes about 1.3 KB a row, the row count differs from batch to batch, and
-    pysqlite's default cache (128) would keep one per count seen; with none at all,
-    compiling and freeing a statement for every batch fragmented the writer thread's
-    heap (about +0.5 MB more over 2,400 batches).
+    INSERT grows with its rows, the row count differs from batch to batch, and pysqlite's
+    default cache (128) would keep one per count seen; with none at all, compiling and
+    freeing a statement for every batch fragments the writing thread's heap.
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
