@@ -13,7 +13,7 @@ TARGET_SIZE = 1_000_000  # the data set size the speed targets are set at
 WHY = {
     "calls_in_memory": (
         "Profiled with pyinstrument and py-spy (bench/README.md). Done, in order of effect: "
-        "on SQLite a batch of audit rows is written as INSERTs of 50 VALUES rows (the "
+        "on SQLite a batch of audit rows is written as INSERTs of up to 50 VALUES rows (the "
         "callers store's engine, ticket_server/db.py `multirow_inserts`), where pysqlite's "
         "executemany() gave the GIL up around every row's step and waited out the 5 ms "
         "switch interval to take it back while the event loop's thread was busy: a 200-row "

@@ -129,9 +129,10 @@ async def test_rows_queued_during_a_flush_wait_for_the_next_batch(settings: Sett
 
 @pytest.mark.sqlite_only
 async def test_a_batch_goes_to_sqlite_in_statements_of_many_rows(settings: Settings) -> None:
-    """On SQLite a batch is written as INSERTs of many VALUES rows each, never by
-    pysqlite's executemany(), which gives the GIL up and waits to take it back for every
-    row while the event loop's thread is busy (a batch of 200 then took about a second)."""
+    """On SQLite a batch is written as INSERTs of many VALUES rows each, not row by row
+    (pysqlite's executemany() gives the GIL up and waits to take it back for every row
+    while the event loop's thread is busy: a batch of 200 then took about a second).
+    SQLAlchemy's event says executemany either way; the statements' row groups tell."""
     from sqlalchemy import event
 
     from ticket_server.db import MULTIROW_INSERT_ROWS

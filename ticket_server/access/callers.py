@@ -470,7 +470,7 @@ def open_store(settings: Settings) -> CallerStore:
 
     # The store reads one caller row at a time and appends audit rows it never reads
     # again: SQLite's default page cache (2 MB a connection) would only fill, over hours,
-    # with pages of the audit table. A batch of audit rows goes to SQLite as one statement.
+    # with pages of the audit table. A batch of audit rows goes to SQLite in multi-row INSERTs.
     return CallerStore(
         lambda: create_engine(settings, page_cache_kib=STORE_PAGE_CACHE_KIB, multirow_inserts=True),
         timeout=settings.database_timeout,
