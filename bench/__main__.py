@@ -29,8 +29,12 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench")
     p.add_argument("names", nargs="*", help=f"any of {', '.join(ALL)} (default: all)")
     p.add_argument("--sizes", default="10000,100000,1000000", help="search's data set sizes")
-    p.add_argument("--fullread-sizes", default=None, help="fullread's (default: the largest of --sizes)")
-    p.add_argument("--engines", default="sqlite,postgresql", help="of search, fullread and relevance")
+    p.add_argument(
+        "--fullread-sizes", default=None, help="fullread's (default: the largest of --sizes)"
+    )
+    p.add_argument(
+        "--engines", default="sqlite,postgresql", help="of search, fullread and relevance"
+    )
     p.add_argument("--no-write", action="store_true", help="leave bench/RESULTS.md alone")
     args = p.parse_args()
     names = args.names or list(ALL)
@@ -39,7 +43,11 @@ def main() -> None:
         p.error(f"unknown benchmark {', '.join(sorted(unknown))}; any of {', '.join(ALL)}")
     sizes = tuple(int(s) for s in args.sizes.split(","))
     engines = tuple(args.engines.split(","))
-    fullread_sizes = tuple(int(s) for s in args.fullread_sizes.split(",")) if args.fullread_sizes else (max(sizes),)
+    fullread_sizes = (
+        tuple(int(s) for s in args.fullread_sizes.split(","))
+        if args.fullread_sizes
+        else (max(sizes),)
+    )
     CACHE.mkdir(parents=True, exist_ok=True)
     raw_path = CACHE / "results.json"
     results = json.loads(raw_path.read_text()) if raw_path.exists() else {}
@@ -56,7 +64,12 @@ def main() -> None:
         elif name == "relevance":
             results["relevance"] = relevance.run(engines)
         else:
-            results[name] = {"calls": calls, "coldstart": coldstart, "schema": schema, "memory": memory}[name].run()
+            results[name] = {
+                "calls": calls,
+                "coldstart": coldstart,
+                "schema": schema,
+                "memory": memory,
+            }[name].run()
         results.setdefault("when", {})[name] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
         raw_path.write_text(json.dumps(results, indent=2))  # each part kept should a later one fail
         log(f"[{name}: {time.perf_counter() - t:.0f} s]")

@@ -36,8 +36,13 @@ def build_bare() -> FastMCP:
 def main(argv: list[str]) -> None:
     mcp = build_bare()
     if len(argv) >= 2 and argv[0] == "--http":
-        mcp.run(transport="http", host="127.0.0.1", port=int(argv[1]), show_banner=False,
-                uvicorn_config={"log_level": "warning"})
+        mcp.run(
+            transport="http",
+            host="127.0.0.1",
+            port=int(argv[1]),
+            show_banner=False,
+            uvicorn_config={"log_level": "warning"},
+        )
     else:
         mcp.run(transport="stdio", show_banner=False)
 

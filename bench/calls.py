@@ -13,7 +13,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import PYTHON, ROOT, free_port, log, median, server_process, sqlite_copy, sqlite_url
+from bench.common import (
+    PYTHON,
+    ROOT,
+    free_port,
+    log,
+    median,
+    server_process,
+    sqlite_copy,
+    sqlite_url,
+)
 
 ROUNDS = 3
 TICKET = "SUP-4412"
@@ -36,6 +45,7 @@ def bench_env(db: Path) -> dict[str, str]:
 
 # --- in memory (run in a child process: its stderr, where the audit lines go, is discarded)
 
+
 async def _inmem(n: int) -> dict[str, list[float]]:
     from fastmcp import Client
 
@@ -45,7 +55,9 @@ async def _inmem(n: int) -> dict[str, list[float]]:
     from ticket_server.settings import Settings
 
     settings = Settings()  # from bench_env()
-    configure_logging(settings.log_level, settings.log_format)  # audit lines: JSON on stderr, as served
+    configure_logging(
+        settings.log_level, settings.log_format
+    )  # audit lines: JSON on stderr, as served
     ours, bare = build_server(settings), build_bare()
     out: dict[str, list[float]] = {"ours": [], "bare": []}
     async with Client(ours) as co, Client(bare) as cb:
@@ -67,8 +79,13 @@ def in_memory(n: int = 2000) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         db = sqlite_copy(10_000, Path(tmp) / "t.db")
         proc = subprocess.run(
-            [PYTHON, "-m", "bench.calls", "_inmem", str(n)], cwd=ROOT, env={**os.environ, **bench_env(db)},
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True,
+            [PYTHON, "-m", "bench.calls", "_inmem", str(n)],
+            cwd=ROOT,
+            env={**os.environ, **bench_env(db)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            check=True,
         )
     runs = json.loads(proc.stdout)
     ours, bare = median(runs["ours"]), median(runs["bare"])
@@ -88,13 +105,22 @@ async def _http_load(url: str, tool: str, token: str | None, callers: int, secon
     import httpx2
 
     headers = {
-        "content-type": "application/json", "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": tool,
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": tool,
     }
     if token:
         headers["authorization"] = f"Bearer {token}"
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": tool, "arguments": {"ticket_id": TICKET}, "_meta": META}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"ticket_id": TICKET}, "_meta": META},
+        }
+    )
     done = 0
     limits = httpx2.Limits(max_connections=callers, max_keepalive_connections=callers)
     async with httpx2.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
@@ -121,19 +147,39 @@ def http(callers: int = 16, seconds: float = 6.0) -> dict[str, object]:
         env = bench_env(db)
         exe = str(Path(PYTHON).parent / "ticket-server")
         token = subprocess.run(
-            [exe, "callers", "add", "bench", "--scope", "tickets:read", "--tool-limit", UNLIMITED,
-             "--http-limit", UNLIMITED], env={**os.environ, **env}, capture_output=True, text=True, check=True,
+            [
+                exe,
+                "callers",
+                "add",
+                "bench",
+                "--scope",
+                "tickets:read",
+                "--tool-limit",
+                UNLIMITED,
+                "--http-limit",
+                UNLIMITED,
+            ],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         po, pb = free_port(), free_port()
         uo, ub = f"http://127.0.0.1:{po}/mcp", f"http://127.0.0.1:{pb}/mcp"
         runs: dict[str, list[float]] = {"ours": [], "bare": []}
-        with server_process([exe, "serve", "--transport", "http", "--port", str(po)], env, uo), \
-             server_process([PYTHON, "bench/bare_server.py", "--http", str(pb)], None, ub):
+        with (
+            server_process([exe, "serve", "--transport", "http", "--port", str(po)], env, uo),
+            server_process([PYTHON, "bench/bare_server.py", "--http", str(pb)], None, ub),
+        ):
             asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, 1.5))  # warm-up
             asyncio.run(_http_load(ub, "get_status", None, callers, 1.5))
             for _ in range(ROUNDS):
-                runs["ours"].append(asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, seconds)))
-                runs["bare"].append(asyncio.run(_http_load(ub, "get_status", None, callers, seconds)))
+                runs["ours"].append(
+                    asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, seconds))
+                )
+                runs["bare"].append(
+                    asyncio.run(_http_load(ub, "get_status", None, callers, seconds))
+                )
     ours, bare = median(runs["ours"]), median(runs["bare"])
     return {"ours": ours, "bare": bare, "ratio": ours / bare, "runs": runs, "callers": callers}
 

@@ -35,9 +35,19 @@ def _read_response(proc: subprocess.Popen, id_: int) -> dict:
 
 def list_tools(proc: subprocess.Popen) -> list[dict]:
     """The legacy handshake (initialize, notifications/initialized), then tools/list."""
-    _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "1"}}})
+    _send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        },
+    )
     _read_response(proc, 1)
     _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
@@ -56,8 +66,14 @@ def stop(proc: subprocess.Popen, timeout: float) -> None:
 
 def spawn_to_list(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, **env},
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         tools = list_tools(proc)
         elapsed = time.perf_counter() - t

@@ -85,6 +85,7 @@ def machine() -> dict[str, str]:
 
 # --- data sets ---------------------------------------------------------------------
 
+
 def seed_database(url: str, count: int | None) -> None:
     """Migrate the empty database at ``url`` and seed ``count`` generated tickets (None:
     the sample in seed/)."""
@@ -166,22 +167,50 @@ class Postgres:
             if os.geteuid() == 0:
                 shutil.chown(self.dir, "postgres", "postgres")
             self._run(str(PG_BIN / "initdb"), "-D", str(self.dir), "-A", "trust", "-U", "postgres")
-        if self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "status", check=False).returncode == 0:
+        if (
+            self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "status", check=False).returncode
+            == 0
+        ):
             return
-        opts = (f"-p {PG_PORT} -k {self.dir} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_wal_size=4GB "
-                "-c maintenance_work_mem=512MB -c work_mem=32MB")
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "-o", opts, "-l", str(self.dir / "log"), "-w", "start")
+        opts = (
+            f"-p {PG_PORT} -k {self.dir} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_wal_size=4GB "
+            "-c maintenance_work_mem=512MB -c work_mem=32MB"
+        )
+        self._run(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.dir),
+            "-o",
+            opts,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "start",
+        )
         self.started = True
 
     def stop(self) -> None:
         if self.started:
-            self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "-m", "fast", "stop", check=False)
+            self._run(
+                str(PG_BIN / "pg_ctl"), "-D", str(self.dir), "-m", "fast", "stop", check=False
+            )
             self.started = False
 
     def psql(self, sql: str, db: str = "postgres") -> str:
-        return self._run(str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres",
-                         "-d", db, "-Atc", sql).stdout
+        return self._run(
+            str(PG_BIN / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(PG_PORT),
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-Atc",
+            sql,
+        ).stdout
 
     def dataset(self, count: int) -> str:
         """The URL of a database with ``count`` generated tickets, made once per schema
@@ -192,8 +221,12 @@ class Postgres:
         name = f"tickets_{count}_{HEAD}".lower()
         if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}_ok'").strip() == "1":
             return f"{self.url_base}/{name}"
-        older = sorted(self.psql(f"SELECT left(datname, -3) FROM pg_database WHERE datname LIKE "
-                                 f"'tickets\\_{count}\\_0%\\_ok'").split())
+        older = sorted(
+            self.psql(
+                f"SELECT left(datname, -3) FROM pg_database WHERE datname LIKE "
+                f"'tickets\\_{count}\\_0%\\_ok'"
+            ).split()
+        )
         if older:  # copied and upgraded, as a deployment's database is
             t = time.perf_counter()
             self.psql(f"DROP DATABASE IF EXISTS {name}")
@@ -223,7 +256,6 @@ class Postgres:
         return f"{self.url_base}/{name}"
 
 
-
 @contextmanager
 def engines_ready(engines: Iterable[str], part: str) -> Iterator[list[tuple[str, Postgres | None]]]:
     """The engines a benchmark part runs on, each with the PostgreSQL cluster (started
@@ -242,12 +274,23 @@ def engines_ready(engines: Iterable[str], part: str) -> Iterator[list[tuple[str,
         if pg is not None:
             pg.stop()
 
+
 @contextmanager
-def server_process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | None = None,
-                   timeout: float = 30.0):
+def server_process(
+    cmd: list[str],
+    env: dict[str, str] | None = None,
+    ready_url: str | None = None,
+    timeout: float = 30.0,
+):
     """Run a server subprocess (stderr discarded) until the block ends."""
-    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     try:
         if ready_url:
             _wait_port(ready_url, proc, timeout)

@@ -46,13 +46,22 @@ async def _give_comments(url: str) -> None:
     start = datetime(2026, 7, 15, tzinfo=UTC)
     try:
         async with engine.begin() as conn:
-            have = (await conn.execute(
-                select(func.count()).select_from(Comment).where(Comment.ticket_id == TICKET))).scalar_one()
-            comments = [{
-                "ticket_id": TICKET, "author": "r.mehta", "author_type": "agent", "visibility": "internal",
-                "body": f"Bench note {i}: checked the payment log again; nothing new.",
-                "created_at": start + timedelta(hours=i),
-            } for i in range(COMMENTS - have)]
+            have = (
+                await conn.execute(
+                    select(func.count()).select_from(Comment).where(Comment.ticket_id == TICKET)
+                )
+            ).scalar_one()
+            comments = [
+                {
+                    "ticket_id": TICKET,
+                    "author": "r.mehta",
+                    "author_type": "agent",
+                    "visibility": "internal",
+                    "body": f"Bench note {i}: checked the payment log again; nothing new.",
+                    "created_at": start + timedelta(hours=i),
+                }
+                for i in range(COMMENTS - have)
+            ]
             await conn.run_sync(insert_tickets, (), comments)
     finally:
         await engine.dispose()
@@ -96,7 +105,9 @@ def _copy(engine: str, count: int, pg: Postgres | None) -> Iterator[str]:
         pg.psql(f"DROP DATABASE IF EXISTS {name}")
 
 
-def run(sizes: tuple[int, ...], engines: tuple[str, ...], calls: int = CALLS) -> dict[str, dict[str, object]]:
+def run(
+    sizes: tuple[int, ...], engines: tuple[str, ...], calls: int = CALLS
+) -> dict[str, dict[str, object]]:
     """``{"engine/size": {tool: {"p50", "p95", "calls"}}}``, milliseconds."""
     out: dict[str, dict[str, object]] = {}
     with engines_ready(engines, "full read") as ready:
@@ -105,10 +116,14 @@ def run(sizes: tuple[int, ...], engines: tuple[str, ...], calls: int = CALLS) ->
                 log(f"full read: {engine} {n:,} tickets ...")
                 with _copy(engine, n, pg) as url:
                     times = asyncio.run(_measure(url, calls))
-                out[f"{engine}/{n}"] = {name: {"p50": percentile(t, 0.5), "p95": percentile(t, 0.95), "calls": len(t)}
-                                        for name, t in times.items()}
+                out[f"{engine}/{n}"] = {
+                    name: {"p50": percentile(t, 0.5), "p95": percentile(t, 0.95), "calls": len(t)}
+                    for name, t in times.items()
+                }
                 for name, x in out[f"{engine}/{n}"].items():
-                    log(f"  {name:22s} p50 {x['p50']:.2f} ms, p95 {x['p95']:.2f} ms over {x['calls']:,} calls")
+                    log(
+                        f"  {name:22s} p50 {x['p50']:.2f} ms, p95 {x['p95']:.2f} ms over {x['calls']:,} calls"
+                    )
     return out
 
 

@@ -31,8 +31,14 @@ def _profile(cmd: list[str], env: dict[str, str], tool: str) -> dict[str, float]
     import os
     import subprocess
 
-    proc = subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, **env},
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     out: dict[str, float] = {}
     try:
         list_tools(proc)
@@ -41,8 +47,15 @@ def _profile(cmd: list[str], env: dict[str, str], tool: str) -> dict[str, float]
         i = 2
         for n in range(1, CALLS + 1):
             i += 1
-            _send(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                         "params": {"name": tool, "arguments": {"ticket_id": "SUP-4412"}}})
+            _send(
+                proc,
+                {
+                    "jsonrpc": "2.0",
+                    "id": i,
+                    "method": "tools/call",
+                    "params": {"name": tool, "arguments": {"ticket_id": "SUP-4412"}},
+                },
+            )
             r = _read_response(proc, i)
             assert not r["result"].get("isError"), r
             if n in CHECKPOINTS:
@@ -57,9 +70,14 @@ def run() -> dict[str, object]:
     log(f"memory: idle and after {CALLS:,} calls over stdio ...")
     with tempfile.TemporaryDirectory() as tmp:
         db = sqlite_copy(10_000, Path(tmp) / "t.db")
-        env = {"TICKET_SERVER_DATABASE_URL": sqlite_url(db), "TICKET_SERVER_TOOL_RATE_LIMIT": UNLIMITED,
-               "FASTMCP_CHECK_FOR_UPDATES": "off"}
-        ours = _profile([str(Path(PYTHON).parent / "ticket-server"), "serve"], env, "get_ticket_status_v2")
+        env = {
+            "TICKET_SERVER_DATABASE_URL": sqlite_url(db),
+            "TICKET_SERVER_TOOL_RATE_LIMIT": UNLIMITED,
+            "FASTMCP_CHECK_FOR_UPDATES": "off",
+        }
+        ours = _profile(
+            [str(Path(PYTHON).parent / "ticket-server"), "serve"], env, "get_ticket_status_v2"
+        )
         bare = _profile([PYTHON, "bench/bare_server.py"], env, "get_status")
     log(f"  ours {ours}  bare {bare}")
     return {"ours": ours, "bare": bare, "ratio_after": ours[str(CALLS)] / bare[str(CALLS)]}

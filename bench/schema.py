@@ -17,7 +17,9 @@ from bench.common import log, sqlite_copy, sqlite_url
 
 
 def _block(tools) -> bytes:  # list[mcp.types.Tool]
-    payload = {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]}
+    payload = {
+        "tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+    }
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -45,16 +47,22 @@ def run() -> dict[str, object]:
     per_tool = {t.name: math.ceil(len(_block([t])) / 4) for t in ours_tools}
     out = {
         "tools": [t.name for t in ours_tools],
-        "bytes": len(ours), "tokens": math.ceil(len(ours) / 4),
-        "bare_bytes": len(bare), "bare_tokens": math.ceil(len(bare) / 4),
+        "bytes": len(ours),
+        "tokens": math.ceil(len(ours) / 4),
+        "bare_bytes": len(bare),
+        "bare_tokens": math.ceil(len(bare) / 4),
         "tokens_per_tool": per_tool,
-        "model_bytes": model_bytes, "model_tokens": model_tokens,
-        "bare_model_bytes": bare_model_bytes, "bare_model_tokens": bare_model_tokens,
+        "model_bytes": model_bytes,
+        "model_tokens": model_tokens,
+        "bare_model_bytes": bare_model_bytes,
+        "bare_model_tokens": bare_model_tokens,
     }
     out["ratio"] = out["tokens"] / out["bare_tokens"]
-    log(f"schema: {len(ours_tools)} tools, model request block {model_bytes} bytes, ~{model_tokens} tokens "
+    log(
+        f"schema: {len(ours_tools)} tools, model request block {model_bytes} bytes, ~{model_tokens} tokens "
         f"(bare ~{bare_model_tokens}); tools/list {out['bytes']} bytes, ~{out['tokens']} tokens "
-        f"(bare: {out['bare_bytes']} bytes, ~{out['bare_tokens']} tokens)")
+        f"(bare: {out['bare_bytes']} bytes, ~{out['bare_tokens']} tokens)"
+    )
     return out
 
 

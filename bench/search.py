@@ -20,17 +20,40 @@ SIZES = (10_000, 100_000, 1_000_000)
 # 1-2 word queries a model writes, from frequent words (in a quarter of all tickets or
 # more: the slow tail of relevance ranking) to rare ones.
 QUERIES = (
-    "customer", "account", "please", "support team", "refund", "invoice", "csv export",
-    "settings", "pdf", "urgent", "password reset", "fix", "sso login", "webhook",
-    "keystone", "trigger", "erasure", "gullwing", "printworks", "timeout",
+    "customer",
+    "account",
+    "please",
+    "support team",
+    "refund",
+    "invoice",
+    "csv export",
+    "settings",
+    "pdf",
+    "urgent",
+    "password reset",
+    "fix",
+    "sso login",
+    "webhook",
+    "keystone",
+    "trigger",
+    "erasure",
+    "gullwing",
+    "printworks",
+    "timeout",
 )
 # Identifiers a support agent pastes (a request id, an invoice number, an IP address),
 # found in one or two tickets at every size (the generator's first tickets): the case
 # where the naive baseline cannot stop early and scans every ticket.
 RARE_QUERIES = ("req_dc6affc60c81", "INV-93048", "198.51.100.216")
 # Phrases as agents type them (from the relevance set, bench/relevance/queries.toml).
-PHRASES = ("reset my password", "can't log in after email change", "export timing out",
-           "webhook signature failing", "pasword reset", "INV 20931")
+PHRASES = (
+    "reset my password",
+    "can't log in after email change",
+    "export timing out",
+    "webhook signature failing",
+    "pasword reset",
+    "INV 20931",
+)
 REPEAT = 5
 LARGE = 1_000_000
 REPEAT_LARGE = 3
@@ -52,7 +75,9 @@ async def _measure(url: str, count: int) -> dict[str, object]:
 
     # Timeouts raised so that a slow query is measured, not cut short (report.py names the
     # queries slower than the default database timeout).
-    settings = Settings(database_url=url, database_timeout=120, tool_timeout=120, tool_rate_limit="1000000/second")
+    settings = Settings(
+        database_url=url, database_timeout=120, tool_timeout=120, tool_rate_limit="1000000/second"
+    )
     repeat, base_repeat = repeats(count)
     ours: dict[str, list[float]] = {}
     base: dict[str, list[float]] = {}
@@ -61,15 +86,18 @@ async def _measure(url: str, count: int) -> dict[str, object]:
             ours[q] = []
             for i in range(1 + repeat):  # the first is the warm-up
                 t = time.perf_counter()
-                result = await client.call_tool("search_tickets_v2", {"query": q, "limit": LIMIT},
-                                                raise_on_error=False)
+                result = await client.call_tool(
+                    "search_tickets_v2", {"query": q, "limit": LIMIT}, raise_on_error=False
+                )
                 if i:
                     ours[q].append((time.perf_counter() - t) * 1000)
                 assert not result.is_error, (q, result.content)
     engine = create_engine(settings)
     like = "LIKE" if engine.dialect.name == "sqlite" else "ILIKE"
-    sql = text(f"SELECT * FROM tickets WHERE subject {like} :p OR body {like} :p "
-               "ORDER BY updated_at DESC, pk DESC LIMIT :n")
+    sql = text(
+        f"SELECT * FROM tickets WHERE subject {like} :p OR body {like} :p "
+        "ORDER BY updated_at DESC, pk DESC LIMIT :n"
+    )
     try:
         async with engine.connect() as conn:
             for q in QUERIES + RARE_QUERIES:
@@ -85,33 +113,52 @@ async def _measure(url: str, count: int) -> dict[str, object]:
     def every(times: dict[str, list[float]], queries: tuple[str, ...]) -> list[float]:
         return [t for q in queries for t in times[q]]
 
-    all_ours, all_base = every(ours, QUERIES + RARE_QUERIES + PHRASES), every(base, QUERIES + RARE_QUERIES)
+    all_ours, all_base = (
+        every(ours, QUERIES + RARE_QUERIES + PHRASES),
+        every(base, QUERIES + RARE_QUERIES),
+    )
     words_ours, words_base = every(ours, QUERIES), every(base, QUERIES)
     result = {
-        "p50": percentile(all_ours, 0.5), "p95": percentile(all_ours, 0.95), "max": max(all_ours),
-        "base_p50": percentile(all_base, 0.5), "base_p95": percentile(all_base, 0.95),
-        "samples": len(all_ours), "base_samples": len(all_base), "repeat": repeat, "base_repeat": base_repeat,
+        "p50": percentile(all_ours, 0.5),
+        "p95": percentile(all_ours, 0.95),
+        "max": max(all_ours),
+        "base_p50": percentile(all_base, 0.5),
+        "base_p95": percentile(all_base, 0.95),
+        "samples": len(all_ours),
+        "base_samples": len(all_base),
+        "repeat": repeat,
+        "base_repeat": base_repeat,
         # the 20 word queries alone (without the rare identifiers), for comparison
-        "words_p95": percentile(words_ours, 0.95), "words_base_p95": percentile(words_base, 0.95),
-        "per_query_ms": {q: [percentile(ours[q], 0.5), percentile(base[q], 0.5) if q in base else None] for q in ours},
+        "words_p95": percentile(words_ours, 0.95),
+        "words_base_p95": percentile(words_base, 0.95),
+        "per_query_ms": {
+            q: [percentile(ours[q], 0.5), percentile(base[q], 0.5) if q in base else None]
+            for q in ours
+        },
     }
     result["ratio_p95"] = result["base_p95"] / result["p95"]
     result["ratio_p50"] = result["base_p50"] / result["p50"]
     return result
 
 
-def run(sizes: tuple[int, ...] = SIZES, engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object]:
+def run(
+    sizes: tuple[int, ...] = SIZES, engines: tuple[str, ...] = ("sqlite", "postgresql")
+) -> dict[str, object]:
     out: dict[str, object] = {}
     with engines_ready(engines, "search") as ready:
         for engine, pg in ready:
             for n in sizes:
                 url = sqlite_url(sqlite_dataset(n)) if pg is None else pg.dataset(n)
-                log(f"search: {engine} {n:,} tickets, each query {repeats(n)[0]} time(s) after a warm-up "
-                    f"(baseline {repeats(n)[1]}) ...")
+                log(
+                    f"search: {engine} {n:,} tickets, each query {repeats(n)[0]} time(s) after a warm-up "
+                    f"(baseline {repeats(n)[1]}) ..."
+                )
                 r = asyncio.run(_measure(url, n))
-                log(f"  ours p50 {r['p50']:.2f} p95 {r['p95']:.2f} ms | baseline p50 {r['base_p50']:.1f} "
+                log(
+                    f"  ours p50 {r['p50']:.2f} p95 {r['p95']:.2f} ms | baseline p50 {r['base_p50']:.1f} "
                     f"p95 {r['base_p95']:.1f} ms | {r['ratio_p95']:.0f}x | words only: p95 "
-                    f"{r['words_p95']:.2f} ms, baseline {r['words_base_p95']:.1f} ms")
+                    f"{r['words_p95']:.2f} ms, baseline {r['words_base_p95']:.1f} ms"
+                )
                 out[f"{engine}/{n}"] = r
     return out
 

@@ -22,15 +22,23 @@ from pathlib import Path
 
 from bench.common import PYTHON, free_port, log, percentile, server_process, sqlite_url
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}}
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 TOOL = "get_ticket_status_v2"
 
 
 def call_body(arguments: dict) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                       "params": {"name": TOOL, "arguments": arguments, "_meta": META}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": TOOL, "arguments": arguments, "_meta": META},
+        }
+    ).encode()
 
 
 def bodies() -> dict[str, bytes]:
@@ -63,28 +71,46 @@ def run(repeat: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "t.db"
-        env = {"TICKET_SERVER_DATABASE_URL": sqlite_url(db), "FASTMCP_CHECK_FOR_UPDATES": "off",
-               "TICKET_SERVER_MAX_REQUEST_BYTES": str(4 * 1024 * 1024),
-               "TICKET_SERVER_HTTP_RATE_LIMIT": "100000/minute", "TICKET_SERVER_TOOL_RATE_LIMIT": "100000/minute"}
+        env = {
+            "TICKET_SERVER_DATABASE_URL": sqlite_url(db),
+            "FASTMCP_CHECK_FOR_UPDATES": "off",
+            "TICKET_SERVER_MAX_REQUEST_BYTES": str(4 * 1024 * 1024),
+            "TICKET_SERVER_HTTP_RATE_LIMIT": "100000/minute",
+            "TICKET_SERVER_TOOL_RATE_LIMIT": "100000/minute",
+        }
         exe = str(Path(PYTHON).parent / "ticket-server")
         full = {**os.environ, **env}
         subprocess.run([exe, "db", "upgrade"], env=full, check=True, capture_output=True)
         subprocess.run([exe, "db", "seed"], env=full, check=True, capture_output=True)
-        token = subprocess.run([exe, "callers", "add", "bench", "--scope", "tickets:read"], env=full,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        token = subprocess.run(
+            [exe, "callers", "add", "bench", "--scope", "tickets:read"],
+            env=full,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         port = free_port()
         url, health = f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}/healthz"
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                   "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
-                   "Mcp-Method": "tools/call", "Mcp-Name": TOOL}
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": TOOL,
+        }
         with server_process([exe, "serve", "--transport", "http", "--port", str(port)], env, url):
-            httpx.post(url, content=call_body({"ticket_id": "SUP-4412"}), headers=headers, timeout=60)
+            httpx.post(
+                url, content=call_body({"ticket_id": "SUP-4412"}), headers=headers, timeout=60
+            )
             quiet: list[float] = []
             done = threading.Event()
             threading.Timer(2.0, done.set).start()
             poll(health, done, quiet)
-            log(f"quiet /healthz: p50 {percentile(quiet, 0.5) * 1000:.1f} ms, "
-                f"p99 {percentile(quiet, 0.99) * 1000:.1f} ms, worst {max(quiet) * 1000:.1f} ms")
+            log(
+                f"quiet /healthz: p50 {percentile(quiet, 0.5) * 1000:.1f} ms, "
+                f"p99 {percentile(quiet, 0.99) * 1000:.1f} ms, worst {max(quiet) * 1000:.1f} ms"
+            )
             for name, body in bodies().items():
                 worst, answered, status = [], [], 0
                 for _ in range(repeat):
@@ -99,9 +125,11 @@ def run(repeat: int) -> None:
                     done.set()
                     poller.join()
                     worst.append(max(busy))
-                log(f"{name:28s} {len(body) / 1e6:5.2f} MB -> HTTP {status}: answered in "
+                log(
+                    f"{name:28s} {len(body) / 1e6:5.2f} MB -> HTTP {status}: answered in "
                     f"{min(answered) * 1000:6.0f}-{max(answered) * 1000:.0f} ms; /healthz worst "
-                    f"{min(worst) * 1000:6.1f}-{max(worst) * 1000:.1f} ms")
+                    f"{min(worst) * 1000:6.1f}-{max(worst) * 1000:.1f} ms"
+                )
 
 
 def main() -> None:

@@ -35,16 +35,23 @@ async def _reads(client, stop: asyncio.Event | None, count: int) -> list[float]:
     return times
 
 
-async def _run(url: str, writes: int, writers: int) -> tuple[list[float], float, list[float], list[float]]:
+async def _run(
+    url: str, writes: int, writers: int
+) -> tuple[list[float], float, list[float], list[float]]:
     from fastmcp import Client
 
     from ticket_server.access.callers import open_store
     from ticket_server.server import build_server
     from ticket_server.settings import Settings
 
-    settings = Settings(database_url=url, tool_rate_limit="1000000/second",
-                        write_rate_limit="1000000/second", confirm_writes=[], stdio_caller="bench",
-                        caller_concurrency=writers + 1)  # one caller: the writers and the reader
+    settings = Settings(
+        database_url=url,
+        tool_rate_limit="1000000/second",
+        write_rate_limit="1000000/second",
+        confirm_writes=[],
+        stdio_caller="bench",
+        caller_concurrency=writers + 1,
+    )  # one caller: the writers and the reader
     store = open_store(settings)
     await store.add("bench", ["tickets:read", "tickets:write"])
     await store.aclose()
@@ -58,8 +65,11 @@ async def _run(url: str, writes: int, writers: int) -> tuple[list[float], float,
         async def writer() -> None:
             for i in queue:
                 t = time.perf_counter()
-                result = await client.call_tool("add_internal_note", {"ticket_id": TICKET, "note": f"bench {i}"},
-                                                raise_on_error=False)
+                result = await client.call_tool(
+                    "add_internal_note",
+                    {"ticket_id": TICKET, "note": f"bench {i}"},
+                    raise_on_error=False,
+                )
                 assert not result.is_error, result
                 write_times.append((time.perf_counter() - t) * 1000)
 
@@ -86,23 +96,32 @@ def main() -> None:
         pg = Postgres()
         pg.start()
         try:
-            writes, elapsed, alone, during = asyncio.run(_run(pg.copy(args.count, "bench_writes"), args.writes,
-                                                              args.writers))
+            writes, elapsed, alone, during = asyncio.run(
+                _run(pg.copy(args.count, "bench_writes"), args.writes, args.writers)
+            )
         finally:
             pg.stop()
         mode = "postgresql"
     else:
         with tempfile.TemporaryDirectory() as tmp:
             db = sqlite_copy(args.count, Path(tmp) / "tickets.db")
-            writes, elapsed, alone, during = asyncio.run(_run(sqlite_url(db), args.writes, args.writers))
+            writes, elapsed, alone, during = asyncio.run(
+                _run(sqlite_url(db), args.writes, args.writers)
+            )
         mode = "sqlite (WAL)"
-    log(f"add_internal_note     {mode} {args.count:>9,} tickets, {args.writers} writers on one ticket: "
+    log(
+        f"add_internal_note     {mode} {args.count:>9,} tickets, {args.writers} writers on one ticket: "
         f"p50 {percentile(writes, 0.5):.2f} ms, p95 {percentile(writes, 0.95):.2f} ms, "
-        f"{len(writes) / elapsed:,.0f} writes/s over {len(writes):,} writes")
-    log(f"get_ticket_status_v2  alone:         p50 {percentile(alone, 0.5):.2f} ms, "
-        f"p95 {percentile(alone, 0.95):.2f} ms over {len(alone):,} calls")
-    log(f"get_ticket_status_v2  during writes: p50 {percentile(during, 0.5):.2f} ms, "
-        f"p95 {percentile(during, 0.95):.2f} ms over {len(during):,} calls")
+        f"{len(writes) / elapsed:,.0f} writes/s over {len(writes):,} writes"
+    )
+    log(
+        f"get_ticket_status_v2  alone:         p50 {percentile(alone, 0.5):.2f} ms, "
+        f"p95 {percentile(alone, 0.95):.2f} ms over {len(alone):,} calls"
+    )
+    log(
+        f"get_ticket_status_v2  during writes: p50 {percentile(during, 0.5):.2f} ms, "
+        f"p95 {percentile(during, 0.95):.2f} ms over {len(during):,} calls"
+    )
 
 
 if __name__ == "__main__":

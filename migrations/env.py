@@ -23,9 +23,14 @@ config = context.config
 target_metadata = Base.metadata
 
 HAND_MANAGED_PREFIXES = ("tickets_fts", "comments_fts")
-HAND_MANAGED_NAMES = frozenset({
-    "search_vector", "ix_tickets_search_vector", "ix_tickets_subject_trgm", "ix_comments_search_vector",
-})
+HAND_MANAGED_NAMES = frozenset(
+    {
+        "search_vector",
+        "ix_tickets_search_vector",
+        "ix_tickets_subject_trgm",
+        "ix_comments_search_vector",
+    }
+)
 
 
 def include_object(obj, name, type_, reflected, compare_to) -> bool:  # type: ignore[no-untyped-def]
@@ -40,8 +45,12 @@ def _url() -> str:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True,
-                      include_object=include_object)
+    context.configure(
+        url=_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        include_object=include_object,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

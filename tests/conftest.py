@@ -35,15 +35,24 @@ _databases = itertools.count()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about SQLite itself")
-    config.addinivalue_line("markers", "slow: a load-shaped test (bounded, but long); -m 'not slow' skips it")
-    config.addinivalue_line("markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)")
+    config.addinivalue_line(
+        "markers", "slow: a load-shaped test (bounded, but long); -m 'not slow' skips it"
+    )
+    config.addinivalue_line(
+        "markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        only_sqlite = "db_path" in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only")
+        only_sqlite = "db_path" in metafunc.fixturenames or metafunc.definition.get_closest_marker(
+            "sqlite_only"
+        )
         only_postgresql = metafunc.definition.get_closest_marker("postgresql_only")
-        metafunc.parametrize("backend", ["sqlite"] if only_sqlite else ["postgresql"] if only_postgresql else BACKENDS)
+        metafunc.parametrize(
+            "backend",
+            ["sqlite"] if only_sqlite else ["postgresql"] if only_postgresql else BACKENDS,
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -126,7 +135,9 @@ def postgres_database_url(postgres: PostgresServer, postgres_template: str) -> I
 
 
 @pytest.fixture
-def empty_database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def empty_database_url(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[str]:
     """An empty database (no schema) on ``backend``."""
     if backend == "sqlite":
         yield sqlite_url(tmp_path / "empty.db")
@@ -147,7 +158,9 @@ def db_path(database_url: str) -> Path:
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     # Tests that are not about rate limits must never meet one.
-    return Settings(database_url=database_url, database_timeout=3.0, tool_rate_limit="100000/minute")
+    return Settings(
+        database_url=database_url, database_timeout=3.0, tool_rate_limit="100000/minute"
+    )
 
 
 @pytest.fixture

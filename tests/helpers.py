@@ -32,7 +32,9 @@ def assert_text_mirrors_structured(result) -> None:
     assert parsed == structured
 
 
-async def create_caller(database_url: str, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
+async def create_caller(
+    database_url: str, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options
+) -> str:
     """Create a caller in the database at ``database_url``; returns its token."""
     from ticket_server.access.callers import open_store
     from ticket_server.settings import Settings

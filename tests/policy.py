@@ -20,7 +20,11 @@ def _unexpected_skips(stats: dict[str, list]) -> list[pytest.TestReport]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any test skipped (outside ALLOWED_SKIPS), CI or not."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if exitstatus == pytest.ExitCode.OK and reporter is not None and _unexpected_skips(reporter.stats):
+    if (
+        exitstatus == pytest.ExitCode.OK
+        and reporter is not None
+        and _unexpected_skips(reporter.stats)
+    ):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -29,4 +33,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if skipped:
         terminalreporter.write_line(
             f"FAILED: {len(skipped)} test(s) skipped; no test may skip "
-            "(install what they need: sudo bash .ci/install-services.sh)", red=True)
+            "(install what they need: sudo bash .ci/install-services.sh)",
+            red=True,
+        )

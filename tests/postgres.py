@@ -43,9 +43,24 @@ class PostgresServer:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         proc = subprocess.run(
-            ["psql", "-h", self.host, "-p", str(self.port), "-U", self.user, "-d", database,
-             "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
-            capture_output=True, text=True, timeout=60,
+            [
+                "psql",
+                "-h",
+                self.host,
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                "-d",
+                database,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-qAtc",
+                sql,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if proc.returncode != 0:
             raise RuntimeError(f"psql failed: {proc.stderr}")
@@ -53,8 +68,13 @@ class PostgresServer:
 
     def stop(self) -> None:
         if self.data_dir is not None and self.pg_ctl is not None:
-            subprocess.run(_as_postgres_user([str(self.pg_ctl), "-D", str(self.data_dir), "-m", "immediate", "stop"]),
-                           capture_output=True, timeout=60)
+            subprocess.run(
+                _as_postgres_user(
+                    [str(self.pg_ctl), "-D", str(self.data_dir), "-m", "immediate", "stop"]
+                ),
+                capture_output=True,
+                timeout=60,
+            )
 
     def remove(self) -> None:
         self.stop()
@@ -65,9 +85,22 @@ class PostgresServer:
         assert self.data_dir is not None and self.pg_ctl is not None
         options = f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
         subprocess.run(
-            _as_postgres_user([str(self.pg_ctl), "-D", str(self.data_dir), "-o", options,
-                               "-l", str(self.data_dir / "server.log"), "-w", "start"]),
-            check=True, capture_output=True, timeout=60,
+            _as_postgres_user(
+                [
+                    str(self.pg_ctl),
+                    "-D",
+                    str(self.data_dir),
+                    "-o",
+                    options,
+                    "-l",
+                    str(self.data_dir / "server.log"),
+                    "-w",
+                    "start",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
 
 
@@ -75,16 +108,34 @@ def start_private_server() -> PostgresServer:
     """initdb + pg_ctl start in a new temp directory (pytest's own is private to root,
     and the server runs as the postgres user); RuntimeError when not installed."""
     if not POSTGRES_BIN_DIRS or shutil.which("psql") is None:
-        raise RuntimeError("PostgreSQL is not installed: run `sudo bash .ci/install-services.sh` "
-                           "(Debian packages postgresql, postgresql-contrib, postgresql-client)")
+        raise RuntimeError(
+            "PostgreSQL is not installed: run `sudo bash .ci/install-services.sh` "
+            "(Debian packages postgresql, postgresql-contrib, postgresql-client)"
+        )
     bin_dir = POSTGRES_BIN_DIRS[0]
     root = Path(tempfile.mkdtemp(prefix="ticket-server-pg-"))
     data = root / "pgdata"
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
-    subprocess.run(_as_postgres_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-                                      "-E", "UTF8", "--locale=C.UTF-8"]),
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        _as_postgres_user(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     server = PostgresServer("127.0.0.1", _free_port(), "postgres", data, bin_dir / "pg_ctl")
     server.start()
     deadline = time.monotonic() + 30
@@ -114,7 +165,9 @@ def server_at(url: str) -> tuple[PostgresServer, str]:
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    return PostgresServer(u.host or "127.0.0.1", u.port or 5432, u.username or "postgres"), str(u.database)
+    return PostgresServer(u.host or "127.0.0.1", u.port or 5432, u.username or "postgres"), str(
+        u.database
+    )
 
 
 @contextmanager
@@ -123,15 +176,34 @@ def table_locked(url: str, table: str = "tickets") -> Iterator[None]:
     own) until the block ends: every query on it waits, visibly, in pg_stat_activity."""
     server, database = server_at(url)
     session = subprocess.Popen(
-        ["psql", "-h", server.host, "-p", str(server.port), "-U", server.user, "-d", database,
-         "-v", "ON_ERROR_STOP=1", "-qAt"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            "psql",
+            "-h",
+            server.host,
+            "-p",
+            str(server.port),
+            "-U",
+            server.user,
+            "-d",
+            database,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-qAt",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert session.stdin is not None and session.stdout is not None
     try:
-        session.stdin.write(f"BEGIN;\nLOCK TABLE {table} IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n")
+        session.stdin.write(
+            f"BEGIN;\nLOCK TABLE {table} IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n"
+        )
         session.stdin.flush()
-        assert session.stdout.readline().strip() == "locked", session.stderr.read() if session.stderr else ""
+        assert session.stdout.readline().strip() == "locked", (
+            session.stderr.read() if session.stderr else ""
+        )
         yield
     finally:
         if session.poll() is None:
@@ -143,10 +215,12 @@ def table_locked(url: str, table: str = "tickets") -> Iterator[None]:
 def lock_waiters(url: str) -> int:
     """How many queries of this database wait on a lock right now (pg_stat_activity)."""
     server, database = server_at(url)
-    return int(server.psql(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        database,
-    ))
+    return int(
+        server.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            database,
+        )
+    )
 
 
 def wait_for_lock_waiters(url: str, count: int, timeout: float = 30) -> None:
@@ -154,5 +228,7 @@ def wait_for_lock_waiters(url: str, count: int, timeout: float = 30) -> None:
     a test waits for instead of sleeping and hoping a call has reached the database."""
     deadline = time.monotonic() + timeout
     while (seen := lock_waiters(url)) < count:
-        assert time.monotonic() < deadline, f"{seen} of {count} queries waiting on the lock after {timeout} s"
+        assert time.monotonic() < deadline, (
+            f"{seen} of {count} queries waiting on the lock after {timeout} s"
+        )
         time.sleep(0.02)

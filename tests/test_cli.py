@@ -23,8 +23,14 @@ from tests.transports.test_stdio import stdio_params
 
 
 def cli(database_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TICKET_SERVER, *args], env=server_env(database_url, **env),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*TICKET_SERVER, *args],
+        env=server_env(database_url, **env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def listed(database_url: str) -> dict[str, dict]:
@@ -35,7 +41,9 @@ def listed(database_url: str) -> dict[str, dict]:
 
 async def answers_with(database_url: str, token: str) -> None:
     """A stdio server started with this token answers a tool call."""
-    async with Client(stdio_params(database_url, TICKET_SERVER_TOKEN=token), mode="2026-07-28") as client:
+    async with Client(
+        stdio_params(database_url, TICKET_SERVER_TOKEN=token), mode="2026-07-28"
+    ) as client:
         result = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert result.is_error is False
 
@@ -51,8 +59,20 @@ async def test_callers_add_list_rotate_revoke(database_url: str) -> None:
     and limits and never a token; `rotate` prints a new token, the old one is refused
     at start-up and the new one works; `revoke` makes the caller's token useless and
     `list` shows when."""
-    added = cli(database_url, "callers", "add", "billing-bot", "--scope", "tickets:read", "--queue", "billing",
-                "--tool-limit", "5/minute", "--http-limit", "50/minute")
+    added = cli(
+        database_url,
+        "callers",
+        "add",
+        "billing-bot",
+        "--scope",
+        "tickets:read",
+        "--queue",
+        "billing",
+        "--tool-limit",
+        "5/minute",
+        "--http-limit",
+        "50/minute",
+    )
     assert added.returncode == 0, added.stderr
     token = added.stdout.strip()
     assert token.startswith("tks_") and added.stdout == token + "\n"
@@ -60,8 +80,13 @@ async def test_callers_add_list_rotate_revoke(database_url: str) -> None:
     before = listed(database_url)
     assert set(before) == {"billing-bot"}
     row = before["billing-bot"]
-    assert (row["scopes"], row["queues"], row["tool_rate_limit"], row["http_rate_limit"], row["revoked_at"]) == (
-        ["tickets:read"], ["billing"], "5/minute", "50/minute", None)
+    assert (
+        row["scopes"],
+        row["queues"],
+        row["tool_rate_limit"],
+        row["http_rate_limit"],
+        row["revoked_at"],
+    ) == (["tickets:read"], ["billing"], "5/minute", "50/minute", None)
     table = cli(database_url, "callers", "list")
     assert table.returncode == 0 and "billing-bot" in table.stdout and "billing" in table.stdout
     assert token not in table.stdout + table.stderr and token not in json.dumps(before)
@@ -105,10 +130,16 @@ def test_default_database_path_is_in_the_user_data_directory(tmp_path: Path) -> 
     """Without TICKET_SERVER_DATABASE_URL the database is
     $XDG_DATA_HOME/ticket-server/tickets.db (~/.local/share/... by default) and `db
     upgrade` + `db seed` create it there."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_") and k != "XDG_DATA_HOME"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TICKET_SERVER_") and k != "XDG_DATA_HOME"
+    }
     env["HOME"] = str(tmp_path)
     for args in (["db", "upgrade"], ["db", "seed", "--if-empty"]):
-        done = subprocess.run([*TICKET_SERVER, *args], env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [*TICKET_SERVER, *args], env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
     database = tmp_path / ".local" / "share" / "ticket-server" / "tickets.db"
     assert database.is_file() and database.stat().st_size > 100_000
@@ -120,13 +151,22 @@ def test_log_format_text(db_path: Path) -> None:
     """TICKET_SERVER_LOG_FORMAT=text: stderr lines are `time LEVEL logger: message
     key=value ...` (every field kept), not JSON; stdout under stdio still carries nothing
     but frames (here: none)."""
-    done = subprocess.run([*TICKET_SERVER, "serve"], env=server_env(db_path, TICKET_SERVER_LOG_FORMAT="text"),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*TICKET_SERVER, "serve"],
+        env=server_env(db_path, TICKET_SERVER_LOG_FORMAT="text"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     lines = done.stderr.splitlines()
-    assert any(" INFO ticket_server.transports.stdio: serving MCP over stdio " in line
-               and 'caller="local"' in line for line in lines), lines
+    assert any(
+        " INFO ticket_server.transports.stdio: serving MCP over stdio " in line
+        and 'caller="local"' in line
+        for line in lines
+    ), lines
     for line in lines:
         with pytest.raises(ValueError):
             json.loads(line)
@@ -136,9 +176,14 @@ def test_http_refuses_an_unmigrated_database(empty_database_url: str) -> None:
     """`serve --transport http` on a database without the schema, both engines: exits
     non-zero before listening, one line on stderr naming `ticket-server db upgrade`."""
     port = free_port()
-    done = subprocess.run([*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port)],
-                          env=server_env(empty_database_url), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port)],
+        env=server_env(empty_database_url),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0 and done.stdout == ""
     err = done.stderr.strip()
     assert "ticket-server db upgrade" in err and len(err.splitlines()) == 1, err
@@ -162,9 +207,13 @@ def test_workers_n_serves_from_n_processes(db_path: Path, tmp_path: Path) -> Non
     token = add_caller(db_path, "tester")
     port = free_port()
     stderr = tmp_path / "workers.stderr"
-    process = subprocess.Popen([*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port), "--workers", "2"],
-                               env=server_env(db_path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=stderr.open("wb"))
+    process = subprocess.Popen(
+        [*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port), "--workers", "2"],
+        env=server_env(db_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("wb"),
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -188,13 +237,23 @@ def test_workers_n_serves_from_n_processes(db_path: Path, tmp_path: Path) -> Non
         async def calls() -> list[bool]:
             transport = streamable_http_client(
                 f"http://127.0.0.1:{port}/mcp",
-                http_client=httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30))
+                http_client=httpx.AsyncClient(
+                    headers={"Authorization": f"Bearer {token}"}, timeout=30
+                ),
+            )
             async with Client(transport, mode="legacy") as client:
-                return [(await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})).is_error
-                        for _ in range(10)]
+                return [
+                    (
+                        await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+                    ).is_error
+                    for _ in range(10)
+                ]
 
         assert asyncio.run(calls()) == [False] * 10
-        assert "serving MCP over Streamable HTTP" in stderr.read_text() and "2 workers" in stderr.read_text()
+        assert (
+            "serving MCP over Streamable HTTP" in stderr.read_text()
+            and "2 workers" in stderr.read_text()
+        )
     finally:
         stop(process)
 

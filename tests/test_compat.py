@@ -32,7 +32,11 @@ async def test_lifespan_manager_runs_the_servers_lifespan() -> None:
 def test_low_level_server_run_and_initialization_options_exist() -> None:
     low = FastMCP("t")._mcp_server
     assert inspect.iscoroutinefunction(low.run)
-    assert list(inspect.signature(low.run).parameters)[:3] == ["read_stream", "write_stream", "initialization_options"]
+    assert list(inspect.signature(low.run).parameters)[:3] == [
+        "read_stream",
+        "write_stream",
+        "initialization_options",
+    ]
     assert low.create_initialization_options() is not None
 
 
@@ -40,7 +44,9 @@ async def test_context_streams_carry_session_messages() -> None:
     import mcp.types as mt
 
     send, receive = compat.context_streams(1)
-    message = SessionMessage(mt.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
+    message = SessionMessage(
+        mt.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
+    )
     await send.send(message)
     assert (await receive.receive()).message == message.message
 
@@ -105,7 +111,9 @@ async def test_request_middleware_sees_raw_params_before_validation() -> None:
             seen.append(ctx.params["arguments"])
             from dataclasses import replace
 
-            return await call_next(replace(ctx, params={**ctx.params, "arguments": {"text": "rewritten"}}))
+            return await call_next(
+                replace(ctx, params={**ctx.params, "arguments": {"text": "rewritten"}})
+            )
         return await call_next(ctx)
 
     compat.add_request_middleware(mcp, middleware)
@@ -125,7 +133,11 @@ async def test_invalid_request_state_is_handed_to_the_named_tools_only() -> None
 
     def asking(ctx: Context) -> object:
         if ctx.request_state is None:
-            ask = ElicitRequest(params=ElicitRequestFormParams(message="ok?", requested_schema={"type": "object", "properties": {}}))
+            ask = ElicitRequest(
+                params=ElicitRequestFormParams(
+                    message="ok?", requested_schema={"type": "object", "properties": {}}
+                )
+            )
             return InputRequiredResult(input_requests={"q": ask}, request_state="minted")
         return f"state {ctx.request_state}"
 
@@ -141,21 +153,31 @@ async def test_invalid_request_state_is_handed_to_the_named_tools_only() -> None
     async with Client(mcp, mode="2026-07-28") as client:
         for name in ("guarded", "other"):
             first = await client.session.call_tool(name, {}, allow_input_required=True)
-            assert isinstance(first, InputRequiredResult) and first.request_state != "minted"  # sealed on the wire
-            good = await client.session.call_tool(name, {}, request_state=first.request_state,
-                                                  allow_input_required=True)
+            assert (
+                isinstance(first, InputRequiredResult) and first.request_state != "minted"
+            )  # sealed on the wire
+            good = await client.session.call_tool(
+                name, {}, request_state=first.request_state, allow_input_required=True
+            )
             assert good.content[0].text == "state minted"
         first = await client.session.call_tool("guarded", {}, allow_input_required=True)
-        bad = await client.session.call_tool("guarded", {}, request_state=first.request_state[:-2] + "xx",
-                                             allow_input_required=True)
+        bad = await client.session.call_tool(
+            "guarded", {}, request_state=first.request_state[:-2] + "xx", allow_input_required=True
+        )
         assert bad.content[0].text == "state MARKER"
         first = await client.session.call_tool("other", {}, allow_input_required=True)
         with pytest.raises(MCPError, match="requestState"):
-            await client.session.call_tool("other", {}, request_state=first.request_state[:-2] + "xx",
-                                           allow_input_required=True)
+            await client.session.call_tool(
+                "other",
+                {},
+                request_state=first.request_state[:-2] + "xx",
+                allow_input_required=True,
+            )
 
 
-def test_memory_storage_counts_as_shipped_and_drops_expired_entries_on_the_callers_thread(monkeypatch) -> None:
+def test_memory_storage_counts_as_shipped_and_drops_expired_entries_on_the_callers_thread(
+    monkeypatch,
+) -> None:
     """The moving window counts as `limits` ships it; no hit starts a timer thread; a hit
     at least ``EXPIRY_SECONDS`` after the last drop drops the entries that expired."""
     import time

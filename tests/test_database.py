@@ -14,7 +14,14 @@ from ticket_server import db
 from ticket_server.settings import Settings
 from ticket_server.admin.generator import generate_tickets
 from ticket_server.admin.conversations import generate_conversations, generate_customers
-from ticket_server.admin.seeding import SAMPLE_COUNT, SAMPLE_FILE, SAMPLE_FILES, read_jsonl, read_records, seed
+from ticket_server.admin.seeding import (
+    SAMPLE_COUNT,
+    SAMPLE_FILE,
+    SAMPLE_FILES,
+    read_jsonl,
+    read_records,
+    seed,
+)
 from tests.helpers import assert_no_leak, text_of
 
 
@@ -26,12 +33,14 @@ async def schema(url: str) -> set[str]:
     engine = create_async_engine(url)
     try:
         async with engine.connect() as conn:
+
             def names(sync) -> set[str]:
                 inspector = inspect(sync)
                 out = set(inspector.get_table_names())
                 for table in out.copy():
                     out |= {i["name"] for i in inspector.get_indexes(table)}
                 return out
+
             return await conn.run_sync(names)
     finally:
         await engine.dispose()
@@ -99,7 +108,9 @@ def test_seed_if_empty_is_idempotent(settings: Settings) -> None:
     assert asyncio.run(count()) == SAMPLE_COUNT
 
 
-async def test_c05b_database_stops_answering_then_comes_back(server, db_path: Path, tmp_path: Path) -> None:
+async def test_c05b_database_stops_answering_then_comes_back(
+    server, db_path: Path, tmp_path: Path
+) -> None:
     """C05 (b): the SQLite file replaced by garbage, then removed, then restored: calls in
     between answer "unavailable" within seconds, without internals; then succeed again."""
     backup = tmp_path / "backup.db"
@@ -110,7 +121,9 @@ async def test_c05b_database_stops_answering_then_comes_back(server, db_path: Pa
 
         db_path.write_bytes(b"this is not a database" * 100)
         started = time.monotonic()
-        broken = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
+        broken = await client.call_tool(
+            "get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False
+        )
         assert time.monotonic() - started < 10
         assert broken.is_error is True
         assert "ticket database is unavailable" in text_of(broken)

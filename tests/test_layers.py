@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_imports_run_downward_only() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
-    proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ", 0 broken" in proc.stdout and "kept" in proc.stdout

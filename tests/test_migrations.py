@@ -35,7 +35,16 @@ def test_alembic_runs_by_hand_from_the_repository_root(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'by-hand.db'}"
     alembic = Path(sys.executable).with_name("alembic")
     env = {**os.environ, "TICKET_SERVER_DATABASE_URL": url}
-    proc = subprocess.run([str(alembic), "upgrade", "head"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(alembic), "upgrade", "head"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    current = subprocess.run([str(alembic), "current"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    current = subprocess.run(
+        [str(alembic), "current"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert HEAD in current.stdout

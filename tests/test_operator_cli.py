@@ -23,11 +23,19 @@ from ticket_server.settings import Settings
 TICKET_SERVER = str(Path(sys.executable).parent / "ticket-server")  # the venv's console script
 
 
-def run(database_url: str, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+def run(
+    database_url: str, *args: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     environment.update(TICKET_SERVER_DATABASE_URL=database_url, **env)
-    return subprocess.run([TICKET_SERVER, *args], env=environment, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [TICKET_SERVER, *args],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -58,6 +66,7 @@ def upgraded(database_url: str) -> str:
 
 # --- item 1, C21: seeding mistakes -------------------------------------------------------
 
+
 def test_c21_seed_twice_names_the_ids_that_exist(database_url: str) -> None:
     """C21: `db seed` on a seeded database names the ids present and writes nothing."""
     before = ticket_count(database_url)
@@ -80,7 +89,9 @@ def test_c21_seed_line_without_created_at(empty_database_url: str, tmp_path: Pat
     """C21: a JSONL line without `created_at`: line N lacks created_at, nothing written
     (the lines before it included)."""
     upgraded(empty_database_url)
-    sample = (Path(__file__).resolve().parents[1] / "seed" / "tickets.jsonl").read_text().splitlines()
+    sample = (
+        (Path(__file__).resolve().parents[1] / "seed" / "tickets.jsonl").read_text().splitlines()
+    )
     broken = sample[2].replace('"created_at"', '"opened_at"')
     path = tmp_path / "tickets.jsonl"
     path.write_text("\n".join([sample[0], sample[1], broken, sample[3]]) + "\n")
@@ -90,6 +101,7 @@ def test_c21_seed_line_without_created_at(empty_database_url: str, tmp_path: Pat
 
 
 # --- item 3: all or nothing ---------------------------------------------------------------
+
 
 def _as_from_a_terminal() -> None:
     """In the child before exec: SIGINT handled by default and not blocked, as a shell
@@ -103,10 +115,17 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
     no ticket; a later `db seed --if-empty` therefore seeds."""
     upgraded(empty_database_url)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
-    environment.update(TICKET_SERVER_DATABASE_URL=empty_database_url, TICKET_SERVER_LOG_LEVEL="debug")
-    seeding = subprocess.Popen([TICKET_SERVER, "db", "seed", "--count", "100000"], env=environment,
-                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=_as_from_a_terminal)
+    environment.update(
+        TICKET_SERVER_DATABASE_URL=empty_database_url, TICKET_SERVER_LOG_LEVEL="debug"
+    )
+    seeding = subprocess.Popen(
+        [TICKET_SERVER, "db", "seed", "--count", "100000"],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_from_a_terminal,
+    )
     try:
         assert seeding.stderr is not None
         for line in seeding.stderr:  # the seeder's DEBUG line after each written batch
@@ -120,7 +139,11 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
         reader.start()
         reader.join(timeout=90)
         if reader.is_alive():  # say why, rather than wait for the test's timeout
-            signals = [ln for ln in Path(f"/proc/{seeding.pid}/status").read_text().splitlines() if ln.startswith("Sig")]
+            signals = [
+                ln
+                for ln in Path(f"/proc/{seeding.pid}/status").read_text().splitlines()
+                if ln.startswith("Sig")
+            ]
             pytest.fail(f"db seed still running 90 s after SIGINT; its signal masks: {signals}")
         assert seeding.wait(timeout=60) == 130
     finally:
@@ -135,6 +158,7 @@ def test_seed_interrupted_keeps_nothing_and_if_empty_then_seeds(empty_database_u
 
 # --- item 4: destructive commands -----------------------------------------------------------
 
+
 def test_downgrade_needs_a_revision_and_base_needs_yes(database_url: str) -> None:
     line = one_line(run(database_url, "db", "downgrade"))
     assert "revision" in line and "--help" in line, line
@@ -145,24 +169,33 @@ def test_downgrade_needs_a_revision_and_base_needs_yes(database_url: str) -> Non
     line = one_line(run(database_url, "db", "downgrade", "no-such-revision"))
     assert "no-such-revision" in line and "head" in line, line
     assert run(database_url, "db", "downgrade", "base", "--yes").returncode == 0
-    assert asyncio.run(table_names(Settings(database_url=database_url))) in ([], ["alembic_version"])
+    assert asyncio.run(table_names(Settings(database_url=database_url))) in (
+        [],
+        ["alembic_version"],
+    )
 
 
 # --- item 1: settings ---------------------------------------------------------------------
 
-@pytest.mark.parametrize(("variable", "value", "expected"), [
-    ("TICKET_SERVER_DATABASE_URL", "/srv/tickets.db", "sqlite+aiosqlite:///PATH"),
-    ("TICKET_SERVER_DATABASE_URL", "postgresql://tickets@db/tickets", "postgresql+asyncpg://"),
-    ("TICKET_SERVER_DATABASE_URL", "sqlite:///tickets.db", "sqlite+aiosqlite:///tickets.db"),
-    ("TICKET_SERVER_TOOL_RATE_LIMIT", "lots", "60/minute"),
-    ("TICKET_SERVER_HTTP_RATE_LIMIT", "fast", "60/minute"),
-    ("TICKET_SERVER_AUTH_MODE", "jwt", "TICKET_SERVER_JWT_JWKS_URL"),
-    ("TICKET_SERVER_ALLOWED_HOSTS", "host", "JSON list"),
-    ("TICKET_SERVER_ALLOWED_ORIGINS", "http://localhost:6274", "JSON list"),
-    ("TICKET_SERVER_RETIREMENT_DATES", "search_tickets=2027-06-30", "JSON object"),
-    ("TICKET_SERVER_PORT", "eighty", "valid integer"),
-])
-def test_c21_each_bad_setting_is_one_line(tmp_path: Path, variable: str, value: str, expected: str) -> None:
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("TICKET_SERVER_DATABASE_URL", "/srv/tickets.db", "sqlite+aiosqlite:///PATH"),
+        ("TICKET_SERVER_DATABASE_URL", "postgresql://tickets@db/tickets", "postgresql+asyncpg://"),
+        ("TICKET_SERVER_DATABASE_URL", "sqlite:///tickets.db", "sqlite+aiosqlite:///tickets.db"),
+        ("TICKET_SERVER_TOOL_RATE_LIMIT", "lots", "60/minute"),
+        ("TICKET_SERVER_HTTP_RATE_LIMIT", "fast", "60/minute"),
+        ("TICKET_SERVER_AUTH_MODE", "jwt", "TICKET_SERVER_JWT_JWKS_URL"),
+        ("TICKET_SERVER_ALLOWED_HOSTS", "host", "JSON list"),
+        ("TICKET_SERVER_ALLOWED_ORIGINS", "http://localhost:6274", "JSON list"),
+        ("TICKET_SERVER_RETIREMENT_DATES", "search_tickets=2027-06-30", "JSON object"),
+        ("TICKET_SERVER_PORT", "eighty", "valid integer"),
+    ],
+)
+def test_c21_each_bad_setting_is_one_line(
+    tmp_path: Path, variable: str, value: str, expected: str
+) -> None:
     """C21's kind: a bad setting is one line naming the variable, the problem and the fix."""
     url, environment = f"sqlite+aiosqlite:///{tmp_path / 't.db'}", {variable: value}
     if variable == "TICKET_SERVER_DATABASE_URL":
@@ -174,20 +207,34 @@ def test_c21_each_bad_setting_is_one_line(tmp_path: Path, variable: str, value: 
 
 
 def test_two_bad_settings_are_two_lines(tmp_path: Path) -> None:
-    proc = run(f"sqlite+aiosqlite:///{tmp_path / 't.db'}", "callers", "list",
-               TICKET_SERVER_LOG_FORMAT="xml", TICKET_SERVER_PORT="eighty")
+    proc = run(
+        f"sqlite+aiosqlite:///{tmp_path / 't.db'}",
+        "callers",
+        "list",
+        TICKET_SERVER_LOG_FORMAT="xml",
+        TICKET_SERVER_PORT="eighty",
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 2 and {line.split(":")[1].strip().split("=")[0] for line in lines} == {
-        "TICKET_SERVER_LOG_FORMAT", "TICKET_SERVER_PORT"}, lines
+        "TICKET_SERVER_LOG_FORMAT",
+        "TICKET_SERVER_PORT",
+    }, lines
 
 
 def test_log_level_in_any_case(database_url: str) -> None:
-    proc = run(database_url, "callers", "list", TICKET_SERVER_LOG_LEVEL="debug", TICKET_SERVER_LOG_FORMAT="TEXT")
+    proc = run(
+        database_url,
+        "callers",
+        "list",
+        TICKET_SERVER_LOG_LEVEL="debug",
+        TICKET_SERVER_LOG_FORMAT="TEXT",
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # --- items 2 and 5: serve -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("how", ["setting", "flag"])
 def test_serve_http_on_a_busy_port_is_one_line(db_path: Path, how: str) -> None:
@@ -203,7 +250,12 @@ def test_serve_http_on_a_busy_port_is_one_line(db_path: Path, how: str) -> None:
         else:
             proc = run(url, "serve", "--transport", "http", "--port", str(port))
     line = one_line(proc)
-    assert f"port {port}" in line and "in use" in line and "TICKET_SERVER_PORT" in line and "--port" in line
+    assert (
+        f"port {port}" in line
+        and "in use" in line
+        and "TICKET_SERVER_PORT" in line
+        and "--port" in line
+    )
     assert "serving" not in proc.stderr
 
 
@@ -220,13 +272,20 @@ def test_c05a_stdio_before_any_upgrade_says_run_db_upgrade(tmp_path: Path) -> No
     (no TICKET_SERVER_DATABASE_URL, no data folder yet) names the command, not a setting."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     environment.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
-    proc = subprocess.run([TICKET_SERVER, "serve"], env=environment, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [TICKET_SERVER, "serve"],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     line = one_line(proc)
     assert "run `ticket-server db upgrade`" in line and "TICKET_SERVER_" not in line, line
 
 
 # --- item 6: callers --------------------------------------------------------------------
+
 
 def test_callers_add_refuses_unknown_scopes(database_url: str) -> None:
     line = one_line(run(database_url, "callers", "add", "admin2", "--scope", "tickets:admin"))
@@ -263,15 +322,29 @@ async def test_known_scopes_are_the_scopes_tools_declare(server) -> None:
     """`callers add` accepts exactly the scopes some tool needs (KNOWN_SCOPES)."""
     from ticket_server.access.identity import KNOWN_SCOPES
 
-    declared = {tag for tool in await server.list_tools(run_middleware=False) for tag in tool.tags if ":" in tag}
+    declared = {
+        tag
+        for tool in await server.list_tools(run_middleware=False)
+        for tag in tool.tags
+        if ":" in tag
+    }
     assert declared == set(KNOWN_SCOPES)
 
 
-@pytest.mark.parametrize("args", [
-    ["db", "upgrade"], ["db", "downgrade", "-1"], ["db", "seed"], ["callers", "list"],
-    ["callers", "add", "bob", "--scope", "tickets:read"], ["audit"], ["report", "deprecated"],
-    ["tools", "export", "--caller", "bob"], ["serve", "--transport", "http"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["db", "upgrade"],
+        ["db", "downgrade", "-1"],
+        ["db", "seed"],
+        ["callers", "list"],
+        ["callers", "add", "bob", "--scope", "tickets:read"],
+        ["audit"],
+        ["report", "deprecated"],
+        ["tools", "export", "--caller", "bob"],
+        ["serve", "--transport", "http"],
+    ],
+)
 def test_c05_every_command_on_a_database_that_does_not_answer(args: list[str]) -> None:
     """C05's kind: a database that refuses connections (nothing listens on port 1) is one
     line naming TICKET_SERVER_DATABASE_URL for every command; no logged traceback."""

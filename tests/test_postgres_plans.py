@@ -16,21 +16,28 @@ pytestmark = pytest.mark.postgresql_only
 def explain_everything(postgres: PostgresServer, database_url: str) -> None:
     """Every later session in this database logs the plan of each statement it runs."""
     _, name = server_at(database_url)
-    for setting in ("session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0",
-                    # The 2,400-ticket sample is small enough that a sequential scan is the
-                    # cheapest plan; forbidding it asks whether the index can serve the
-                    # server's query at all (the expression and operator class match), which
-                    # is what a change to the query or the migration would break.
-                    "enable_seqscan = off"):
+    for setting in (
+        "session_preload_libraries = 'auto_explain'",
+        "auto_explain.log_min_duration = 0",
+        # The 2,400-ticket sample is small enough that a sequential scan is the
+        # cheapest plan; forbidding it asks whether the index can serve the
+        # server's query at all (the expression and operator class match), which
+        # is what a change to the query or the migration would break.
+        "enable_seqscan = off",
+    ):
         postgres.psql(f"ALTER DATABASE {name} SET {setting}")
 
 
-async def test_deprecated_search_uses_the_trigram_index(postgres: PostgresServer, database_url: str) -> None:
+async def test_deprecated_search_uses_the_trigram_index(
+    postgres: PostgresServer, database_url: str
+) -> None:
     """search_tickets (deprecated) finds subjects containing a rare query (a pasted
     invoice number) through the pg_trgm GIN index on lower(subject)
     (ix_tickets_subject_trgm, migration 0002). A frequent word is left to the planner:
     walking the newest tickets until `limit` match can be cheaper than the index."""
-    assert postgres.data_dir is not None, "reads the plans from the tests' own PostgreSQL server log"
+    assert postgres.data_dir is not None, (
+        "reads the plans from the tests' own PostgreSQL server log"
+    )
     explain_everything(postgres, database_url)
     log = postgres.data_dir / "server.log"
     start = log.stat().st_size
@@ -40,18 +47,26 @@ async def test_deprecated_search_uses_the_trigram_index(postgres: PostgresServer
     with log.open("rb") as f:
         f.seek(start)
         plans = f.read().decode(errors="replace")
-    searches = [block for block in plans.split(" LOG:  ") if "FROM tickets" in block and "subject" in block]
+    searches = [
+        block for block in plans.split(" LOG:  ") if "FROM tickets" in block and "subject" in block
+    ]
     assert len(searches) == 1, plans[-3000:]
-    assert "ix_tickets_subject_trgm" in searches[0], f"the substring search does not use the trigram index:\n{searches[0]}"
+    assert "ix_tickets_subject_trgm" in searches[0], (
+        f"the substring search does not use the trigram index:\n{searches[0]}"
+    )
 
 
-async def test_every_word_search_looks_postings_up_row_by_row(postgres: PostgresServer, database_url: str) -> None:
+async def test_every_word_search_looks_postings_up_row_by_row(
+    postgres: PostgresServer, database_url: str
+) -> None:
     """A search of several words intersects (token, impact) lists of search postings by
     reading one list newest first and looking the others up by primary key, row by row
     (``tickets.search._looked_up``: EXISTS ... OFFSET 0). Without the OFFSET, PostgreSQL
     turns each EXISTS into a join planned from its estimates of the lists' lengths, and
     chose to merge whole long lists; a planner that stops honouring the OFFSET fails here."""
-    assert postgres.data_dir is not None, "reads the plans from the tests' own PostgreSQL server log"
+    assert postgres.data_dir is not None, (
+        "reads the plans from the tests' own PostgreSQL server log"
+    )
     explain_everything(postgres, database_url)
     log = postgres.data_dir / "server.log"
     start = log.stat().st_size
@@ -64,11 +79,14 @@ async def test_every_word_search_looks_postings_up_row_by_row(postgres: Postgres
     groups = [block for block in plans.split(" LOG:  ") if "FROM search_postings AS drive" in block]
     assert groups, plans[-3000:]
     for plan in groups:
-        assert "SubPlan" in plan and "Join" not in plan, f"a group of postings is not looked up row by row:\n{plan}"
+        assert "SubPlan" in plan and "Join" not in plan, (
+            f"a group of postings is not looked up row by row:\n{plan}"
+        )
 
 
 async def test_long_lists_of_postings_are_merged_and_the_planner_set_back(
-    postgres: PostgresServer, database_url: str,
+    postgres: PostgresServer,
+    database_url: str,
 ) -> None:
     """Groups whose lists of postings are all long (here: longer than 4) are read as a
     merge join of the lists newest first (``tickets.search._merge_only``), and the
@@ -83,17 +101,26 @@ async def test_long_lists_of_postings_are_merged_and_the_planner_set_back(
 
     def search(conn) -> tuple[list, list]:
         words = analyze_query(conn, "password reset").words
-        page = every_word_page(conn, "postgresql", [Ticket.__table__.c.id], words, SearchFilters(), None, 9, first=4)
-        after = conn.exec_driver_sql("SELECT current_setting('enable_nestloop'), current_setting('enable_hashjoin'), "
-                                     "current_setting('max_parallel_workers_per_gather')").one()
+        page = every_word_page(
+            conn, "postgresql", [Ticket.__table__.c.id], words, SearchFilters(), None, 9, first=4
+        )
+        after = conn.exec_driver_sql(
+            "SELECT current_setting('enable_nestloop'), current_setting('enable_hashjoin'), "
+            "current_setting('max_parallel_workers_per_gather')"
+        ).one()
         return page, list(after)
 
     engine = db.create_engine(Settings(database_url=database_url))
     try:
         async with engine.connect() as conn:
-            before = list((await conn.exec_driver_sql(
-                "SELECT current_setting('enable_nestloop'), current_setting('enable_hashjoin'), "
-                "current_setting('max_parallel_workers_per_gather')")).one())
+            before = list(
+                (
+                    await conn.exec_driver_sql(
+                        "SELECT current_setting('enable_nestloop'), current_setting('enable_hashjoin'), "
+                        "current_setting('max_parallel_workers_per_gather')"
+                    )
+                ).one()
+            )
             page, after = await conn.run_sync(search)
     finally:
         await engine.dispose()
@@ -101,5 +128,7 @@ async def test_long_lists_of_postings_are_merged_and_the_planner_set_back(
     with log.open("rb") as f:
         f.seek(start)
         plans = f.read().decode(errors="replace")
-    merged = [block for block in plans.split(" LOG:  ") if "JOIN search_postings AS other1" in block]
+    merged = [
+        block for block in plans.split(" LOG:  ") if "JOIN search_postings AS other1" in block
+    ]
     assert merged and all("Merge Join" in plan for plan in merged), plans[-3000:]

@@ -57,13 +57,19 @@ def test_every_inline_command_exists() -> None:
     spans = re.findall(r"`(?:\.venv/bin/)?ticket-server ([a-z][a-z ]*)", README)
     assert len(spans) > 20
     for span in {" ".join(span.split()[:2]) for span in spans}:
-        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as done:
+        with (
+            redirect_stdout(io.StringIO()),
+            redirect_stderr(io.StringIO()),
+            pytest.raises(SystemExit) as done,
+        ):
             build_parser().parse_args([*span.split(), "--help"])
         assert done.value.code == 0, f"`ticket-server {span}` is not a command"
 
 
 def test_python_blocks_compile_and_call_current_tools() -> None:
-    published = {tool["name"] for tool in json.loads((ROOT / "tool-contract.json").read_text())["tools"]}
+    published = {
+        tool["name"] for tool in json.loads((ROOT / "tool-contract.json").read_text())["tools"]
+    }
     versions = ToolVersions.with_dates({})
     called = []
     for block in blocks("python"):

@@ -76,8 +76,15 @@ def _require_free_port(host: str, port: int) -> None:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
-    http_only = [flag for flag, value in (("--host", args.host), ("--port", args.port),
-                                          ("--workers", args.workers)) if value is not None]
+    http_only = [
+        flag
+        for flag, value in (
+            ("--host", args.host),
+            ("--port", args.port),
+            ("--workers", args.workers),
+        )
+        if value is not None
+    ]
     if args.transport == "stdio" and http_only:
         raise CommandError(
             f"serve: {' and '.join(http_only)} {'apply' if len(http_only) > 1 else 'applies'} only to HTTP; add --transport http "
@@ -105,9 +112,12 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.server import build_runtime
     from ticket_server.transports import http
 
-    settings = settings.model_copy(update={
-        "host": args.host or settings.host, "port": args.port if args.port is not None else settings.port,
-    })
+    settings = settings.model_copy(
+        update={
+            "host": args.host or settings.host,
+            "port": args.port if args.port is not None else settings.port,
+        }
+    )
     _require_free_port(settings.host, settings.port)
     url = f"http://{settings.host}:{settings.port}{http.MCP_PATH}"
     if workers > 1:
@@ -115,16 +125,29 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
 
         http.export_to_workers(settings)
         if settings.rate_limit_storage_url.startswith("memory://"):
-            log.warning("rate-limit counters are per worker with memory:// storage; "
-                        "set TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis://... to share them")
-        log.info(f"serving MCP over Streamable HTTP on {url} with {workers} workers",
-                 extra={"url": url, "version": __version__, "workers": workers})
-        uvicorn.run("ticket_server.transports.http:create_app", factory=True, workers=workers,
-                    host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10,
-                    **http.WORKER_OPTIONS)
+            log.warning(
+                "rate-limit counters are per worker with memory:// storage; "
+                "set TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis://... to share them"
+            )
+        log.info(
+            f"serving MCP over Streamable HTTP on {url} with {workers} workers",
+            extra={"url": url, "version": __version__, "workers": workers},
+        )
+        uvicorn.run(
+            "ticket_server.transports.http:create_app",
+            factory=True,
+            workers=workers,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            timeout_graceful_shutdown=10,
+            **http.WORKER_OPTIONS,
+        )
         return
     app = http.build_http_app(build_runtime(settings))
-    log.info(f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__})
+    log.info(
+        f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__}
+    )
     http.serve(app, settings.host, settings.port, settings.http_read_timeout)
 
 
@@ -132,8 +155,16 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
     if args.callers_command == "add":
-        commands.callers_add(settings, args.name, args.scope, args.queue, args.tool_limit, args.http_limit,
-                             args.write_queue, args.confirm)
+        commands.callers_add(
+            settings,
+            args.name,
+            args.scope,
+            args.queue,
+            args.tool_limit,
+            args.http_limit,
+            args.write_queue,
+            args.confirm,
+        )
     elif args.callers_command == "bootstrap":
         commands.callers_bootstrap(settings, args.name)
     elif args.callers_command == "list":
@@ -150,7 +181,9 @@ def _audit(settings: Settings, args: argparse.Namespace) -> None:
     if args.audit_command == "prune":
         commands.audit_prune(settings, args.older_than)
         return
-    commands.audit(settings, args.caller, args.tool, args.since, args.limit, args.json, ticket=args.ticket)
+    commands.audit(
+        settings, args.caller, args.tool, args.since, args.limit, args.json, ticket=args.ticket
+    )
 
 
 def _report(settings: Settings, args: argparse.Namespace) -> None:
@@ -167,10 +200,15 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
             db.upgrade(settings.database_url, args.revision)
             log.info("database upgraded", extra={"revision": args.revision})
         elif args.db_command == "downgrade":
-            tables = [] if args.revision != "base" or args.yes else [
-                t for t in asyncio.run(db.table_names(settings))
-                if t != "alembic_version" and "_fts_" not in t  # FTS5's own tables
-            ]
+            tables = (
+                []
+                if args.revision != "base" or args.yes
+                else [
+                    t
+                    for t in asyncio.run(db.table_names(settings))
+                    if t != "alembic_version" and "_fts_" not in t  # FTS5's own tables
+                ]
+            )
             if tables:
                 raise CommandError(
                     f"db downgrade base drops every table and its rows ({', '.join(tables)}), "
@@ -184,11 +222,18 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
 
             try:
                 added = asyncio.run(
-                    seed(settings, count=args.count, path=args.file, if_empty=args.if_empty,
-                         progress=sys.stderr.isatty())
+                    seed(
+                        settings,
+                        count=args.count,
+                        path=args.file,
+                        if_empty=args.if_empty,
+                        progress=sys.stderr.isatty(),
+                    )
                 )
             except KeyboardInterrupt:
-                _fail("db seed: interrupted; nothing was written (seeding keeps every ticket or none)")
+                _fail(
+                    "db seed: interrupted; nothing was written (seeding keeps every ticket or none)"
+                )
                 raise
             log.info(f"seeded {added} tickets", extra={"added": added})
         elif args.db_command == "reindex":
@@ -196,7 +241,9 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
 
             done, tickets = asyncio.run(reindex(settings))
             log.info(f"gave search text to {done} comments", extra={"comments": done})
-            log.info(f"checked the search postings of {tickets} tickets", extra={"tickets": tickets})
+            log.info(
+                f"checked the search postings of {tickets} tickets", extra={"tickets": tickets}
+            )
     except db.DatabaseSetupError as exc:
         raise CommandError(f"db {args.db_command}: {exc}") from exc
 
@@ -262,8 +309,13 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
             raise CommandError('--args must be a JSON object, e.g. \'{"ticket_id": "SUP-4412"}\'')
     try:
         status, out = run_probe(
-            target, json_output=args.json, token=args.token, mode=args.mode,
-            timeout=args.timeout, call=args.call, arguments=arguments,
+            target,
+            json_output=args.json,
+            token=args.token,
+            mode=args.mode,
+            timeout=args.timeout,
+            call=args.call,
+            arguments=arguments,
         )
     except ProbeError as exc:
         print(f"ticket-server probe: {exc}", file=sys.stderr)
@@ -295,16 +347,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser(
-        "serve", help="serve the MCP tools (stdio by default)",
+        "serve",
+        help="serve the MCP tools (stdio by default)",
         description="Serve the MCP tools over stdio (the default) or Streamable HTTP. "
         "--host, --port and --workers apply to HTTP only: without --transport http they are "
         "refused. Over HTTP a port already in use is refused before anything is served.",
     )
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    serve.add_argument("--host", help="HTTP bind address (default: TICKET_SERVER_HOST or 127.0.0.1)")
+    serve.add_argument(
+        "--host", help="HTTP bind address (default: TICKET_SERVER_HOST or 127.0.0.1)"
+    )
     serve.add_argument("--port", type=int, help="HTTP port (default: TICKET_SERVER_PORT or 8000)")
     serve.add_argument(
-        "--workers", type=int,
+        "--workers",
+        type=int,
         help="HTTP worker processes (default 1); more than one serves legacy clients stateless",
     )
     serve.set_defaults(handler=_serve)
@@ -314,23 +370,30 @@ def build_parser() -> argparse.ArgumentParser:
     up = db_commands.add_parser("upgrade", help="migrate the schema to the latest revision")
     up.add_argument("revision", nargs="?", default="head")
     down = db_commands.add_parser(
-        "downgrade", help="migrate the schema back to a revision",
+        "downgrade",
+        help="migrate the schema back to a revision",
         description="Migrate the schema back to REVISION (an Alembic revision id, or -1 for "
         "one step). `base` drops every table, callers and audit trail included: it needs --yes.",
     )
-    down.add_argument("revision", help="the revision to go back to: an id, -1, or base (with --yes)")
+    down.add_argument(
+        "revision", help="the revision to go back to: an id, -1, or base (with --yes)"
+    )
     down.add_argument("--yes", action="store_true", help="confirm `base`: drop every table")
     seedp = db_commands.add_parser(
-        "seed", help="load tickets: the committed sample by default",
+        "seed",
+        help="load tickets: the committed sample by default",
         description="Load tickets in one transaction: all of them or, on any error or "
         "interrupt (Ctrl-C), none. Tickets whose ids exist already are refused.",
     )
     source = seedp.add_mutually_exclusive_group()
-    source.add_argument("--count", type=int, help="generate this many tickets instead of the sample")
+    source.add_argument(
+        "--count", type=int, help="generate this many tickets instead of the sample"
+    )
     source.add_argument("--file", help="load this JSON Lines file instead of the sample")
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
     db_commands.add_parser(
-        "reindex", help="make what an older server wrote searchable",
+        "reindex",
+        help="make what an older server wrote searchable",
         description="Analyze the comments stored without search text (written by a server "
         "older than revision 0007 while a newer one already served: a rolling upgrade), "
         "which a search of the conversation misses, and write the search postings missing "
@@ -338,17 +401,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dbp.set_defaults(handler=_db)
 
-    callersp = commands.add_parser("callers", help="who may call the tools (tokens, scopes, queues)")
+    callersp = commands.add_parser(
+        "callers", help="who may call the tools (tokens, scopes, queues)"
+    )
     callers_commands = callersp.add_subparsers(dest="callers_command", required=True)
-    add = callers_commands.add_parser("add", help="create a caller; prints its token once on stdout")
+    add = callers_commands.add_parser(
+        "add", help="create a caller; prints its token once on stdout"
+    )
     add.add_argument("name")
-    add.add_argument("--scope", action="append", required=True, help="a scope, e.g. tickets:read (repeatable)")
-    add.add_argument("--queue", action="append", help="limit to this queue (repeatable; default: every queue)")
-    add.add_argument("--write-queue", action="append",
-                     help="with tickets:write: write only in this queue (repeatable; default: every queue it reads)")
-    add.add_argument("--confirm", action="append",
-                     help="a write needing a person's confirmation for this caller, e.g. reply_to_customer or "
-                     "close_ticket (repeatable; `none`: no confirmation; default: TICKET_SERVER_CONFIRM_WRITES)")
+    add.add_argument(
+        "--scope", action="append", required=True, help="a scope, e.g. tickets:read (repeatable)"
+    )
+    add.add_argument(
+        "--queue", action="append", help="limit to this queue (repeatable; default: every queue)"
+    )
+    add.add_argument(
+        "--write-queue",
+        action="append",
+        help="with tickets:write: write only in this queue (repeatable; default: every queue it reads)",
+    )
+    add.add_argument(
+        "--confirm",
+        action="append",
+        help="a write needing a person's confirmation for this caller, e.g. reply_to_customer or "
+        "close_ticket (repeatable; `none`: no confirmation; default: TICKET_SERVER_CONFIRM_WRITES)",
+    )
     add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
     add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")
     boot = callers_commands.add_parser("bootstrap", help="create a first caller unless any exists")
@@ -357,7 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--json", action="store_true", help="one JSON object per caller")
     for name, text in (
         ("revoke", "revoke a caller's token"),
-        ("rotate", "replace a caller's token (a revoked caller is restored); prints the new one once"),
+        (
+            "rotate",
+            "replace a caller's token (a revoked caller is restored); prints the new one once",
+        ),
     ):
         callers_commands.add_parser(name, help=text).add_argument("name")
     callersp.set_defaults(handler=_callers)
@@ -366,14 +446,19 @@ def build_parser() -> argparse.ArgumentParser:
     auditp.add_argument("--caller", help="only this caller")
     auditp.add_argument("--tool", help="only this tool")
     auditp.add_argument("--since", help="only since then: 24h, 30m, 7d, or an ISO time")
-    auditp.add_argument("--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)")
+    auditp.add_argument(
+        "--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)"
+    )
     auditp.add_argument("--json", action="store_true", help="one JSON object per row")
-    auditp.add_argument("--ticket", help="the story of one ticket (e.g. SUP-4412): changes, comments, calls")
+    auditp.add_argument(
+        "--ticket", help="the story of one ticket (e.g. SUP-4412): changes, comments, calls"
+    )
     auditp.set_defaults(handler=_audit)
     audit_commands = auditp.add_subparsers(dest="audit_command")
     prunep = audit_commands.add_parser("prune", help="delete old audit rows (the retention policy)")
     prunep.add_argument(
-        "--older-than", help="rows older than this: 90d, 12h, or an ISO time "
+        "--older-than",
+        help="rows older than this: 90d, 12h, or an ISO time "
         "(default: TICKET_SERVER_AUDIT_RETENTION_DAYS, 90 days)",
     )
 
@@ -383,17 +468,24 @@ def build_parser() -> argparse.ArgumentParser:
         "deprecated", help="who still calls which deprecated tool, how often, and when last"
     )
     deprecated.add_argument("--since", help="only calls since then: 24h, 30m, 7d, or an ISO time")
-    deprecated.add_argument("--json", action="store_true", help="one JSON object per caller and tool")
+    deprecated.add_argument(
+        "--json", action="store_true", help="one JSON object per caller and tool"
+    )
     reportp.set_defaults(handler=_report)
 
     toolsp = commands.add_parser("tools", help="the published tool contract")
     tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)
     for name, text in (
-        ("check", "compare the live tools with the published contract; exit 2 on a breaking change"),
+        (
+            "check",
+            "compare the live tools with the published contract; exit 2 on a breaking change",
+        ),
         ("snapshot", "rewrite the published contract from the live tools"),
     ):
         sub = tools_commands.add_parser(name, help=text)
-        sub.add_argument("--contract", default="tool-contract.json", help="contract file (default: %(default)s)")
+        sub.add_argument(
+            "--contract", default="tool-contract.json", help="contract file (default: %(default)s)"
+        )
     toolsp.set_defaults(handler=_tools)
     # The formats are checked by the command (admin.export): building the parser imports
     # no operator module, so `serve` never loads the client kit.
@@ -404,8 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(for mcp: the tools/list result) on stdout, and the size of that block on stderr "
         "(bytes as compact JSON, and a token estimate).",
     )
-    export.add_argument("--format", default="openai",
-                        help="envelope: openai, anthropic, gemini or mcp (default: %(default)s)")
+    export.add_argument(
+        "--format",
+        default="openai",
+        help="envelope: openai, anthropic, gemini or mcp (default: %(default)s)",
+    )
     export.add_argument("--caller", help="export only the tools this caller may call")
     export.set_defaults(handler=_tools_export)
 
@@ -420,23 +515,36 @@ def build_parser() -> argparse.ArgumentParser:
         usage="ticket-server probe [options] http://HOST:PORT/mcp\n"
         "       ticket-server probe [options] -- COMMAND [ARGS...]",
     )
-    probe.add_argument("target", nargs="+", help="an http(s):// URL, or after `--` a command that serves MCP over stdio")
+    probe.add_argument(
+        "target",
+        nargs="+",
+        help="an http(s):// URL, or after `--` a command that serves MCP over stdio",
+    )
     probe.add_argument("--token", help="bearer token for an HTTP server")
     probe.add_argument("--call", metavar="TOOL", help="then call this tool and print the result")
-    probe.add_argument("--args", metavar="JSON", help="arguments for --call, a JSON object (default: {})")
+    probe.add_argument(
+        "--args", metavar="JSON", help="arguments for --call, a JSON object (default: {})"
+    )
     probe.add_argument("--json", action="store_true", help="print the report as one JSON document")
     probe.add_argument(
-        "--timeout", type=float, default=10.0, metavar="SECONDS",
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
         help="deadline for connecting + listing, and again for the call (default: %(default)s)",
     )
     probe.add_argument(
-        "--mode", choices=["auto", "legacy", "2026-07-28"], default="auto",
+        "--mode",
+        choices=["auto", "legacy", "2026-07-28"],
+        default="auto",
         help="auto (default): server/discover, falling back to initialize; or force one revision",
     )
     probe.add_argument("--verbose", action="store_true", help="show the MCP SDK's logs on stderr")
     probe.set_defaults(handler=_probe)
 
-    clientp = commands.add_parser("client", help="the client kit: what a kit configuration shows a model")
+    clientp = commands.add_parser(
+        "client", help="the client kit: what a kit configuration shows a model"
+    )
     client_commands = clientp.add_subparsers(dest="client_command", required=True)
     client_tools = client_commands.add_parser(
         "tools",
@@ -447,9 +555,15 @@ def build_parser() -> argparse.ArgumentParser:
         "request. With --print, the block itself on stdout instead (the figures on stderr).",
     )
     client_tools.add_argument("config", help="the kit's TOML configuration file")
-    client_tools.add_argument("--provider", choices=["openai", "anthropic", "gemini", "all"], default="all")
-    client_tools.add_argument("--price", type=float, metavar="USD", help="input price per million tokens")
-    client_tools.add_argument("--print", action="store_true", help="print the block (one provider) as JSON")
+    client_tools.add_argument(
+        "--provider", choices=["openai", "anthropic", "gemini", "all"], default="all"
+    )
+    client_tools.add_argument(
+        "--price", type=float, metavar="USD", help="input price per million tokens"
+    )
+    client_tools.add_argument(
+        "--print", action="store_true", help="print the block (one provider) as JSON"
+    )
     client_tools.set_defaults(handler=_client_tools)
     return parser
 

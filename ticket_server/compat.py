@@ -67,7 +67,9 @@ def lifespan(mcp: FastMCP) -> AbstractAsyncContextManager[Any]:
 async def run_session(mcp: FastMCP, read_stream: Any, write_stream: Any) -> None:
     """Serve one connection on the low-level MCP server, as ``run_stdio_async`` does
     (``_mcp_server.run``), on streams we relay (see ``transports.stdio``)."""
-    await mcp._mcp_server.run(read_stream, write_stream, mcp._mcp_server.create_initialization_options())
+    await mcp._mcp_server.run(
+        read_stream, write_stream, mcp._mcp_server.create_initialization_options()
+    )
 
 
 def context_streams(size: int = 0) -> tuple[Any, Any]:
@@ -144,7 +146,9 @@ def advertise_fixed_lists(mcp: FastMCP) -> None:
     from mcp.server.lowlevel.server import NotificationOptions
 
     mcp._mcp_server.notification_options = NotificationOptions(
-        prompts_changed=False, resources_changed=False, tools_changed=False,
+        prompts_changed=False,
+        resources_changed=False,
+        tools_changed=False,
     )
 
 
@@ -172,7 +176,11 @@ def hand_invalid_request_state_to(mcp: FastMCP, tools: Collection[str], marker: 
 
     async def refused_in_the_tool(ctx: Any, call_next: Any) -> Any:
         params = ctx.params
-        if ctx.method != "tools/call" or not isinstance(params, Mapping) or params.get("name") not in names:
+        if (
+            ctx.method != "tools/call"
+            or not isinstance(params, Mapping)
+            or params.get("name") not in names
+        ):
             return await boundary(ctx, call_next)
         passed = False
 
@@ -184,7 +192,9 @@ def hand_invalid_request_state_to(mcp: FastMCP, tools: Collection[str], marker: 
         try:
             return await boundary(ctx, inner)
         except MCPError as exc:
-            rejected = isinstance(exc.data, Mapping) and exc.data.get("reason") == "invalid_request_state"
+            rejected = (
+                isinstance(exc.data, Mapping) and exc.data.get("reason") == "invalid_request_state"
+            )
             if passed or not rejected:
                 raise
             result = await call_next(replace(ctx, params={**params, "requestState": marker}))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ticket_server.tickets.repository import TicketRepository
 
+
 def migrations_dir() -> Path:
     """The Alembic scripts: ``migrations/`` at the repository's top, installed as the
     package ``ticket_server.migrations`` (found without running its code)."""
@@ -52,7 +53,10 @@ MULTIROW_INSERT_ROWS = 50
 
 
 def create_engine(
-    settings: Settings, *, for_serving: bool = True, page_cache_kib: int | None = None,
+    settings: Settings,
+    *,
+    for_serving: bool = True,
+    page_cache_kib: int | None = None,
     multirow_inserts: bool = False,
 ) -> AsyncEngine:
     """An async engine for ``settings.database_url``.
@@ -99,7 +103,11 @@ def create_engine(
         # Error messages (logged when the database fails) name the statement, never its
         # parameters: a token hash or a customer's text is not log material.
         hide_parameters=True,
-        **({"insertmanyvalues_page_size": MULTIROW_INSERT_ROWS} if multirow_inserts and path is not None else {}),
+        **(
+            {"insertmanyvalues_page_size": MULTIROW_INSERT_ROWS}
+            if multirow_inserts and path is not None
+            else {}
+        ),
     )
     if path is not None:
         _watch_sqlite_file(engine.sync_engine, path, settings.sqlite_journal_mode, page_cache_kib)
@@ -123,7 +131,10 @@ def create_sqlite_reader(settings: Settings, *, wait: bool = True) -> Engine | N
     engine = create_sync_engine(
         make_url("sqlite+pysqlite://").set(database=f"file:{path}?mode=rw", query={"uri": "true"}),
         # Worker threads share the pool; each connection is used by one thread at a time.
-        connect_args={"timeout": settings.database_timeout if wait else 0, "check_same_thread": False},
+        connect_args={
+            "timeout": settings.database_timeout if wait else 0,
+            "check_same_thread": False,
+        },
         pool_timeout=settings.database_timeout,
         hide_parameters=True,
     )
@@ -131,7 +142,9 @@ def create_sqlite_reader(settings: Settings, *, wait: bool = True) -> Engine | N
     return engine
 
 
-def _watch_sqlite_file(engine: Engine, path: Path, journal_mode: str, page_cache_kib: int | None = None) -> None:
+def _watch_sqlite_file(
+    engine: Engine, path: Path, journal_mode: str, page_cache_kib: int | None = None
+) -> None:
     from sqlalchemy import event
     from sqlalchemy.exc import DisconnectionError
 
@@ -165,8 +178,10 @@ def open_repository(settings: Settings) -> TicketRepository:
     from ticket_server.tickets.repository import TicketRepository
 
     return TicketRepository(
-        create_engine(settings), timeout=settings.database_timeout,
-        reader=create_sqlite_reader(settings), point_reader=create_sqlite_reader(settings, wait=False),
+        create_engine(settings),
+        timeout=settings.database_timeout,
+        reader=create_sqlite_reader(settings),
+        point_reader=create_sqlite_reader(settings, wait=False),
     )
 
 
@@ -299,7 +314,9 @@ async def migration_state(settings: Settings, engine: AsyncEngine | None = None)
             )
             current = None
             if has_table:
-                current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+                current = (
+                    await conn.execute(text("SELECT version_num FROM alembic_version"))
+                ).scalar()
     except Exception as exc:  # the driver's own message says what is wrong
         raise _unreachable(exc) from exc
     finally:

@@ -17,7 +17,12 @@ from typing import Any
 
 # Attributes every LogRecord has; anything else was passed via ``extra=`` and is logged.
 # uvicorn adds `color_message` (the message with ANSI colours) to its records: not for JSON.
-_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
+_RESERVED = set(vars(logging.makeLogRecord({}))) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):
@@ -51,7 +56,10 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         head, sep, trace = text.partition("\n")
-        fields = " ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in _extras(record).items())
+        fields = " ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}"
+            for k, v in _extras(record).items()
+        )
         return (f"{head} {fields}" if fields else head) + sep + trace
 
 
@@ -62,7 +70,12 @@ class DropQueryStrings(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+        if (
+            isinstance(args, tuple)
+            and len(args) >= 3
+            and isinstance(args[2], str)
+            and "?" in args[2]
+        ):
             record.args = (*args[:2], args[2].split("?", 1)[0] + "?[query omitted]", *args[3:])
         return True
 

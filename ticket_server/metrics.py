@@ -34,20 +34,29 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._deprecated = frozenset(deprecated_tools)
         self.calls = Counter(
-            "ticket_server_tool_calls", "tools/call requests by tool, caller, outcome and protocol revision.",
-            ["tool", "caller", "outcome", "protocol_version"], registry=self.registry,
+            "ticket_server_tool_calls",
+            "tools/call requests by tool, caller, outcome and protocol revision.",
+            ["tool", "caller", "outcome", "protocol_version"],
+            registry=self.registry,
         )
         self.latency = Histogram(
-            "ticket_server_tool_call_duration_seconds", "tools/call latency by tool.",
-            ["tool"], buckets=_BUCKETS, registry=self.registry,
+            "ticket_server_tool_call_duration_seconds",
+            "tools/call latency by tool.",
+            ["tool"],
+            buckets=_BUCKETS,
+            registry=self.registry,
         )
         self.rate_limited = Counter(
-            "ticket_server_rate_limit_refusals", "tools/call refused by a rate limit, by caller and tool.",
-            ["caller", "tool"], registry=self.registry,
+            "ticket_server_rate_limit_refusals",
+            "tools/call refused by a rate limit, by caller and tool.",
+            ["caller", "tool"],
+            registry=self.registry,
         )
         self.deprecated_calls = Counter(
-            "ticket_server_deprecated_tool_calls", "Calls to deprecated tool names, by caller and tool.",
-            ["caller", "tool"], registry=self.registry,
+            "ticket_server_deprecated_tool_calls",
+            "Calls to deprecated tool names, by caller and tool.",
+            ["caller", "tool"],
+            registry=self.registry,
         )
         self.audit_rows_dropped = Counter(
             "ticket_server_audit_rows_dropped",
@@ -58,10 +67,12 @@ class Metrics:
             "ticket_server_unauthenticated_requests",
             "Requests to /mcp refused for want of a valid bearer token, by HTTP status (401, or 429 once "
             "the client address is past its limit); the audit trail records a sample of them.",
-            ["status"], registry=self.registry,
+            ["status"],
+            registry=self.registry,
         )
         self.database_errors = Counter(
-            "ticket_server_database_errors", "Queries that found the ticket database unavailable.",
+            "ticket_server_database_errors",
+            "Queries that found the ticket database unavailable.",
             registry=self.registry,
         )
 
@@ -70,8 +81,14 @@ class Metrics:
         tool name the server does not have is ``unknown``, a caller not in the callers
         table ``anonymous``, a protocol revision this SDK does not speak ``unknown``."""
         tool = record.tool if record.known_tool else UNKNOWN
-        caller = record.caller.name if record.caller is not None and record.caller.registered else ANONYMOUS
-        version = record.protocol_version if record.protocol_version in _PROTOCOL_VERSIONS else UNKNOWN
+        caller = (
+            record.caller.name
+            if record.caller is not None and record.caller.registered
+            else ANONYMOUS
+        )
+        version = (
+            record.protocol_version if record.protocol_version in _PROTOCOL_VERSIONS else UNKNOWN
+        )
         self.calls.labels(tool, caller, record.outcome.value, version).inc()
         self.latency.labels(tool).observe(record.duration_ms / 1000.0)
         if record.outcome is Outcome.RATE_LIMITED:

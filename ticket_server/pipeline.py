@@ -51,11 +51,18 @@ from ticket_server.access.context import CallRecord, Cause, Outcome, current_cal
 from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.tools.errors import (
-    DATABASE_UNAVAILABLE, UnavailableError, describe_invalid_arguments, describe_refused_arguments,
-    describe_unusable_arguments, model_error,
+    DATABASE_UNAVAILABLE,
+    UnavailableError,
+    describe_invalid_arguments,
+    describe_refused_arguments,
+    describe_unusable_arguments,
+    model_error,
 )
 from ticket_server.tools.versions import Deprecation, ToolVersions
-from ticket_server.tools.writes import AUDIT_DIGESTS, WRITE_SCOPE  # write tools: the write limit, digests
+from ticket_server.tools.writes import (
+    AUDIT_DIGESTS,
+    WRITE_SCOPE,
+)  # write tools: the write limit, digests
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
@@ -102,8 +109,14 @@ class CallPipeline(Middleware):
     """The gatekeeper, executor and observers of every call, as one FastMCP middleware."""
 
     def __init__(
-        self, identity: Identity, limiter: ToolLimiter, versions: ToolVersions,
-        observers: Sequence[Observer], *, deadline: float, concurrency: int = 8,
+        self,
+        identity: Identity,
+        limiter: ToolLimiter,
+        versions: ToolVersions,
+        observers: Sequence[Observer],
+        *,
+        deadline: float,
+        concurrency: int = 8,
         ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
@@ -129,7 +142,11 @@ class CallPipeline(Middleware):
         than ``MAX_ARGUMENT_KEYS`` keys goes on with only the first of them and the count
         sent, which the arguments stage refuses at once."""
         params = ctx.params
-        arguments = params.get("arguments") if ctx.method == "tools/call" and isinstance(params, Mapping) else None
+        arguments = (
+            params.get("arguments")
+            if ctx.method == "tools/call" and isinstance(params, Mapping)
+            else None
+        )
         if not isinstance(arguments, dict) or len(arguments) <= MAX_ARGUMENT_KEYS:
             return await call_next(ctx)
         sample = dict(islice(arguments.items(), MAX_ARGUMENT_KEYS + 1))
@@ -141,7 +158,9 @@ class CallPipeline(Middleware):
 
     # --- a tools/call refused as malformed before the pipeline ---------------------
 
-    async def on_request(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+    async def on_request(
+        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]
+    ) -> Any:
         """FastMCP runs this pass with the raw params (a mapping, not a typed request)
         for a tools/call only when it failed before ``on_call_tool`` could run: params
         the SDK refuses (a name that is not a string, arguments that are not an object).
@@ -171,7 +190,9 @@ class CallPipeline(Middleware):
     # --- tools/list ------------------------------------------------------------
 
     async def on_list_tools(
-        self, context: MiddlewareContext[mt.ListToolsRequest], call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]],
+        self,
+        context: MiddlewareContext[mt.ListToolsRequest],
+        call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]],
     ) -> Sequence[Tool]:
         if self.ready is not None:
             await self.ready()
@@ -204,7 +225,9 @@ class CallPipeline(Middleware):
             return frozenset()
         return caller.queues
 
-    async def _listed(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Sequence[Any]]) -> Sequence[Any]:
+    async def _listed(
+        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Sequence[Any]]
+    ) -> Sequence[Any]:
         if self.ready is not None:
             await self.ready()
         components = await call_next(context)
@@ -215,8 +238,13 @@ class CallPipeline(Middleware):
     on_list_resource_templates = _listed
     on_list_prompts = _listed
 
-    async def _served(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any], component: Any,
-                      missing: Exception) -> Any:
+    async def _served(
+        self,
+        context: MiddlewareContext[Any],
+        call_next: CallNext[Any, Any],
+        component: Any,
+        missing: Exception,
+    ) -> Any:
         if self.ready is not None:
             await self.ready()
         caller, transport = await self._reader(context)
@@ -229,32 +257,43 @@ class CallPipeline(Middleware):
             current_call.reset(reset)
 
     async def on_read_resource(
-        self, context: MiddlewareContext[mt.ReadResourceRequestParams], call_next: CallNext[mt.ReadResourceRequestParams, Any],
+        self,
+        context: MiddlewareContext[mt.ReadResourceRequestParams],
+        call_next: CallNext[mt.ReadResourceRequestParams, Any],
     ) -> Any:
         uri = str(context.message.uri)
         server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
         component = None
         if server is not None:
             component = await server.get_resource(uri) or await server.get_resource_template(uri)
-        return await self._served(context, call_next, component, NotFoundError(f"Unknown resource: {uri!r}"))
+        return await self._served(
+            context, call_next, component, NotFoundError(f"Unknown resource: {uri!r}")
+        )
 
     async def on_get_prompt(
-        self, context: MiddlewareContext[mt.GetPromptRequestParams], call_next: CallNext[mt.GetPromptRequestParams, Any],
+        self,
+        context: MiddlewareContext[mt.GetPromptRequestParams],
+        call_next: CallNext[mt.GetPromptRequestParams, Any],
     ) -> Any:
         name = context.message.name
         server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
         component = await server.get_prompt(name) if server is not None else None
-        return await self._served(context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}"))
+        return await self._served(
+            context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}")
+        )
 
     # --- tools/call ------------------------------------------------------------
 
     async def on_call_tool(
-        self, context: MiddlewareContext[mt.CallToolRequestParams],
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
         call_next: CallNext[mt.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
         if self.ready is not None:
             await self.ready()
-        record = CallRecord(tool=storable(context.message.name, 128), protocol_version=_protocol_version(context))
+        record = CallRecord(
+            tool=storable(context.message.name, 128), protocol_version=_protocol_version(context)
+        )
         reset = current_call.set(record)
         try:
             result = await self._call(context, call_next, record)
@@ -262,7 +301,9 @@ class CallPipeline(Middleware):
                 record.fail(Outcome.TOOL_ERROR)
             record.result_bytes = result_size(result)
             return result
-        except Exception as exc:  # ToolError (isError), NotFoundError (unknown or refused tool), ...
+        except (
+            Exception
+        ) as exc:  # ToolError (isError), NotFoundError (unknown or refused tool), ...
             if record.outcome is Outcome.OK:
                 record.fail(Outcome.TOOL_ERROR)
             if isinstance(exc, UnavailableError):
@@ -276,8 +317,10 @@ class CallPipeline(Middleware):
                 observe(record)
 
     async def _call(
-        self, context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult], record: CallRecord,
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+        record: CallRecord,
     ) -> ToolResult:
         name = context.message.name
         arguments = context.message.arguments or {}
@@ -301,21 +344,35 @@ class CallPipeline(Middleware):
             # one allowance; a deprecated name counts with its replacement.
             key = self.versions.family(name) if permitted else UNLISTED
             write = permitted and tool is not None and WRITE_SCOPE in tool.tags
-            refusal = await self.limiter.admit(record.caller, name if permitted else shown(name), key, write=write)
+            refusal = await self.limiter.admit(
+                record.caller, name if permitted else shown(name), key, write=write
+            )
             if refusal is not None:
-                cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+                cause = (
+                    Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+                )
                 retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
-                record.fail(Outcome.RATE_LIMITED, cause,
-                            None if refusal.storage_unavailable
-                            else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s")
+                record.fail(
+                    Outcome.RATE_LIMITED,
+                    cause,
+                    None
+                    if refusal.storage_unavailable
+                    else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s",
+                )
                 return _refusal(refusal.text, refusal.meta)
         if tool is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
             raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
         if not permitted:
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
-            record.fail(Outcome.DENIED, *((Cause.NO_CALLER, None) if record.caller is None
-                                          else (Cause.MISSING_SCOPE, f"needs {needs}")))
+            record.fail(
+                Outcome.DENIED,
+                *(
+                    (Cause.NO_CALLER, None)
+                    if record.caller is None
+                    else (Cause.MISSING_SCOPE, f"needs {needs}")
+                ),
+            )
             raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
         assert record.caller is not None and found is not None
         deprecation = self.versions.get(name)
@@ -326,7 +383,10 @@ class CallPipeline(Middleware):
         # Arguments: unknown keys and oversized objects refused at a bounded cost, before
         # anything walks, validates or serialises them; then what no tool could use.
         refused = describe_refused_arguments(
-            name, arguments, (tool.parameters or {}).get("properties", {}), sent=sent,
+            name,
+            arguments,
+            (tool.parameters or {}).get("properties", {}),
+            sent=sent,
         )
         if refused is None:
             record.arguments = redact(arguments, found[1]) if arguments else "{}"
@@ -353,9 +413,12 @@ class CallPipeline(Middleware):
                 del self.running[caller]
 
     async def _execute(
-        self, context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult], record: CallRecord,
-        tool: Tool, deprecation: Deprecation | None,
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+        record: CallRecord,
+        tool: Tool,
+        deprecation: Deprecation | None,
     ) -> ToolResult:
         name = tool.name
         # Executor: the tool under the deadline.
@@ -367,7 +430,9 @@ class CallPipeline(Middleware):
             cause = exc.__cause__
             if not isinstance(cause, PydanticValidationError):
                 raise model_error(f"Invalid arguments for {name}.") from exc
-            raise model_error(describe_invalid_arguments(name, cause, tool.parameters or {})) from exc
+            raise model_error(
+                describe_invalid_arguments(name, cause, tool.parameters or {})
+            ) from exc
         except TimeoutError as exc:
             record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
             raise ToolError(
@@ -379,13 +444,18 @@ class CallPipeline(Middleware):
         return result
 
     async def _tool(
-        self, context: MiddlewareContext[mt.CallToolRequestParams], name: str,
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        name: str,
     ) -> tuple[Tool, dict[str, str]] | None:
         found = self._tools.get(name)
         if found is None and context.fastmcp_context is not None:
             tool = await context.fastmcp_context.fastmcp.get_tool(name)
             if tool is not None:
-                found = self._tools[name] = (tool, sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())))
+                found = self._tools[name] = (
+                    tool,
+                    sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())),
+                )
         return found
 
 
@@ -398,4 +468,3 @@ def _protocol_version(context: MiddlewareContext[Any]) -> str | None:
         return context.fastmcp_context.request_context.protocol_version  # type: ignore[union-attr]
     except Exception:  # no request context (e.g. a call made from inside the server)
         return None
-

@@ -99,12 +99,19 @@ def cursor_secret(settings: Settings) -> tuple[Callable[[], str], str | None]:
     from ticket_server.tools.cursor import SECRET_FILE_SUFFIX, installation_secret
 
     database = settings.sqlite_path
-    path = (database.with_name(database.name + SECRET_FILE_SUFFIX) if database is not None
-            else default_data_dir() / f"cursor{SECRET_FILE_SUFFIX}")
-    warning = None if database is not None else (
-        f"TICKET_SERVER_CURSOR_SECRET is not set: search cursors are signed with this "
-        f"installation's secret in {path}; replicas sharing one database must all set "
-        "TICKET_SERVER_CURSOR_SECRET to one value, or each refuses the others' cursors"
+    path = (
+        database.with_name(database.name + SECRET_FILE_SUFFIX)
+        if database is not None
+        else default_data_dir() / f"cursor{SECRET_FILE_SUFFIX}"
+    )
+    warning = (
+        None
+        if database is not None
+        else (
+            f"TICKET_SERVER_CURSOR_SECRET is not set: search cursors are signed with this "
+            f"installation's secret in {path}; replicas sharing one database must all set "
+            "TICKET_SERVER_CURSOR_SECRET to one value, or each refuses the others' cursors"
+        )
     )
     return cache(lambda: installation_secret(path)), warning
 
@@ -131,7 +138,9 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today, metrics: bool
         identity=Identity(settings, callers),
         limiter=ToolLimiter(settings),
         audit=AuditWriter(
-            callers, settings.audit_batch_size, settings.audit_flush_seconds,
+            callers,
+            settings.audit_batch_size,
+            settings.audit_flush_seconds,
             queue_limit=settings.audit_queue_limit,
             dropped=counted.audit_rows_dropped.inc if counted is not None else None,
         ),
@@ -151,12 +160,17 @@ def _request_state_security(settings: Settings) -> RequestStateSecurity | None:
         return None
     from mcp.server.request_state import RequestStateSecurity
 
-    key = hashlib.sha256(b"ticket-server request state\0" + settings.cursor_secret.get_secret_value().encode()).digest()
+    key = hashlib.sha256(
+        b"ticket-server request state\0" + settings.cursor_secret.get_secret_value().encode()
+    ).digest()
     return RequestStateSecurity(keys=[key], audience="ticket-server")
 
 
 def build_server(
-    runtime: Runtime | Settings, *, clock: Clock = utc_today, ready: Callable[[], Awaitable[None]] | None = None,
+    runtime: Runtime | Settings,
+    *,
+    clock: Clock = utc_today,
+    ready: Callable[[], Awaitable[None]] | None = None,
 ) -> FastMCP:
     """The ticket server on ``runtime`` (given settings, on a runtime of its own, with
     ``clock``). ``ready``, when given, is awaited before any tools/list or tools/call.
@@ -176,9 +190,13 @@ def build_server(
             await rt.stop()
 
     pipeline = CallPipeline(
-        rt.identity, rt.limiter, rt.versions,
+        rt.identity,
+        rt.limiter,
+        rt.versions,
         [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else []),
-        deadline=rt.settings.tool_timeout, concurrency=rt.settings.caller_concurrency, ready=ready,
+        deadline=rt.settings.tool_timeout,
+        concurrency=rt.settings.caller_concurrency,
+        ready=ready,
     )
     mcp = FastMCP(
         "ticket-server",

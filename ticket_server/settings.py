@@ -13,7 +13,12 @@ from typing import Annotated, Any, Literal
 
 from platformdirs import user_data_path
 from pydantic import (
-    Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
@@ -23,11 +28,19 @@ DATABASE_URL_FORMS = (
     "sqlite+aiosqlite:///PATH (an SQLite file) or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
 )
 JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the type, and what to write
-    "allowed_hosts": (list, 'a JSON list; write it like \'["tickets.example.com"]\''),
-    "allowed_origins": (list, 'a JSON list; write it like \'["http://localhost:6274"]\''),
-    "retirement_dates": (dict, 'a JSON object; write it like \'{"get_ticket_status": "2027-01-31"}\''),
+    "allowed_hosts": (list, "a JSON list; write it like '[\"tickets.example.com\"]'"),
+    "allowed_origins": (list, "a JSON list; write it like '[\"http://localhost:6274\"]'"),
+    "retirement_dates": (
+        dict,
+        'a JSON object; write it like \'{"get_ticket_status": "2027-01-31"}\'',
+    ),
 }
-DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
+
 
 def default_data_dir() -> Path:
     """The user's data directory for this app (e.g. ``~/.local/share/ticket-server`` on Linux)."""
@@ -40,9 +53,15 @@ def default_database_url() -> str:
 
 
 WriteAction = Literal[
-    "add_internal_note", "reply_to_customer", "set_ticket_status", "close_ticket", "assign_ticket", "escalate_ticket",
+    "add_internal_note",
+    "reply_to_customer",
+    "set_ticket_status",
+    "close_ticket",
+    "assign_ticket",
+    "escalate_ticket",
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
+
 
 class Settings(BaseSettings):
     """Server settings. Each field is read from ``TICKET_SERVER_<FIELD>`` (case-insensitive)."""
@@ -63,7 +82,8 @@ class Settings(BaseSettings):
         "(https://sqlite.org/wal.html).",
     )
     tool_timeout: float = Field(
-        default=30.0, gt=0,
+        default=30.0,
+        gt=0,
         description="Seconds a tools/call may run; past it the call is cancelled and answered "
         "with an isError saying so.",
     )
@@ -79,22 +99,27 @@ class Settings(BaseSettings):
         default_factory=list, description="Extra browser Origins accepted over HTTP."
     )
     max_request_bytes: int = Field(
-        default=256 * 1024, ge=1024, le=4 * 1024 * 1024,
+        default=256 * 1024,
+        ge=1024,
+        le=4 * 1024 * 1024,
         description="Largest HTTP request body accepted (bytes); a larger one is answered "
         "413 with a JSON-RPC error. At most 4 MiB, the MCP SDK's own limit.",
     )
     http_read_timeout: float = Field(
-        default=10.0, gt=0,
+        default=10.0,
+        gt=0,
         description="Seconds a client may take to send a request's headers, and again its "
         "body; past it the connection is closed (headers) or answered 408 (body).",
     )
     session_idle_timeout: float = Field(
-        default=600.0, gt=0,
+        default=600.0,
+        gt=0,
         description="Seconds a legacy (initialize) HTTP session may stay idle before the "
         "server closes it; a client then initializes again.",
     )
     sessions_per_caller: int = Field(
-        default=8, ge=1,
+        default=8,
+        ge=1,
         description="Most legacy HTTP sessions one caller may hold open at once; another "
         "initialize is answered 429.",
     )
@@ -142,7 +167,9 @@ class Settings(BaseSettings):
         try:
             parse(value)
         except ValueError:
-            raise ValueError(f"{value!r} is not a rate limit; write it like 60/minute or 1000/hour") from None
+            raise ValueError(
+                f"{value!r} is not a rate limit; write it like 60/minute or 1000/hour"
+            ) from None
         return value
 
     @field_validator("log_level", mode="before")
@@ -196,7 +223,8 @@ class Settings(BaseSettings):
         default=None, description="stdio: the caller's name (must exist in the callers table)."
     )
     caller_cache_seconds: float = Field(
-        default=2.0, ge=0,
+        default=2.0,
+        ge=0,
         description="Seconds a resolved caller (by token or stdio name) is kept in memory: "
         "a revocation or rotation made by another process takes effect within this many "
         "seconds (one made by this process at once); 0 looks the caller up on every call.",
@@ -257,18 +285,21 @@ class Settings(BaseSettings):
         default=1.0, gt=0, description="Longest an audit row waits before it is written."
     )
     audit_queue_limit: int = Field(
-        default=100_000, ge=1,
+        default=100_000,
+        ge=1,
         description="Most audit rows held in memory while the database does not take them "
         "(retried with backoff); a row past it is lost, counted in "
         "ticket_server_audit_rows_dropped and logged at ERROR.",
     )
     audit_retention_days: int = Field(
-        default=90, ge=1,
+        default=90,
+        ge=1,
         description="Days of audit rows `ticket-server audit prune` keeps when run without "
         "--older-than.",
     )
     caller_concurrency: int = Field(
-        default=8, ge=1,
+        default=8,
+        ge=1,
         description="Most tools/call of one caller running at once in one server process; "
         "one more is answered with an isError asking to wait.",
     )
@@ -332,6 +363,8 @@ def _problem(error: Any) -> str:
     if error["type"] == "value_error":  # our validators: the message says what to write
         return f"{variable}: {error['ctx']['error']}"
     field = Settings.model_fields.get(name)
-    shown = "" if field is not None and "Secret" in repr(field.annotation) else f"={error['input']!r}"
+    shown = (
+        "" if field is not None and "Secret" in repr(field.annotation) else f"={error['input']!r}"
+    )
     hint = f" ({field.description})" if field is not None and field.description else ""
     return f"{variable}{shown}: {error['msg']}{hint}"

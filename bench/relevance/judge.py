@@ -24,7 +24,8 @@ def judge() -> list[dict[str, object]]:
         subject = re.compile(q["subject"], re.I) if "subject" in q else None
         text = re.compile(q["text"], re.I) if "text" in q else None
         ids = [
-            t["id"] for t in tickets
+            t["id"]
+            for t in tickets
             if (subject is not None and subject.search(t["subject"]))
             or (text is not None and text.search(t["subject"] + "\n" + t["body"]))
         ]

@@ -44,15 +44,21 @@ def ndcg_at_10(ranked: list[str], relevant: set[str]) -> float:
 def anchor() -> dict[str, list[str]]:
     """Top-10 ids per query from plain FTS5 porter, OR of the words, bm25."""
     db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE t USING fts5(id UNINDEXED, subject, body, tokenize='porter unicode61')")
+    db.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(id UNINDEXED, subject, body, tokenize='porter unicode61')"
+    )
     with SAMPLE.open(encoding="utf-8") as f:
-        db.executemany("INSERT INTO t VALUES (?, ?, ?)",
-                       ((r["id"], r["subject"], r["body"]) for r in map(json.loads, f)))
+        db.executemany(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            ((r["id"], r["subject"], r["body"]) for r in map(json.loads, f)),
+        )
     out = {}
     for j in judgments():
         words = re.findall(r"[^\W_]+", j["q"])
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        rows = db.execute("SELECT id FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10", (match,)).fetchall()
+        rows = db.execute(
+            "SELECT id FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10", (match,)
+        ).fetchall()
         out[j["q"]] = [r[0] for r in rows]
     return out
 
@@ -95,14 +101,21 @@ def run(engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object
             url = sqlite_url(Path(tmp) / "sample.db") if pg is None else pg.empty("bench_relevance")
             seed_database(url, None)
             ranked[engine] = asyncio.run(tool_results(url))
-    out: dict[str, object] = {"queries": len(js), "sample": sum(1 for _ in SAMPLE.open(encoding="utf-8"))}
+    out: dict[str, object] = {
+        "queries": len(js),
+        "sample": sum(1 for _ in SAMPLE.open(encoding="utf-8")),
+    }
     for name, res in ranked.items():
         hit, ndcg, misses = scores(res)
         out[name] = {"hit5": hit, "ndcg10": ndcg, "misses": misses}
         log(f"relevance {name:10s} hit@5 {hit:6.1%}  nDCG@10 {ndcg:.3f}  misses at 5: {misses}")
     if "sqlite" in ranked and "postgresql" in ranked:
-        out["same_top10"] = sum(ranked["sqlite"][j["q"]] == ranked["postgresql"][j["q"]] for j in js)
-        log(f"relevance: same top-10 ids on SQLite and PostgreSQL for {out['same_top10']}/{len(js)} queries")
+        out["same_top10"] = sum(
+            ranked["sqlite"][j["q"]] == ranked["postgresql"][j["q"]] for j in js
+        )
+        log(
+            f"relevance: same top-10 ids on SQLite and PostgreSQL for {out['same_top10']}/{len(js)} queries"
+        )
     return out
 
 

@@ -28,12 +28,24 @@ def upgrade() -> None:
         sa.Column("body", sa.Text(), nullable=False),
         sa.Column(
             "status",
-            sa.Enum(*STATUSES, name="ticket_status", native_enum=False, create_constraint=True, length=32),
+            sa.Enum(
+                *STATUSES,
+                name="ticket_status",
+                native_enum=False,
+                create_constraint=True,
+                length=32,
+            ),
             nullable=False,
         ),
         sa.Column(
             "priority",
-            sa.Enum(*PRIORITIES, name="ticket_priority", native_enum=False, create_constraint=True, length=32),
+            sa.Enum(
+                *PRIORITIES,
+                name="ticket_priority",
+                native_enum=False,
+                create_constraint=True,
+                length=32,
+            ),
             nullable=False,
         ),
         sa.Column("owner", sa.String(64), nullable=True),

@@ -47,7 +47,13 @@ def upgrade() -> None:
         sa.Column("arguments", sa.Text(), nullable=False),
         sa.Column(
             "outcome",
-            sa.Enum(*OUTCOMES, name="audit_outcome", native_enum=False, create_constraint=True, length=16),
+            sa.Enum(
+                *OUTCOMES,
+                name="audit_outcome",
+                native_enum=False,
+                create_constraint=True,
+                length=16,
+            ),
             nullable=False,
         ),
         sa.Column("detail", sa.String(300), nullable=True),

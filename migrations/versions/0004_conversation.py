@@ -47,7 +47,12 @@ def upgrade() -> None:
     op.create_table(
         "comments",
         sa.Column("pk", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("ticket_id", sa.String(32), sa.ForeignKey("tickets.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "ticket_id",
+            sa.String(32),
+            sa.ForeignKey("tickets.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("author", sa.String(200), nullable=False),
         sa.Column("author_type", _enum(AUTHOR_TYPES, "author_type"), nullable=False),
         sa.Column("visibility", _enum(VISIBILITIES, "comment_visibility"), nullable=False),
@@ -58,7 +63,12 @@ def upgrade() -> None:
     op.create_table(
         "ticket_events",
         sa.Column("pk", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("ticket_id", sa.String(32), sa.ForeignKey("tickets.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "ticket_id",
+            sa.String(32),
+            sa.ForeignKey("tickets.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("field", _enum(EVENT_FIELDS, "event_field"), nullable=False),
         sa.Column("old_value", sa.String(64), nullable=True),
         sa.Column("new_value", sa.String(64), nullable=True),
@@ -66,7 +76,9 @@ def upgrade() -> None:
         sa.Column("actor_type", _enum(AUTHOR_TYPES, "author_type"), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
-    op.create_index("ix_ticket_events_ticket_created_at", "ticket_events", ["ticket_id", "created_at", "pk"])
+    op.create_index(
+        "ix_ticket_events_ticket_created_at", "ticket_events", ["ticket_id", "created_at", "pk"]
+    )
 
 
 def downgrade() -> None:

@@ -110,18 +110,28 @@ def _analyze_existing_tickets() -> None:
     from ticket_server.tickets.search import TOTAL, search_columns, ticket_terms
 
     conn = op.get_bind()
-    tickets = sa.table("tickets", sa.column("pk", sa.Integer), sa.column("subject", sa.Text),
-                       sa.column("body", sa.Text), sa.column("search_subject", sa.Text),
-                       sa.column("search_body", sa.Text))
+    tickets = sa.table(
+        "tickets",
+        sa.column("pk", sa.Integer),
+        sa.column("subject", sa.Text),
+        sa.column("body", sa.Text),
+        sa.column("search_subject", sa.Text),
+        sa.column("search_body", sa.Text),
+    )
     terms = sa.table("search_terms", sa.column("term", sa.String), sa.column("tickets", sa.Integer))
-    update = (tickets.update().where(tickets.c.pk == sa.bindparam("key"))
-              .values(search_subject=sa.bindparam("s"), search_body=sa.bindparam("b")))
+    update = (
+        tickets.update()
+        .where(tickets.c.pk == sa.bindparam("key"))
+        .values(search_subject=sa.bindparam("s"), search_body=sa.bindparam("b"))
+    )
     counts: Counter[str] = Counter()
     last = 0
     while True:
         rows = conn.execute(
             sa.select(tickets.c.pk, tickets.c.subject, tickets.c.body)
-            .where(tickets.c.pk > last).order_by(tickets.c.pk).limit(BATCH)
+            .where(tickets.c.pk > last)
+            .order_by(tickets.c.pk)
+            .limit(BATCH)
         ).all()
         if not rows:
             break
@@ -142,8 +152,12 @@ def upgrade() -> None:
     if dialect not in ("sqlite", "postgresql"):
         raise NotImplementedError(f"full-text search is not implemented for {dialect}")
     _run(SQLITE_DROP_0002 if dialect == "sqlite" else POSTGRES_DROP_0002)
-    op.add_column("tickets", sa.Column("search_subject", sa.Text(), server_default=" ", nullable=False))
-    op.add_column("tickets", sa.Column("search_body", sa.Text(), server_default=" ", nullable=False))
+    op.add_column(
+        "tickets", sa.Column("search_subject", sa.Text(), server_default=" ", nullable=False)
+    )
+    op.add_column(
+        "tickets", sa.Column("search_body", sa.Text(), server_default=" ", nullable=False)
+    )
     op.create_table(
         "search_terms",
         sa.Column("term", sa.String(64), primary_key=True),
@@ -155,8 +169,14 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
-    _run(SQLITE_DROP_0002 if dialect == "sqlite" else ["DROP INDEX IF EXISTS ix_tickets_search_vector",
-                                                       "ALTER TABLE tickets DROP COLUMN IF EXISTS search_vector"])
+    _run(
+        SQLITE_DROP_0002
+        if dialect == "sqlite"
+        else [
+            "DROP INDEX IF EXISTS ix_tickets_search_vector",
+            "ALTER TABLE tickets DROP COLUMN IF EXISTS search_vector",
+        ]
+    )
     op.drop_table("search_terms")
     with op.batch_alter_table("tickets") as batch:
         batch.drop_column("search_body")

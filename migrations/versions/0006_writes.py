@@ -39,7 +39,9 @@ def upgrade() -> None:
         sa.Column("result", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
-    op.create_index("ix_write_requests_caller_key", "write_requests", ["caller", "idempotency_key"], unique=True)
+    op.create_index(
+        "ix_write_requests_caller_key", "write_requests", ["caller", "idempotency_key"], unique=True
+    )
 
 
 def downgrade() -> None:

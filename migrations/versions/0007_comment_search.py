@@ -67,16 +67,31 @@ def _analyze_existing_comments() -> None:
     from ticket_server.tickets.search import TOTAL
 
     conn = op.get_bind()
-    comments = sa.table("comments", sa.column("pk", sa.Integer), sa.column("body", sa.Text),
-                        sa.column("search_body", sa.Text))
-    terms = sa.table("search_terms", sa.column("term", sa.String), sa.column("tickets", sa.Integer),
-                     sa.column("comments", sa.Integer))
-    update = comments.update().where(comments.c.pk == sa.bindparam("key")).values(search_body=sa.bindparam("b"))
+    comments = sa.table(
+        "comments",
+        sa.column("pk", sa.Integer),
+        sa.column("body", sa.Text),
+        sa.column("search_body", sa.Text),
+    )
+    terms = sa.table(
+        "search_terms",
+        sa.column("term", sa.String),
+        sa.column("tickets", sa.Integer),
+        sa.column("comments", sa.Integer),
+    )
+    update = (
+        comments.update()
+        .where(comments.c.pk == sa.bindparam("key"))
+        .values(search_body=sa.bindparam("b"))
+    )
     counts: Counter[str] = Counter()
     last = 0
     while True:
         rows = conn.execute(
-            sa.select(comments.c.pk, comments.c.body).where(comments.c.pk > last).order_by(comments.c.pk).limit(BATCH)
+            sa.select(comments.c.pk, comments.c.body)
+            .where(comments.c.pk > last)
+            .order_by(comments.c.pk)
+            .limit(BATCH)
         ).all()
         if not rows:
             break
@@ -91,9 +106,15 @@ def _analyze_existing_comments() -> None:
     if not counts:
         return
     known = set(conn.execute(sa.select(terms.c.term)).scalars())
-    conn.execute(terms.update().where(terms.c.term == sa.bindparam("t")).values(comments=sa.bindparam("n")),
-                 [{"t": t, "n": n} for t, n in sorted(counts.items()) if t in known])
-    new = [{"term": t, "tickets": 0, "comments": n} for t, n in sorted(counts.items()) if t not in known]
+    conn.execute(
+        terms.update().where(terms.c.term == sa.bindparam("t")).values(comments=sa.bindparam("n")),
+        [{"t": t, "n": n} for t, n in sorted(counts.items()) if t in known],
+    )
+    new = [
+        {"term": t, "tickets": 0, "comments": n}
+        for t, n in sorted(counts.items())
+        if t not in known
+    ]
     if new:
         conn.execute(terms.insert(), new)
 
@@ -102,8 +123,12 @@ def upgrade() -> None:
     dialect = op.get_bind().dialect.name
     if dialect not in ("sqlite", "postgresql"):
         raise NotImplementedError(f"full-text search is not implemented for {dialect}")
-    op.add_column("comments", sa.Column("search_body", sa.Text(), server_default=" ", nullable=False))
-    op.add_column("search_terms", sa.Column("comments", sa.Integer(), server_default="0", nullable=False))
+    op.add_column(
+        "comments", sa.Column("search_body", sa.Text(), server_default=" ", nullable=False)
+    )
+    op.add_column(
+        "search_terms", sa.Column("comments", sa.Integer(), server_default="0", nullable=False)
+    )
     _analyze_existing_comments()
     for statement in SQLITE_UP if dialect == "sqlite" else POSTGRES_UP:
         op.execute(statement)

@@ -39,8 +39,12 @@ _POST = """INSERT INTO search_postings (term, impact, updated_at, ticket_pk)
 def post_existing_tickets() -> None:
     dialect = op.get_bind().dialect.name
     tokens = _SQLITE_TOKENS if dialect == "sqlite" else _POSTGRES_TOKENS
-    op.execute(_POST.format(subject=tokens.format(weight=2, column="search_subject"),
-                            body=tokens.format(weight=1, column="search_body")))
+    op.execute(
+        _POST.format(
+            subject=tokens.format(weight=2, column="search_subject"),
+            body=tokens.format(weight=1, column="search_body"),
+        )
+    )
 
 
 def upgrade() -> None:

@@ -53,21 +53,37 @@ async def revoke(settings: Settings, name: str) -> None:
 
 def support_and_billing_ids(database: Path | str) -> tuple[str, str]:
     """The oldest ticket of the support queue and of the billing queue."""
-    return tuple(scalar(database, f"SELECT id FROM tickets WHERE queue = '{queue}' ORDER BY pk LIMIT 1")
-                 for queue in ("support", "billing"))  # type: ignore[return-value]
+    return tuple(
+        scalar(database, f"SELECT id FROM tickets WHERE queue = '{queue}' ORDER BY pk LIMIT 1")
+        for queue in ("support", "billing")
+    )  # type: ignore[return-value]
 
 
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-               "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-               "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def modern_call(http, url: str, token: str, request_id: int, params: dict):  # -> httpx.Response
     """One 2026-07-28 tools/call POST (``http``: an httpx client or the httpx module),
     built by hand so that malformed params can be sent too."""
     name = params.get("name")
-    return http.post(url, timeout=30, json={
-        "jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {**params, "_meta": MODERN_META},
-    }, headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-                "Mcp-Name": name if isinstance(name, str) else "x"})
+    return http.post(
+        url,
+        timeout=30,
+        json={
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {**params, "_meta": MODERN_META},
+        },
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": name if isinstance(name, str) else "x",
+        },
+    )

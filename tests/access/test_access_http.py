@@ -19,14 +19,24 @@ from tests.helpers import text_of
 from tests.transports.conftest import TICKET_SERVER, add_caller, server_env, start_http_server, stop
 from ticket_server.access.ratelimit import META_KEY
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def post(server, token: str | None = None, url: str | None = None, **headers) -> httpx.Response:
     auth = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.post(url or server.url, json=INIT, headers={**HEADERS, **auth, **headers}, timeout=10)
+    return httpx.post(
+        url or server.url, json=INIT, headers={**HEADERS, **auth, **headers}, timeout=10
+    )
 
 
 def test_missing_bad_revoked_and_query_string_tokens_get_401(http_server, db_path: Path) -> None:
@@ -77,12 +87,18 @@ def test_a_token_that_cannot_be_checked_gets_503_not_401(db_path: Path, tmp_path
 
 def _revoke(db_path: Path, name: str) -> None:
     with sqlite3.connect(db_path) as conn:
-        conn.execute("UPDATE callers SET revoked_at = '2026-11-30 00:00:00' WHERE name = ?", (name,))
+        conn.execute(
+            "UPDATE callers SET revoked_at = '2026-11-30 00:00:00' WHERE name = ?", (name,)
+        )
 
 
-@pytest.mark.parametrize(("mode", "engine"), [("legacy", "sqlite"), ("2026-07-28", "sqlite"), ("2026-07-28", "postgresql")])
-async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str, engine: str,
-                                        request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    ("mode", "engine"),
+    [("legacy", "sqlite"), ("2026-07-28", "sqlite"), ("2026-07-28", "postgresql")],
+)
+async def test_billing_caller_over_http(
+    db_path: Path, tmp_path: Path, mode: str, engine: str, request: pytest.FixtureRequest
+) -> None:
     """The issue's "done when": a billing token sees only billing tickets, is refused
     with isError and a retry time after its limit, and each call is in the audit. Both
     revisions on SQLite; once more on PostgreSQL (a server process whose callers, queue
@@ -104,7 +120,12 @@ async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str
             assert refused.is_error and "Rate limit reached" in text_of(refused)
             assert 1 <= refused.meta[META_KEY]["retry_after_seconds"] <= 60
         if mode == "legacy":  # a caller whose scopes allow no tool gets no session (16.3)
-            noscope_init = httpx.post(server.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {noscope}"}, timeout=10)
+            noscope_init = httpx.post(
+                server.url,
+                json=INIT,
+                headers={**HEADERS, "Authorization": f"Bearer {noscope}"},
+                timeout=10,
+            )
             assert noscope_init.status_code == 403 and "mcp-session-id" not in noscope_init.headers
         else:
             async with Client(server.transport(noscope), mode=mode) as client:
@@ -115,10 +136,14 @@ async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str
                 assert denied.value.error.message == "Unknown tool: 'search_tickets_v2'"
     finally:
         stop(server.process)  # SIGTERM: the audit trail is flushed
-    rows = scalar(database, "SELECT string_agg(caller || ' ' || tool || ' ' || outcome || ' ' || transport, ',' "
-                            "ORDER BY pk) FROM audit_events" if engine == "postgresql" else
-                  "SELECT group_concat(caller || ' ' || tool || ' ' || outcome || ' ' || transport, ',') "
-                  "FROM (SELECT * FROM audit_events ORDER BY pk)")
+    rows = scalar(
+        database,
+        "SELECT string_agg(caller || ' ' || tool || ' ' || outcome || ' ' || transport, ',' "
+        "ORDER BY pk) FROM audit_events"
+        if engine == "postgresql"
+        else "SELECT group_concat(caller || ' ' || tool || ' ' || outcome || ' ' || transport, ',') "
+        "FROM (SELECT * FROM audit_events ORDER BY pk)",
+    )
     # A caller with no usable scope is refused its legacy session (403): no call reaches
     # the server; over 2026-07-28 the call does, and is refused as an unknown tool.
     assert rows.split(",") == [
@@ -129,14 +154,21 @@ async def test_billing_caller_over_http(db_path: Path, tmp_path: Path, mode: str
         *(["noscope search_tickets_v2 denied http"] if mode == "2026-07-28" else []),
     ]
     audit = _cli(database, "audit", "--caller", "billing", "--json")
-    assert [json.loads(line)["outcome"] for line in audit.splitlines()] == ["ok", "tool_error", "ok", "rate_limited"]
+    assert [json.loads(line)["outcome"] for line in audit.splitlines()] == [
+        "ok",
+        "tool_error",
+        "ok",
+        "rate_limited",
+    ]
     assert token not in server.logs() and token not in audit
 
 
 def _cli(db_path: Path | str, *args: str) -> str:
     import subprocess
 
-    done = subprocess.run([*TICKET_SERVER, *args], env=server_env(db_path), capture_output=True, timeout=60)
+    done = subprocess.run(
+        [*TICKET_SERVER, *args], env=server_env(db_path), capture_output=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.decode()
 
@@ -150,11 +182,15 @@ async def test_c06_one_callers_limit_does_not_touch_another(db_path: Path, tmp_p
     try:
         async with Client(server.transport(a)) as client_a, Client(server.transport(b)) as client_b:
             for _ in range(5):
-                assert (await client_a.call_tool("search_tickets_v2", {"query": "invoice"})).is_error is False
+                assert (
+                    await client_a.call_tool("search_tickets_v2", {"query": "invoice"})
+                ).is_error is False
             refused = await client_a.call_tool("search_tickets_v2", {"query": "invoice"})
             assert refused.is_error and "retry in" in text_of(refused)
             assert refused.meta[META_KEY]["retry_after_seconds"] >= 1
-            assert (await client_b.call_tool("search_tickets_v2", {"query": "invoice"})).is_error is False
+            assert (
+                await client_b.call_tool("search_tickets_v2", {"query": "invoice"})
+            ).is_error is False
     finally:
         stop(server.process)
 
@@ -186,15 +222,24 @@ def test_jwt_mode_with_a_generated_key_pair(db_path: Path, tmp_path: Path) -> No
     add_caller(db_path, "revoked-bot")
     _revoke(db_path, "revoked-bot")
     server = start_http_server(
-        db_path, tmp_path,
-        TICKET_SERVER_AUTH_MODE="jwt", TICKET_SERVER_JWT_ISSUER="https://idp.example",
-        TICKET_SERVER_JWT_AUDIENCE="ticket-server", TICKET_SERVER_JWT_PUBLIC_KEY=keys.public_key,
+        db_path,
+        tmp_path,
+        TICKET_SERVER_AUTH_MODE="jwt",
+        TICKET_SERVER_JWT_ISSUER="https://idp.example",
+        TICKET_SERVER_JWT_AUDIENCE="ticket-server",
+        TICKET_SERVER_JWT_PUBLIC_KEY=keys.public_key,
         TICKET_SERVER_JWT_CALLER_CLAIM="azp",
     )
     try:
+
         def token(**claims) -> str:
-            base = {"subject": "u-1", "issuer": "https://idp.example", "audience": "ticket-server",
-                    "scopes": ["tickets:read"], "additional_claims": {"azp": "billing-bot"}}
+            base = {
+                "subject": "u-1",
+                "issuer": "https://idp.example",
+                "audience": "ticket-server",
+                "scopes": ["tickets:read"],
+                "additional_claims": {"azp": "billing-bot"},
+            }
             return keys.create_token(**{**base, **claims})
 
         support, billing = support_and_billing_ids(db_path)
@@ -210,11 +255,20 @@ def test_jwt_mode_with_a_generated_key_pair(db_path: Path, tmp_path: Path) -> No
         assert post(server, token(additional_claims={"azp": "revoked-bot"})).status_code == 401
         assert post(server, token(additional_claims={})).status_code == 401  # no caller claim
         other = RSAKeyPair.generate()
-        assert post(server, other.create_token(subject="x", issuer="https://idp.example",
-                                               audience="ticket-server")).status_code == 401
+        assert (
+            post(
+                server,
+                other.create_token(
+                    subject="x", issuer="https://idp.example", audience="ticket-server"
+                ),
+            ).status_code
+            == 401
+        )
         noscope = asyncio.run(_names(server, token(scopes=["other:read"])))
         assert noscope == set()
-        metadata = httpx.get(f"{server.base}/.well-known/oauth-protected-resource/mcp", timeout=5).json()
+        metadata = httpx.get(
+            f"{server.base}/.well-known/oauth-protected-resource/mcp", timeout=5
+        ).json()
         assert metadata["authorization_servers"] == ["https://idp.example"]
     finally:
         stop(server.process)

@@ -33,17 +33,23 @@ async def test_builtin_local_caller_reads_every_queue(server_as, settings, mode:
             assert result.is_error is False
 
 
-async def test_queue_limited_caller_sees_only_its_queue(server_as, add_caller, settings, mode: str) -> None:
+async def test_queue_limited_caller_sees_only_its_queue(
+    server_as, add_caller, settings, mode: str
+) -> None:
     """A caller limited to billing: a support ticket is "no ticket" exactly as a missing
     one, by id (v1, v2) and by search (v1, v2 with every page). Both engines: the scope
     is a condition in each engine's own queries (FTS5 / tsvector, LIKE / pg_trgm)."""
     await add_caller("billing", queues=["billing"])
     support, billing = support_and_billing_ids(settings.database_url)
     async with Client(server_as(stdio_caller="billing"), mode=mode) as client:
-        assert (await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})).is_error is False
+        assert (
+            await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})
+        ).is_error is False
         for tool in ("get_ticket_status", "get_ticket_status_v2"):
             hidden = await client.call_tool(tool, {"ticket_id": support}, raise_on_error=False)
-            missing = await client.call_tool(tool, {"ticket_id": "SUP-0000000"}, raise_on_error=False)
+            missing = await client.call_tool(
+                tool, {"ticket_id": "SUP-0000000"}, raise_on_error=False
+            )
             assert hidden.is_error and missing.is_error
             assert text_of(hidden) == text_of(missing).replace("SUP-0000000", support)
         v1 = await client.call_tool("search_tickets", {"query": "a", "limit": 50})
@@ -60,20 +66,30 @@ async def test_queue_limited_caller_sees_only_its_queue(server_as, add_caller, s
                 break
         assert seen and {t["queue"] for t in seen} == {"billing"}
         # Another queue's name is answered as an unknown queue (C19), listing only billing.
-        explicit = await client.call_tool("search_tickets_v2", {"queue": "support"}, raise_on_error=False)
-        unknown = await client.call_tool("search_tickets_v2", {"queue": "no-such-queue"}, raise_on_error=False)
+        explicit = await client.call_tool(
+            "search_tickets_v2", {"queue": "support"}, raise_on_error=False
+        )
+        unknown = await client.call_tool(
+            "search_tickets_v2", {"queue": "no-such-queue"}, raise_on_error=False
+        )
         assert explicit.is_error and unknown.is_error
         assert text_of(explicit) == text_of(unknown).replace("no-such-queue", "support")
         assert "billing" in text_of(explicit)
     # the whole billing queue, nothing else
-    assert len(seen) == int(scalar(settings.database_url, "SELECT count(*) FROM tickets WHERE queue = 'billing'"))
+    assert len(seen) == int(
+        scalar(settings.database_url, "SELECT count(*) FROM tickets WHERE queue = 'billing'")
+    )
 
 
 async def _queue(client: Client, ticket_id: str) -> str:
-    return (await client.call_tool("get_ticket_status_v2", {"ticket_id": ticket_id})).structured_content["queue"]
+    return (
+        await client.call_tool("get_ticket_status_v2", {"ticket_id": ticket_id})
+    ).structured_content["queue"]
 
 
-async def test_caller_without_the_scope_sees_no_tool_and_calls_none(server_as, add_caller, mode: str) -> None:
+async def test_caller_without_the_scope_sees_no_tool_and_calls_none(
+    server_as, add_caller, mode: str
+) -> None:
     await add_caller("writer", scopes=("tickets:admin",))  # a scope no tool needs
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         assert await names(client) == set()
@@ -82,10 +98,14 @@ async def test_caller_without_the_scope_sees_no_tool_and_calls_none(server_as, a
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("no_such_tool", {"ticket_id": "SUP-4412"})
         assert denied.value.error.code == unknown.value.error.code == -32602
-        assert denied.value.error.message == unknown.value.error.message.replace("no_such_tool", "get_ticket_status")
+        assert denied.value.error.message == unknown.value.error.message.replace(
+            "no_such_tool", "get_ticket_status"
+        )
 
 
-@pytest.mark.parametrize("case", ["bad token", "revoked token", "unknown stdio caller", "revoked stdio caller"])
+@pytest.mark.parametrize(
+    "case", ["bad token", "revoked token", "unknown stdio caller", "revoked stdio caller"]
+)
 async def test_no_valid_identity_gets_nothing(server_as, add_caller, settings, case: str) -> None:
     token = await add_caller("gone")
     overrides = {
@@ -100,14 +120,19 @@ async def test_no_valid_identity_gets_nothing(server_as, add_caller, settings, c
         assert await names(client) == set()
         with pytest.raises(MCPError) as refused:
             await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
-        assert refused.value.error.code == -32602 and refused.value.error.message == "Unknown tool: 'get_ticket_status'"
+        assert (
+            refused.value.error.code == -32602
+            and refused.value.error.message == "Unknown tool: 'get_ticket_status'"
+        )
 
 
 async def test_token_names_the_caller(server_as, add_caller, settings) -> None:
     token = await add_caller("billing", queues=["billing"])
     support, _ = support_and_billing_ids(settings.database_url)
     async with Client(server_as(token=SecretStr(token))) as client:
-        result = await client.call_tool("get_ticket_status_v2", {"ticket_id": support}, raise_on_error=False)
+        result = await client.call_tool(
+            "get_ticket_status_v2", {"ticket_id": support}, raise_on_error=False
+        )
         assert result.is_error and support in text_of(result)
 
 
@@ -115,7 +140,9 @@ async def test_revocation_applies_to_the_next_call(server_as, add_caller, settin
     """Authorization is checked on every call, not once per connection."""
     await add_caller("temp")
     async with Client(server_as(stdio_caller="temp")) as client:
-        assert (await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})).is_error is False
+        assert (
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        ).is_error is False
         await revoke(settings, "temp")
         with pytest.raises(MCPError, match="Unknown tool"):
             await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
@@ -136,8 +163,11 @@ async def test_revocation_by_another_process_applies_within_the_cache_window(
         args = {"ticket_id": "SUP-4412"}
         assert (await client.call_tool("get_ticket_status_v2", args)).is_error is False
         done = await asyncio.to_thread(
-            subprocess.run, [*TICKET_SERVER, "callers", "revoke", "elsewhere"],
-            env=server_env(db_path), capture_output=True, timeout=60,
+            subprocess.run,
+            [*TICKET_SERVER, "callers", "revoke", "elsewhere"],
+            env=server_env(db_path),
+            capture_output=True,
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         loop = asyncio.get_running_loop()
@@ -150,7 +180,11 @@ async def test_revocation_by_another_process_applies_within_the_cache_window(
                 refused = exc
             else:
                 await asyncio.sleep(0.1)
-        assert refused is not None and refused.error.code == -32602 and "Unknown tool" in refused.error.message
+        assert (
+            refused is not None
+            and refused.error.code == -32602
+            and "Unknown tool" in refused.error.message
+        )
 
 
 async def test_caller_cache_spares_the_registry_and_0_disables_it(add_caller, settings) -> None:
@@ -200,8 +234,12 @@ async def test_rate_limit_refuses_then_recovers(server_as, add_caller, mode: str
 
 async def test_default_limit_comes_from_settings(server_as) -> None:
     async with Client(server_as(tool_rate_limit="1/minute")) as client:
-        assert (await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})).is_error is False
-        refused = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)
+        assert (
+            await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
+        ).is_error is False
+        refused = await client.call_tool(
+            "get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False
+        )
         assert refused.is_error and "1 calls per minute" in text_of(refused)
         assert 1 <= refused.meta[META_KEY]["retry_after_seconds"] <= 60
 
@@ -211,7 +249,9 @@ async def test_audit_rows_for_each_outcome(server_as, add_caller, settings, mode
     await add_caller("noscope", scopes=("other:read",))
     async with Client(server_as(stdio_caller="auditee"), mode=mode) as client:
         await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})  # ok
-        await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False)  # rate limited
+        await client.call_tool(
+            "get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False
+        )  # rate limited
         # tool error (get_ticket_status_v2 would be rate limited: it shares get_ticket_status's count)
         await client.call_tool("search_tickets_v2", {"limit": 0}, raise_on_error=False)
     async with Client(server_as(stdio_caller="noscope"), mode=mode) as client:

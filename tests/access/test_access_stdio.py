@@ -29,8 +29,13 @@ def test_serve_refuses_an_unusable_identity(db_path: Path, case: str) -> None:
         "revoked token": {"TICKET_SERVER_TOKEN": token},
         "unknown caller": {"TICKET_SERVER_STDIO_CALLER": "nobody"},
     }[case]
-    proc = subprocess.run([*TICKET_SERVER, "serve"], env=server_env(db_path, **env),
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [*TICKET_SERVER, "serve"],
+        env=server_env(db_path, **env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stdout == b""
     err = proc.stderr.decode().strip().splitlines()[-1]
     assert ("TICKET_SERVER_TOKEN" if "token" in case else "TICKET_SERVER_STDIO_CALLER") in err
@@ -40,10 +45,16 @@ def test_serve_refuses_an_unusable_identity(db_path: Path, case: str) -> None:
 @pytest.mark.parametrize("via", ["token", "name"])
 async def test_billing_caller_over_stdio(db_path: Path, via: str) -> None:
     token = add_caller(db_path, "billing", queues=["billing"], tool_rate_limit="2/minute")
-    env = {"TICKET_SERVER_TOKEN": token} if via == "token" else {"TICKET_SERVER_STDIO_CALLER": "billing"}
+    env = (
+        {"TICKET_SERVER_TOKEN": token}
+        if via == "token"
+        else {"TICKET_SERVER_STDIO_CALLER": "billing"}
+    )
     support, billing = support_and_billing_ids(db_path)
     async with Client(stdio_params(db_path, **env)) as client:
-        assert (await client.call_tool("get_ticket_status", {"ticket_id": billing})).is_error is False
+        assert (
+            await client.call_tool("get_ticket_status", {"ticket_id": billing})
+        ).is_error is False
         hidden = await client.call_tool("get_ticket_status", {"ticket_id": support})
         assert hidden.is_error and f"No ticket with id {support!r}" in text_of(hidden)
         page = await client.call_tool("search_tickets_v2", {"limit": 50})
@@ -59,7 +70,10 @@ async def test_caller_without_scope_over_stdio(db_path: Path) -> None:
         assert (await client.list_tools()).tools == []
         with pytest.raises(MCPError) as denied:
             await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
-        assert denied.value.error.code == -32602 and denied.value.error.message == "Unknown tool: 'get_ticket_status'"
+        assert (
+            denied.value.error.code == -32602
+            and denied.value.error.message == "Unknown tool: 'get_ticket_status'"
+        )
 
 
 def _calls(raw: RawStdio, n: int) -> None:
@@ -67,14 +81,22 @@ def _calls(raw: RawStdio, n: int) -> None:
     raw.read_until_id(1)
     raw.send(INITIALIZED)
     for i in range(n):
-        raw.send({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
-                  "params": {"name": "get_ticket_status", "arguments": {"ticket_id": "SUP-4412"}}})
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 10 + i,
+                "method": "tools/call",
+                "params": {"name": "get_ticket_status", "arguments": {"ticket_id": "SUP-4412"}},
+            }
+        )
         raw.read_until_id(10 + i)
 
 
 def _audited(db_path: Path) -> list[tuple[str, str, str]]:
     with sqlite3.connect(db_path) as conn:
-        return conn.execute("SELECT caller, transport, outcome FROM audit_events ORDER BY pk").fetchall()
+        return conn.execute(
+            "SELECT caller, transport, outcome FROM audit_events ORDER BY pk"
+        ).fetchall()
 
 
 @pytest.mark.parametrize("ending", ["end of stdin", "SIGTERM"])

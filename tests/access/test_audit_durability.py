@@ -28,11 +28,15 @@ from ticket_server.settings import Settings
 
 
 def _row(i: int, when: datetime | None = None) -> dict:
-    return CallRecord(tool="get_ticket_status_v2", trace_id=f"{i:032d}").as_row(when or datetime.now(UTC))
+    return CallRecord(tool="get_ticket_status_v2", trace_id=f"{i:032d}").as_row(
+        when or datetime.now(UTC)
+    )
 
 
 @pytest.mark.sqlite_only
-async def test_rows_wait_for_a_database_that_comes_back(db_path: Path, tmp_path: Path, caplog) -> None:
+async def test_rows_wait_for_a_database_that_comes_back(
+    db_path: Path, tmp_path: Path, caplog
+) -> None:
     """The database file is away (as during a restore), then back: nothing is lost. The
     writer's mechanism is the same on every engine; SQLite makes "away" exact."""
     away = tmp_path / "away.db"
@@ -40,7 +44,9 @@ async def test_rows_wait_for_a_database_that_comes_back(db_path: Path, tmp_path:
     settings = Settings(database_url=f"sqlite+aiosqlite:///{db_path}", database_timeout=1.0)
     metrics = Metrics()
     store = open_store(settings)
-    writer = AuditWriter(store, batch_size=2, queue_limit=100, dropped=metrics.audit_rows_dropped.inc)
+    writer = AuditWriter(
+        store, batch_size=2, queue_limit=100, dropped=metrics.audit_rows_dropped.inc
+    )
     try:
         for i in range(5):
             writer.submit(_row(i))
@@ -59,7 +65,9 @@ async def test_rows_wait_for_a_database_that_comes_back(db_path: Path, tmp_path:
 
 
 @pytest.mark.sqlite_only
-async def test_a_full_queue_counts_and_logs_each_lost_row(db_path: Path, tmp_path: Path, caplog) -> None:
+async def test_a_full_queue_counts_and_logs_each_lost_row(
+    db_path: Path, tmp_path: Path, caplog
+) -> None:
     shutil.move(db_path, tmp_path / "away.db")
     settings = Settings(database_url=f"sqlite+aiosqlite:///{db_path}", database_timeout=1.0)
     metrics = Metrics()
@@ -74,11 +82,17 @@ async def test_a_full_queue_counts_and_logs_each_lost_row(db_path: Path, tmp_pat
     finally:
         await store.aclose()
     assert "ticket_server_audit_rows_dropped_total 5.0" in metrics.render().decode()
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR and r.name == "ticket_server.access.audit"]
+    errors = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.ERROR and r.name == "ticket_server.access.audit"
+    ]
     assert len(errors) == 3 and "audit rows lost at stop: 3" in errors[-1].getMessage()
 
 
-async def test_a_row_the_database_refuses_is_lost_alone_and_counted(settings: Settings, caplog) -> None:
+async def test_a_row_the_database_refuses_is_lost_alone_and_counted(
+    settings: Settings, caplog
+) -> None:
     """A row no retry can write (here an outcome the table's constraint refuses; on
     PostgreSQL also text longer than its column) is lost on its own, counted and logged:
     it never holds back the rows queued behind it."""
@@ -124,7 +138,9 @@ async def test_rows_queued_during_a_flush_wait_for_the_next_batch(settings: Sett
         assert batches == [3, 2, 2] and writer.pending == 0
     finally:
         await store.aclose()
-    assert [r.trace_id for r in await audit_rows(settings)] == [f"{i:032d}" for i in (0, 1, 2, 3, 4, 101, 102)]
+    assert [r.trace_id for r in await audit_rows(settings)] == [
+        f"{i:032d}" for i in (0, 1, 2, 3, 4, 101, 102)
+    ]
 
 
 @pytest.mark.sqlite_only
@@ -158,7 +174,9 @@ async def test_a_batch_goes_to_sqlite_in_statements_of_many_rows(settings: Setti
 
 
 @pytest.mark.sqlite_only
-async def test_batches_of_every_size_leave_few_compiled_statements_behind(settings: Settings) -> None:
+async def test_batches_of_every_size_leave_few_compiled_statements_behind(
+    settings: Settings,
+) -> None:
     """Each row count is another statement, and SQLite's compiled form of one grows with
     its rows: pysqlite's default cache (128 statements) kept one per count seen, on each
     of the store's connections. SQLite's ``sqlite_stmt`` table lists a connection's
@@ -175,9 +193,11 @@ async def test_batches_of_every_size_leave_few_compiled_statements_behind(settin
             assert await writer.flush() == size
         async with store.engine.connect() as conn:  # the one connection the writer used
             try:
-                kept = await conn.scalar(text(
-                    "SELECT count(*) FROM sqlite_stmt WHERE sql LIKE 'INSERT INTO audit_events%'"
-                ))
+                kept = await conn.scalar(
+                    text(
+                        "SELECT count(*) FROM sqlite_stmt WHERE sql LIKE 'INSERT INTO audit_events%'"
+                    )
+                )
             except OperationalError:  # no such table
                 pytest.skip("this SQLite is built without SQLITE_ENABLE_STMTVTAB")
     finally:
@@ -201,8 +221,13 @@ def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:
     env["TICKET_SERVER_DATABASE_URL"] = settings.database_url
 
     def prune(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*TICKET_SERVER, "audit", "prune", *args], env={**env, **extra},
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [*TICKET_SERVER, "audit", "prune", *args],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     done = prune("--older-than", "150d")
     assert done.returncode == 0 and "1 audit row(s)" in done.stderr, done.stderr
@@ -229,8 +254,13 @@ def test_sigkill_under_load_loses_few_rows(db_path: Path, tmp_path: Path) -> Non
         nonlocal answered
         with httpx.Client(timeout=30) as http:
             for i in range(n):
-                response = modern_call(http, server.url, token, i, {
-                    "name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}})
+                response = modern_call(
+                    http,
+                    server.url,
+                    token,
+                    i,
+                    {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}},
+                )
                 if response.status_code == 200:
                     with lock:
                         answered += 1
@@ -246,8 +276,14 @@ def test_sigkill_under_load_loses_few_rows(db_path: Path, tmp_path: Path) -> Non
     finally:
         server.process.send_signal(signal.SIGKILL)
         server.process.wait()
-    rows = len(asyncio.run(audit_rows(Settings(database_url=f"sqlite+aiosqlite:///{db_path}"), limit=10_000)))
+    rows = len(
+        asyncio.run(
+            audit_rows(Settings(database_url=f"sqlite+aiosqlite:///{db_path}"), limit=10_000)
+        )
+    )
     lost = answered - rows
-    print(f"\nSIGKILL after {answered} answered calls in {seconds:.1f} s: {rows} audit rows, "
-          f"{lost} lost = {1000 * lost / max(answered, 1):.1f} per thousand")
+    print(
+        f"\nSIGKILL after {answered} answered calls in {seconds:.1f} s: {rows} audit rows, "
+        f"{lost} lost = {1000 * lost / max(answered, 1):.1f} per thousand"
+    )
     assert answered == 1000 and 0 <= lost <= answered

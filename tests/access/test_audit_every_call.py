@@ -13,6 +13,7 @@ from tests.access.conftest import audit_rows, modern_call
 from tests.transports.conftest import add_caller, start_http_server, stop
 from ticket_server.settings import Settings
 
+
 def call(server, token: str, request_id: int, params: dict) -> httpx.Response:
     return modern_call(httpx, server.url, token, request_id, params)
 
@@ -25,7 +26,12 @@ def test_malformed_calls_each_leave_one_audit_record(db_path: Path, tmp_path: Pa
             call(server, token, 1, {"name": "get_ticket_status_v2", "arguments": ["SUP-4412"]}),
             call(server, token, 2, {"name": 5, "arguments": {}}),
             call(server, token, 3, {"name": "get_ticket_status_v2", "arguments": "SUP-4412"}),
-            call(server, token, 4, {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}}),
+            call(
+                server,
+                token,
+                4,
+                {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}},
+            ),
             call(server, token, 5, {"name": "no_such_tool", "arguments": {"a": 1}}),
         ]
     finally:
@@ -35,11 +41,13 @@ def test_malformed_calls_each_leave_one_audit_record(db_path: Path, tmp_path: Pa
     # records each; a name that is not a string is recorded under the Mcp-Name header's.
     rows = asyncio.run(audit_rows(Settings(database_url=f"sqlite+aiosqlite:///{db_path}")))
     got = sorted((r.tool, r.outcome, r.detail or "") for r in rows)
-    assert got == sorted([
-        ("get_ticket_status_v2", "tool_error", "tools/call params.arguments must be an object"),
-        ("get_ticket_status_v2", "tool_error", "tools/call params.arguments must be an object"),
-        ("x", "tool_error", "tools/call params.name must be a string"),
-        ("get_ticket_status_v2", "ok", ""),
-        ("no_such_tool", "tool_error", "unknown tool"),
-    ]), got
+    assert got == sorted(
+        [
+            ("get_ticket_status_v2", "tool_error", "tools/call params.arguments must be an object"),
+            ("get_ticket_status_v2", "tool_error", "tools/call params.arguments must be an object"),
+            ("x", "tool_error", "tools/call params.name must be a string"),
+            ("get_ticket_status_v2", "ok", ""),
+            ("no_such_tool", "tool_error", "unknown tool"),
+        ]
+    ), got
     assert all(r.caller == "sender" and r.transport == "http" for r in rows)

@@ -29,17 +29,24 @@ async def test_made_up_tool_names_share_one_metric_label(settings, mode: str) ->
     for line in text.splitlines():
         if line.startswith("ticket_server_tool_calls_total{"):
             assert 'caller="local"' in line or 'caller="anonymous"' in line
-            assert any(f'protocol_version="{v}"' in line for v in ("2025-11-25", "2026-07-28", "unknown"))
+            assert any(
+                f'protocol_version="{v}"' in line for v in ("2025-11-25", "2026-07-28", "unknown")
+            )
 
 
 async def test_alternating_a_deprecated_name_with_its_replacement_shares_one_limit(
-    server_as, add_caller, mode: str,
+    server_as,
+    add_caller,
+    mode: str,
 ) -> None:
     await add_caller("alternator", tool_rate_limit="5/minute")
     async with Client(server_as(stdio_caller="alternator"), mode=mode) as client:
         answers = [
-            await client.call_tool(("get_ticket_status", "get_ticket_status_v2")[i % 2],
-                                   {"ticket_id": "SUP-4412"}, raise_on_error=False)
+            await client.call_tool(
+                ("get_ticket_status", "get_ticket_status_v2")[i % 2],
+                {"ticket_id": "SUP-4412"},
+                raise_on_error=False,
+            )
             for i in range(10)
         ]
     assert [a.is_error for a in answers] == [False] * 5 + [True] * 5
@@ -47,7 +54,10 @@ async def test_alternating_a_deprecated_name_with_its_replacement_shares_one_lim
 
 
 async def test_calls_to_unknown_names_count_against_one_allowance_and_record_no_arguments(
-    server_as, add_caller, settings, mode: str,
+    server_as,
+    add_caller,
+    settings,
+    mode: str,
 ) -> None:
     await add_caller("prober", tool_rate_limit="5/minute")
     big = {"payload": "x" * 4000}

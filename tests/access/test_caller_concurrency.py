@@ -19,7 +19,9 @@ from tests.transports.conftest import add_caller as add_caller_sync
 from tests.transports.conftest import start_http_server, stop
 
 
-async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(server_as, add_caller, settings) -> None:
+async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(
+    server_as, add_caller, settings
+) -> None:
     await add_caller("flooder")
     await add_caller("other")
     flood_server = server_as(stdio_caller="flooder", caller_concurrency=2)
@@ -29,7 +31,9 @@ async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(server
 
         async def lookup() -> None:
             started = time.perf_counter()
-            assert (await other.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})).is_error is False
+            assert (
+                await other.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+            ).is_error is False
             lookups.append(time.perf_counter() - started)
 
         async def lookups_meanwhile() -> None:
@@ -37,8 +41,14 @@ async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(server
                 await lookup()
 
         floods, _ = await asyncio.gather(
-            asyncio.gather(*(flood.call_tool("search_tickets", {"query": "a", "limit": 50}, raise_on_error=False)
-                             for _ in range(60))),
+            asyncio.gather(
+                *(
+                    flood.call_tool(
+                        "search_tickets", {"query": "a", "limit": 50}, raise_on_error=False
+                    )
+                    for _ in range(60)
+                )
+            ),
             lookups_meanwhile(),
         )
     busy = [r for r in floods if r.is_error]
@@ -46,14 +56,20 @@ async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(server
     assert all(not r.is_error for r in floods if r not in busy)
     lookups.sort()
     p99 = lookups[min(len(lookups) - 1, int(len(lookups) * 0.99))]
-    print(f"\n60 concurrent searches, cap 2: {len(floods) - len(busy)} ran, {len(busy)} refused; "
-          f"other caller's lookups p50 {statistics.median(lookups) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+    print(
+        f"\n60 concurrent searches, cap 2: {len(floods) - len(busy)} ran, {len(busy)} refused; "
+        f"other caller's lookups p50 {statistics.median(lookups) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
+    )
     rows = [r for r in await audit_rows(settings) if r.caller == "flooder"]
-    assert sum(r.outcome == "rate_limited" and r.detail == "too many calls running" for r in rows) == len(busy)
+    assert sum(
+        r.outcome == "rate_limited" and r.detail == "too many calls running" for r in rows
+    ) == len(busy)
 
 
 @pytest.mark.slow
-def test_other_callers_lookups_over_http_while_one_caller_floods_searches(db_path: Path, tmp_path: Path) -> None:
+def test_other_callers_lookups_over_http_while_one_caller_floods_searches(
+    db_path: Path, tmp_path: Path
+) -> None:
     """One real HTTP server on loopback, default cap (8): 60 concurrent deprecated searches
     from one caller while another makes 50 lookups; prints the other caller's p50/p99."""
     import httpx2 as httpx
@@ -65,8 +81,13 @@ def test_other_callers_lookups_over_http_while_one_caller_floods_searches(db_pat
 
     def search(i: int) -> None:
         with httpx.Client(timeout=60) as http:
-            answer = modern_call(http, server.url, flooder, i, {"name": "search_tickets",
-                                                                  "arguments": {"query": "e", "limit": 50}})
+            answer = modern_call(
+                http,
+                server.url,
+                flooder,
+                i,
+                {"name": "search_tickets", "arguments": {"query": "e", "limit": 50}},
+            )
             outcomes.append("busy" if "calls running" in answer.text else "ran")
 
     try:
@@ -76,15 +97,24 @@ def test_other_callers_lookups_over_http_while_one_caller_floods_searches(db_pat
         with httpx.Client(timeout=60) as http:
             for i in range(50):
                 started = time.perf_counter()
-                answer = modern_call(http, server.url, other, i, {"name": "get_ticket_status_v2",
-                                                                   "arguments": {"ticket_id": "SUP-4412"}})
+                answer = modern_call(
+                    http,
+                    server.url,
+                    other,
+                    i,
+                    {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}},
+                )
                 lookups.append(time.perf_counter() - started)
-                assert answer.status_code == 200 and '"isError":true' not in answer.text.replace(" ", "")
+                assert answer.status_code == 200 and '"isError":true' not in answer.text.replace(
+                    " ", ""
+                )
         for t in floods:
             t.join()
     finally:
         stop(server.process)
     lookups.sort()
-    print(f"\nHTTP, 60 concurrent searches by one caller (cap 8): {outcomes.count('ran')} ran, "
-          f"{outcomes.count('busy')} refused; the other caller's 50 lookups: p50 "
-          f"{statistics.median(lookups) * 1000:.1f} ms, p99 {lookups[int(len(lookups) * 0.99)] * 1000:.1f} ms")
+    print(
+        f"\nHTTP, 60 concurrent searches by one caller (cap 8): {outcomes.count('ran')} ran, "
+        f"{outcomes.count('busy')} refused; the other caller's 50 lookups: p50 "
+        f"{statistics.median(lookups) * 1000:.1f} ms, p99 {lookups[int(len(lookups) * 0.99)] * 1000:.1f} ms"
+    )

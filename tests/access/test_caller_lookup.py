@@ -12,7 +12,9 @@ from ticket_server.access.callers import open_store
 from ticket_server.settings import Settings
 
 
-async def test_lookups_of_one_token_arriving_together_share_one_read(settings: Settings, add_caller) -> None:
+async def test_lookups_of_one_token_arriving_together_share_one_read(
+    settings: Settings, add_caller
+) -> None:
     token = await add_caller("burst")
     store = open_store(settings)
     reads: list[str] = []

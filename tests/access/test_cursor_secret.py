@@ -32,8 +32,11 @@ async def test_a_cursor_signed_with_the_url_derived_key_is_refused(settings) -> 
     cursor = first.structured_content["next_cursor"]
     assert (await _pages(settings, cursor)).is_error is False  # another server, same installation
     # A real cursor of the same search, made with the key the URL used to give.
-    forged = (await _pages(settings.model_copy(
-        update={"cursor_secret": SecretStr(settings.database_url)}))).structured_content["next_cursor"]
+    forged = (
+        await _pages(
+            settings.model_copy(update={"cursor_secret": SecretStr(settings.database_url)})
+        )
+    ).structured_content["next_cursor"]
     assert forged != cursor
     refused = await _pages(settings, forged)
     assert refused.is_error and "cursor is not valid" in text_of(refused)
@@ -41,8 +44,11 @@ async def test_a_cursor_signed_with_the_url_derived_key_is_refused(settings) -> 
 
 async def test_the_installation_secret_is_random_private_and_kept(settings) -> None:
     secret, warning = cursor_secret(settings)
-    path = (f"{settings.sqlite_path}.cursor-secret" if settings.sqlite_path is not None
-            else str(default_data_dir() / "cursor.cursor-secret"))
+    path = (
+        f"{settings.sqlite_path}.cursor-secret"
+        if settings.sqlite_path is not None
+        else str(default_data_dir() / "cursor.cursor-secret")
+    )
     assert not os.path.exists(path)  # nothing is made before the first cursor
     made = secret()
     assert len(made) >= 40 and made not in settings.database_url

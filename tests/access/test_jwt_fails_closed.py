@@ -28,10 +28,15 @@ async def verify(settings, keys):
     store = open_store(settings)
 
     def make(**overrides) -> CallerJWTVerifier:
-        jwt_settings = settings.model_copy(update={
-            "auth_mode": "jwt", "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE, "jwt_public_key": keys.public_key,
-            **overrides,
-        })
+        jwt_settings = settings.model_copy(
+            update={
+                "auth_mode": "jwt",
+                "jwt_issuer": ISSUER,
+                "jwt_audience": AUDIENCE,
+                "jwt_public_key": keys.public_key,
+                **overrides,
+            }
+        )
         return CallerJWTVerifier(jwt_settings, store, "http://127.0.0.1:8000")
 
     yield make
@@ -39,8 +44,13 @@ async def verify(settings, keys):
 
 
 def token(keys: RSAKeyPair, subject: str, **claims) -> str:
-    return keys.create_token(subject=subject, issuer=ISSUER, audience=AUDIENCE, scopes=["tickets:read"],
-                             additional_claims=claims or None)
+    return keys.create_token(
+        subject=subject,
+        issuer=ISSUER,
+        audience=AUDIENCE,
+        scopes=["tickets:read"],
+        additional_claims=claims or None,
+    )
 
 
 async def caller(verifier: CallerJWTVerifier, jwt: str) -> Caller | None:
@@ -48,19 +58,25 @@ async def caller(verifier: CallerJWTVerifier, jwt: str) -> Caller | None:
     return caller_from_access_token(access) if access is not None else None
 
 
-async def test_subjects_are_normalised_and_unknown_ones_get_nothing(settings, add_caller, verify, keys) -> None:
+async def test_subjects_are_normalised_and_unknown_ones_get_nothing(
+    settings, add_caller, verify, keys
+) -> None:
     await add_caller("billing", queues=["billing"])
     await add_caller("jrevoked")
     await revoke(settings, " JRevoked ")  # the CLI normalises names the same way
     verifier = verify()
     for subject in ("billing", "BILLING", "billing ", " Billing\t"):
         found = await caller(verifier, token(keys, subject))
-        assert found is not None and found.name == "billing" and found.queues == frozenset({"billing"}), subject
+        assert (
+            found is not None and found.name == "billing" and found.queues == frozenset({"billing"})
+        ), subject
     for subject in ("jrevoked", "JREVOKED", " jrevoked ", "stranger", "", "bill ing"):
         assert await caller(verifier, token(keys, subject)) is None, subject
 
 
-async def test_a_default_role_is_what_an_unknown_subject_gets(settings, add_caller, verify, keys) -> None:
+async def test_a_default_role_is_what_an_unknown_subject_gets(
+    settings, add_caller, verify, keys
+) -> None:
     await add_caller("guest-role", queues=["support"], tool_rate_limit="5/minute")
     await add_caller("jrevoked")
     await revoke(settings, "jrevoked")
@@ -69,7 +85,9 @@ async def test_a_default_role_is_what_an_unknown_subject_gets(settings, add_call
     assert guest is not None and guest.name == "stranger" and guest.registered is False
     assert guest.queues == frozenset({"support"}) and guest.tool_rate_limit == "5/minute"
     assert guest.scopes == frozenset({"tickets:read"})
-    assert await caller(verifier, token(keys, "JRevoked")) is None  # a revoked name never falls back
+    assert (
+        await caller(verifier, token(keys, "JRevoked")) is None
+    )  # a revoked name never falls back
 
 
 async def test_exp_is_required_and_nbf_honoured(add_caller, verify, keys) -> None:
@@ -80,8 +98,9 @@ async def test_exp_is_required_and_nbf_honoured(add_caller, verify, keys) -> Non
     assert await caller(verifier, token(keys, "billing", exp=int(time.time()) - 5)) is None
     assert await caller(verifier, token(keys, "billing", nbf=int(time.time()) + 3600)) is None
     assert await caller(verifier, token(keys, "billing", nbf=int(time.time()) - 5)) is not None
-    other = keys.create_token(subject="billing", issuer=ISSUER, audience="https://other.example",
-                              scopes=["tickets:read"])
+    other = keys.create_token(
+        subject="billing", issuer=ISSUER, audience="https://other.example", scopes=["tickets:read"]
+    )
     assert await caller(verifier, other) is None
 
 

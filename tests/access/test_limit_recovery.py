@@ -25,13 +25,20 @@ STATUS = ("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
 
 
 def audited(database_url: str, caller: str) -> list[dict]:
-    done = subprocess.run([*TICKET_SERVER, "audit", "--caller", caller, "--json"], env=server_env(database_url),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*TICKET_SERVER, "audit", "--caller", caller, "--json"],
+        env=server_env(database_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return sorted(map(json.loads, done.stdout.splitlines()), key=lambda r: r["time"])
 
 
-async def test_stdio_limit_and_recovery_audit_outcomes_and_pure_stdout(database_url: str, tmp_path: Path) -> None:
+async def test_stdio_limit_and_recovery_audit_outcomes_and_pure_stdout(
+    database_url: str, tmp_path: Path
+) -> None:
     """Over stdio, 2026-07-28 revision, both engines (the audit trail is written to each):
     an unknown ticket (tool_error), two answers, a refusal with a retry time
     (rate_limited), and after that time an answer again. The audit trail holds exactly
@@ -41,8 +48,11 @@ async def test_stdio_limit_and_recovery_audit_outcomes_and_pure_stdout(database_
     stdout_copy = tmp_path / "stdout"
     serve = " ".join(shlex.quote(part) for part in [*TICKET_SERVER, "serve"])
     params = StdioServerParameters(  # the client reads stdout through tee, which keeps a copy
-        command="bash", args=["-c", f"set -o pipefail; {serve} | tee {shlex.quote(str(stdout_copy))}"],
-        env=server_env(database_url, TICKET_SERVER_STDIO_CALLER="metered", TICKET_SERVER_LOG_LEVEL="DEBUG"),
+        command="bash",
+        args=["-c", f"set -o pipefail; {serve} | tee {shlex.quote(str(stdout_copy))}"],
+        env=server_env(
+            database_url, TICKET_SERVER_STDIO_CALLER="metered", TICKET_SERVER_LOG_LEVEL="DEBUG"
+        ),
     )
     async with Client(params, mode="2026-07-28") as client:
         missing = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-0000000"})
@@ -61,7 +71,9 @@ async def test_stdio_limit_and_recovery_audit_outcomes_and_pure_stdout(database_
     assert all(json.loads(line).get("jsonrpc") == "2.0" for line in lines), lines
     rows = audited(database_url, "metered")
     assert [r["outcome"] for r in rows] == ["tool_error", "ok", "ok", "rate_limited", "ok"], rows
-    assert {(r["transport"], r["protocol_version"]) for r in rows} == {("stdio", "2026-07-28")}, rows
+    assert {(r["transport"], r["protocol_version"]) for r in rows} == {("stdio", "2026-07-28")}, (
+        rows
+    )
 
 
 async def test_http_limits_and_recovery(db_path: Path, tmp_path: Path) -> None:

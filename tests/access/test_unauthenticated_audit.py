@@ -20,12 +20,18 @@ from ticket_server.settings import Settings
 from ticket_server.transports.http import UNREAD
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-LEGACY_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": "search_tickets_v2", "arguments": {"query": "x"}}}
+LEGACY_CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "search_tickets_v2", "arguments": {"query": "x"}},
+}
 MODERN = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28"}
 
 
-def test_unauthenticated_refusals_are_audited_as_a_sample_and_counted(database_url: str, tmp_path) -> None:
+def test_unauthenticated_refusals_are_audited_as_a_sample_and_counted(
+    database_url: str, tmp_path
+) -> None:
     token = add_caller(database_url, "steady")
     server = start_http_server(database_url, tmp_path)
     extra = 15
@@ -34,25 +40,50 @@ def test_unauthenticated_refusals_are_audited_as_a_sample_and_counted(database_u
             sent = [
                 # A legacy tools/call without a token, and one with a token nobody holds.
                 http.post(server.url, json=LEGACY_CALL, headers=ACCEPT),
-                http.post(server.url, json=LEGACY_CALL, headers={**ACCEPT, "Authorization": "Bearer nope"}),
+                http.post(
+                    server.url, json=LEGACY_CALL, headers={**ACCEPT, "Authorization": "Bearer nope"}
+                ),
                 # 2026-07-28: the routing headers say what it is; a header value of any length.
-                http.post(server.url, json={**LEGACY_CALL, "params": {**LEGACY_CALL["params"], "_meta": MODERN_META}},
-                          headers={**MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "search_tickets_v2"}),
-                http.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-                          headers={**MODERN, "Mcp-Method": "tools/list", "MCP-Protocol-Version": "9" * 100}),
+                http.post(
+                    server.url,
+                    json={**LEGACY_CALL, "params": {**LEGACY_CALL["params"], "_meta": MODERN_META}},
+                    headers={**MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "search_tickets_v2"},
+                ),
+                http.post(
+                    server.url,
+                    json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                    headers={
+                        **MODERN,
+                        "Mcp-Method": "tools/list",
+                        "MCP-Protocol-Version": "9" * 100,
+                    },
+                ),
             ]
-            sent += [http.post(server.url, json=LEGACY_CALL, headers=ACCEPT)
-                     for _ in range(UNAUTHENTICATED_ROWS_PER_MINUTE + extra - len(sent))]
+            sent += [
+                http.post(server.url, json=LEGACY_CALL, headers=ACCEPT)
+                for _ in range(UNAUTHENTICATED_ROWS_PER_MINUTE + extra - len(sent))
+            ]
             assert {answer.status_code for answer in sent} == {401}
-            steady = http.post(server.url, json={**LEGACY_CALL, "params": {**LEGACY_CALL["params"], "_meta": MODERN_META}},
-                               headers={**MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "search_tickets_v2",
-                                        "Authorization": f"Bearer {token}"})
+            steady = http.post(
+                server.url,
+                json={**LEGACY_CALL, "params": {**LEGACY_CALL["params"], "_meta": MODERN_META}},
+                headers={
+                    **MODERN,
+                    "Mcp-Method": "tools/call",
+                    "Mcp-Name": "search_tickets_v2",
+                    "Authorization": f"Bearer {token}",
+                },
+            )
             assert steady.status_code == 200
             metrics = http.get(f"{server.base}/metrics").text
     finally:
         stop(server.process)  # SIGTERM: the minute's summary is written with the queue
-    counted = re.search(r'^ticket_server_unauthenticated_requests_total\{status="401"\} (\S+)$', metrics, re.M)
-    assert counted is not None and float(counted.group(1)) == UNAUTHENTICATED_ROWS_PER_MINUTE + extra
+    counted = re.search(
+        r'^ticket_server_unauthenticated_requests_total\{status="401"\} (\S+)$', metrics, re.M
+    )
+    assert (
+        counted is not None and float(counted.group(1)) == UNAUTHENTICATED_ROWS_PER_MINUTE + extra
+    )
 
     rows = asyncio.run(audit_rows(Settings(database_url=database_url)))
     anonymous = [r for r in rows if r.caller is None]
@@ -66,9 +97,12 @@ def test_unauthenticated_refusals_are_audited_as_a_sample_and_counted(database_u
     assert anonymous[3].protocol_version == "9" * 29 + "..."  # as sent, cut to its column
     summary = [r for r in anonymous if r.tool == UNAUTHENTICATED_SUMMARY]
     assert len(summary) == 1 and summary[0].outcome == "denied"
-    assert summary[0].detail.startswith(f"{extra} more requests without a valid bearer token refused within ")
+    assert summary[0].detail.startswith(
+        f"{extra} more requests without a valid bearer token refused within "
+    )
     assert [(r.caller, r.tool, r.outcome) for r in rows if r.caller is not None] == [
-        ("steady", "search_tickets_v2", "ok")]
+        ("steady", "search_tickets_v2", "ok")
+    ]
 
 
 def test_an_unauthenticated_address_past_its_limit_is_sampled_too(db_path, tmp_path) -> None:
@@ -77,7 +111,10 @@ def test_an_unauthenticated_address_past_its_limit_is_sampled_too(db_path, tmp_p
     server = start_http_server(db_path, tmp_path, TICKET_SERVER_HTTP_RATE_LIMIT="2/minute")
     try:
         with httpx.Client(timeout=10) as http:
-            statuses = [http.post(server.url, json=LEGACY_CALL, headers=ACCEPT).status_code for _ in range(4)]
+            statuses = [
+                http.post(server.url, json=LEGACY_CALL, headers=ACCEPT).status_code
+                for _ in range(4)
+            ]
             metrics = http.get(f"{server.base}/metrics").text
     finally:
         stop(server.process)
@@ -85,8 +122,10 @@ def test_an_unauthenticated_address_past_its_limit_is_sampled_too(db_path, tmp_p
     assert 'ticket_server_unauthenticated_requests_total{status="429"} 2.0' in metrics
     rows = asyncio.run(audit_rows(Settings(database_url=f"sqlite+aiosqlite:///{db_path}")))
     assert [(r.tool, r.outcome, r.detail) for r in rows] == [
-        (UNREAD, "denied", "no valid bearer token"), (UNREAD, "denied", "no valid bearer token"),
-        (UNREAD, "rate_limited", "HTTP request limit reached"), (UNREAD, "rate_limited", "HTTP request limit reached"),
+        (UNREAD, "denied", "no valid bearer token"),
+        (UNREAD, "denied", "no valid bearer token"),
+        (UNREAD, "rate_limited", "HTTP request limit reached"),
+        (UNREAD, "rate_limited", "HTTP request limit reached"),
     ]
 
 
@@ -120,7 +159,10 @@ async def test_each_window_ends_with_its_count_while_the_writer_runs(settings: S
         await store.aclose()
     rows = await audit_rows(settings)
     assert [r.trace_id for r in rows[:UNAUTHENTICATED_ROWS_PER_MINUTE]] == [
-        f"{n:032d}" for n in range(UNAUTHENTICATED_ROWS_PER_MINUTE)]
+        f"{n:032d}" for n in range(UNAUTHENTICATED_ROWS_PER_MINUTE)
+    ]
     assert rows[UNAUTHENTICATED_ROWS_PER_MINUTE].tool == UNAUTHENTICATED_SUMMARY
-    assert rows[UNAUTHENTICATED_ROWS_PER_MINUTE].detail.startswith("3 more requests without a valid bearer token")
+    assert rows[UNAUTHENTICATED_ROWS_PER_MINUTE].detail.startswith(
+        "3 more requests without a valid bearer token"
+    )
     assert rows[-1].trace_id == f"{1000:032d}" and len(rows) == UNAUTHENTICATED_ROWS_PER_MINUTE + 2

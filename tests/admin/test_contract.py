@@ -34,8 +34,18 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
     published = contract.read_contract(ROOT / "tool-contract.json")
     assert contract.compare(published, live) == []
     assert {t["name"] for t in published["tools"]} == {
-        "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2", "get_ticket", "get_customer",
-        "add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
+        "get_ticket_status",
+        "search_tickets",
+        "get_ticket_status_v2",
+        "search_tickets_v2",
+        "get_ticket",
+        "get_customer",
+        "add_internal_note",
+        "reply_to_customer",
+        "set_ticket_status",
+        "assign_ticket",
+        "escalate_ticket",
+    }
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)
 
@@ -46,31 +56,114 @@ def change(live: dict, name: str, edit) -> dict:
     return changed
 
 
-@pytest.mark.parametrize(("edit", "expected"), [
-    # additive
-    (lambda t: t["inputSchema"]["properties"].update(team={"type": "string", "default": ""}), ("additive", "new optional input")),
-    (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].update(customer={"type": "string"}), ("additive", "new output field")),
-    (lambda t: t["inputSchema"]["properties"]["queue"]["anyOf"][0].update(type=["string", "integer"]), ("additive", "wider type ['null', 'string'] -> ['integer', 'null', 'string']")),
-    (lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=100), ("additive", "maximum 50 -> 100")),
-    (lambda t: t.update(description="Better words."), ("additive", "description changed")),
-    # breaking
-    (lambda t: (t["inputSchema"]["properties"].update(project={"type": "string"}), t["inputSchema"].setdefault("required", []).append("project")), ("breaking", "new required input")),
-    (lambda t: t["inputSchema"]["properties"].pop("owner"), ("breaking", "input removed or renamed")),
-    (lambda t: t["inputSchema"]["properties"].update(assignee=t["inputSchema"]["properties"].pop("owner")), ("breaking", "input removed or renamed")),
-    (lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=20), ("breaking", "maximum 50 -> 20")),
-    (lambda t: t["inputSchema"]["properties"].update(queue={"type": "integer"}), ("breaking", "narrowed type ['null', 'string'] -> ['integer']")),
-    # C22: an optional filter losing its null branch breaks strict clients
-    (lambda t: t["inputSchema"]["properties"].update(queue=t["inputSchema"]["properties"]["queue"]["anyOf"][0]), ("breaking", "narrowed type ['null', 'string'] -> ['string']")),
-    (lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0]["items"]["enum"].remove("new"), ("breaking", "enum narrowed")),
-    (lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0].update(maxItems=2), ("breaking", "maxItems 6 -> 2")),
-    (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].pop("owner"), ("breaking", "output field removed or renamed")),
-    (lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"]["updated_at"].update(type="integer"), ("breaking", "output type changed ['string'] -> ['integer']")),
-    (lambda t: t.update(outputSchema={"type": "object", "properties": {"result": {"type": "array"}}, "x-fastmcp-wrap-result": True}), ("breaking", "output shape changed (wrapped result)")),
-    (lambda t: t["annotations"].update(readOnlyHint=False), ("breaking", "annotation readOnlyHint no longer True")),
-    (lambda t: t["annotations"].update(openWorldHint=True), ("breaking", "annotation openWorldHint False -> True")),
-    (lambda t: t["annotations"].update(destructiveHint=True), ("breaking", "annotation destructiveHint None -> True")),
-    (lambda t: t["annotations"].update(title="Search"), ("breaking", "annotation title None -> 'Search'")),
-])
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # additive
+        (
+            lambda t: t["inputSchema"]["properties"].update(team={"type": "string", "default": ""}),
+            ("additive", "new optional input"),
+        ),
+        (
+            lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].update(
+                customer={"type": "string"}
+            ),
+            ("additive", "new output field"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"]["queue"]["anyOf"][0].update(
+                type=["string", "integer"]
+            ),
+            ("additive", "wider type ['null', 'string'] -> ['integer', 'null', 'string']"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=100),
+            ("additive", "maximum 50 -> 100"),
+        ),
+        (lambda t: t.update(description="Better words."), ("additive", "description changed")),
+        # breaking
+        (
+            lambda t: (
+                t["inputSchema"]["properties"].update(project={"type": "string"}),
+                t["inputSchema"].setdefault("required", []).append("project"),
+            ),
+            ("breaking", "new required input"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"].pop("owner"),
+            ("breaking", "input removed or renamed"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"].update(
+                assignee=t["inputSchema"]["properties"].pop("owner")
+            ),
+            ("breaking", "input removed or renamed"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"]["limit"].update(maximum=20),
+            ("breaking", "maximum 50 -> 20"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"].update(queue={"type": "integer"}),
+            ("breaking", "narrowed type ['null', 'string'] -> ['integer']"),
+        ),
+        # C22: an optional filter losing its null branch breaks strict clients
+        (
+            lambda t: t["inputSchema"]["properties"].update(
+                queue=t["inputSchema"]["properties"]["queue"]["anyOf"][0]
+            ),
+            ("breaking", "narrowed type ['null', 'string'] -> ['string']"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0]["items"]["enum"].remove(
+                "new"
+            ),
+            ("breaking", "enum narrowed"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"]["status"]["anyOf"][0].update(maxItems=2),
+            ("breaking", "maxItems 6 -> 2"),
+        ),
+        (
+            lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"].pop(
+                "owner"
+            ),
+            ("breaking", "output field removed or renamed"),
+        ),
+        (
+            lambda t: t["outputSchema"]["properties"]["tickets"]["items"]["properties"][
+                "updated_at"
+            ].update(type="integer"),
+            ("breaking", "output type changed ['string'] -> ['integer']"),
+        ),
+        (
+            lambda t: t.update(
+                outputSchema={
+                    "type": "object",
+                    "properties": {"result": {"type": "array"}},
+                    "x-fastmcp-wrap-result": True,
+                }
+            ),
+            ("breaking", "output shape changed (wrapped result)"),
+        ),
+        (
+            lambda t: t["annotations"].update(readOnlyHint=False),
+            ("breaking", "annotation readOnlyHint no longer True"),
+        ),
+        (
+            lambda t: t["annotations"].update(openWorldHint=True),
+            ("breaking", "annotation openWorldHint False -> True"),
+        ),
+        (
+            lambda t: t["annotations"].update(destructiveHint=True),
+            ("breaking", "annotation destructiveHint None -> True"),
+        ),
+        (
+            lambda t: t["annotations"].update(title="Search"),
+            ("breaking", "annotation title None -> 'Search'"),
+        ),
+    ],
+)
 def test_each_class_of_change(live: dict, edit, expected: tuple[str, str]) -> None:
     assert expected in kinds(live, change(live, "search_tickets_v2", edit))
 
@@ -83,14 +176,21 @@ def test_tool_added_and_removed(live: dict) -> None:
 
 
 def test_output_enum_gaining_a_value_is_breaking(live: dict) -> None:
-    changed = change(live, "get_ticket_status_v2", lambda t: t["outputSchema"]["properties"]["status"]["enum"].append("on_hold"))
+    changed = change(
+        live,
+        "get_ticket_status_v2",
+        lambda t: t["outputSchema"]["properties"]["status"]["enum"].append("on_hold"),
+    )
     assert ("breaking", "output enum gained values") in kinds(live, changed)
 
 
 def run_check(contract_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ticket_server", "tools", "check", "--contract", str(contract_path)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
 
 

@@ -54,7 +54,11 @@ ANTHROPIC_TOOLS = {
         "type": "object",
         "additionalProperties": False,
         "required": ["name", "input_schema"],
-        "properties": {"name": NAME, "description": {"type": "string"}, "input_schema": OBJECT_SCHEMA},
+        "properties": {
+            "name": NAME,
+            "description": {"type": "string"},
+            "input_schema": OBJECT_SCHEMA,
+        },
     },
 }
 # Gemini generateContent `tools`: Tool objects holding functionDeclarations.
@@ -87,7 +91,11 @@ def export(db_path: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     env["TICKET_SERVER_DATABASE_URL"] = as_url(db_path)
     return subprocess.run(
-        [*TICKET_SERVER, "tools", "export", *args], capture_output=True, text=True, env=env, timeout=60
+        [*TICKET_SERVER, "tools", "export", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
@@ -119,18 +127,25 @@ async def test_openai_export_is_accepted_by_the_openai_tool_schema(db_path: Path
     check_size_line(done.stderr, "openai", block)
 
 
-@pytest.mark.parametrize(("fmt", "schema", "key"), [
-    ("anthropic", ANTHROPIC_TOOLS, "input_schema"),
-    ("gemini", GEMINI_TOOLS, "parametersJsonSchema"),
-])
-async def test_other_provider_envelopes(db_path: Path, settings, fmt: str, schema: dict, key: str) -> None:
+@pytest.mark.parametrize(
+    ("fmt", "schema", "key"),
+    [
+        ("anthropic", ANTHROPIC_TOOLS, "input_schema"),
+        ("gemini", GEMINI_TOOLS, "parametersJsonSchema"),
+    ],
+)
+async def test_other_provider_envelopes(
+    db_path: Path, settings, fmt: str, schema: dict, key: str
+) -> None:
     done = export(db_path, "--format", fmt)
     assert done.returncode == 0, done.stderr
     block = json.loads(done.stdout)
     jsonschema.validate(block, schema)
     declarations = block[0]["functionDeclarations"] if fmt == "gemini" else block
     expected = await listed(settings)
-    assert {d["name"]: d[key] for d in declarations} == {n: t.input_schema for n, t in expected.items()}
+    assert {d["name"]: d[key] for d in declarations} == {
+        n: t.input_schema for n, t in expected.items()
+    }
     check_size_line(done.stderr, fmt, block)
 
 
@@ -139,8 +154,14 @@ async def test_mcp_export_is_the_tools_list_result(db_path: Path, settings) -> N
     assert done.returncode == 0, done.stderr
     block = json.loads(done.stdout)
     expected = await listed(settings)
-    assert block == {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in expected.values()]}
-    deprecated = {t["name"] for t in block["tools"] if t.get("_meta", {}).get("dev.ticket-server/deprecation")}
+    assert block == {
+        "tools": [
+            t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in expected.values()
+        ]
+    }
+    deprecated = {
+        t["name"] for t in block["tools"] if t.get("_meta", {}).get("dev.ticket-server/deprecation")
+    }
     assert {"get_ticket_status", "search_tickets"} <= deprecated
 
 

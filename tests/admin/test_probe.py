@@ -19,7 +19,9 @@ from tests.transports.conftest import TICKET_SERVER, free_port
 LEGACY_SERVER = [sys.executable, str(Path(__file__).parents[1] / "clients" / "legacy_server.py")]
 
 
-def probe(*args: str, db_path: Path | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def probe(
+    *args: str, db_path: Path | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     if db_path is not None:  # for a stdio server spawned by the probe (it inherits this env)
         env["TICKET_SERVER_DATABASE_URL"] = sqlite_url(db_path)
@@ -57,8 +59,17 @@ def check_our_server(report: dict, handshake: str, revision: str) -> None:
 
 def test_probe_stdio_discovers_and_calls(db_path: Path) -> None:
     done = probe(
-        "--json", "--timeout", "60", "--call", "get_ticket_status_v2", "--args", '{"ticket_id": "SUP-4412"}',
-        "--", *TICKET_SERVER, "serve", db_path=db_path,
+        "--json",
+        "--timeout",
+        "60",
+        "--call",
+        "get_ticket_status_v2",
+        "--args",
+        '{"ticket_id": "SUP-4412"}',
+        "--",
+        *TICKET_SERVER,
+        "serve",
+        db_path=db_path,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -85,8 +96,18 @@ def test_probe_stdio_text_trace(db_path: Path) -> None:
     [("auto", "server/discover", "2026-07-28"), ("legacy", "initialize", "2025-11-25")],
 )
 def test_probe_http_both_revisions(http_server, mode: str, handshake: str, revision: str) -> None:
-    done = probe(http_server.url, "--token", http_server.token, "--mode", mode, "--json",
-                 "--call", "search_tickets_v2", "--args", '{"query": "invoice", "limit": 2}')
+    done = probe(
+        http_server.url,
+        "--token",
+        http_server.token,
+        "--mode",
+        mode,
+        "--json",
+        "--call",
+        "search_tickets_v2",
+        "--args",
+        '{"query": "invoice", "limit": 2}',
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["transport"] == "streamable-http"
@@ -118,7 +139,10 @@ def test_probe_reports_initialize_for_a_legacy_only_server() -> None:
     assert report["protocol_version"] == "2025-11-25"
     assert report["server"] == {"name": "legacy-only", "version": "9.9.9"}
     assert report["instructions"] == "A server from before server/discover."
-    assert {t["name"]: t["deprecated"] for t in report["tools"]} == {"echo": False, "old_echo": True}
+    assert {t["name"]: t["deprecated"] for t in report["tools"]} == {
+        "echo": False,
+        "old_echo": True,
+    }
     assert report["call"]["text"] == "hi"
 
     text = probe("--", *LEGACY_SERVER)
@@ -127,8 +151,15 @@ def test_probe_reports_initialize_for_a_legacy_only_server() -> None:
 
 
 def test_probe_tool_error_exits_1(http_server) -> None:
-    done = probe(http_server.url, "--token", http_server.token,
-                 "--call", "get_ticket_status_v2", "--args", '{"ticket_id": "SUP-0000000"}')
+    done = probe(
+        http_server.url,
+        "--token",
+        http_server.token,
+        "--call",
+        "get_ticket_status_v2",
+        "--args",
+        '{"ticket_id": "SUP-0000000"}',
+    )
     assert done.returncode == 1
     assert "isError  true" in done.stdout
     assert "SUP-0000000" in done.stdout
@@ -158,7 +189,11 @@ def test_probe_times_out_on_a_silent_server() -> None:
 
 
 def test_probe_server_gone() -> None:
-    dying = [sys.executable, "-c", "import sys; print('no database here', file=sys.stderr); sys.exit(4)"]
+    dying = [
+        sys.executable,
+        "-c",
+        "import sys; print('no database here', file=sys.stderr); sys.exit(4)",
+    ]
     line = one_line_error(probe("--timeout", "20", "--", *dying))
     assert "went away" in line and "no database here" in line
 

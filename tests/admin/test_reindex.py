@@ -20,7 +20,9 @@ VALUES ('SUP-4412', 'r.mehta', 'agent', 'internal', 'Courier Zanzibarx lost the 
 
 async def _found(settings: Settings) -> list[str]:
     async with Client(build_server(settings)) as client:
-        result = await client.call_tool("search_tickets_v2", {"query": "zanzibarx", "search_in": "conversation"})
+        result = await client.call_tool(
+            "search_tickets_v2", {"query": "zanzibarx", "search_in": "conversation"}
+        )
     return [t["id"] for t in result.structured_content["tickets"]]
 
 
@@ -35,12 +37,18 @@ async def test_reindex_makes_an_older_servers_comment_searchable(settings: Setti
     assert "gave search text to 1 comments" in first.stderr and first.stdout == ""
     assert await _found(settings) == ["SUP-4412"]
     assert scalar(url, "SELECT comments FROM search_terms WHERE term = 'zanzibarx'") == "1"
-    assert int(scalar(url, "SELECT comments FROM search_terms WHERE term = ''")) == int(total_before) + 1
+    assert (
+        int(scalar(url, "SELECT comments FROM search_terms WHERE term = ''"))
+        == int(total_before) + 1
+    )
 
     again = run(url, "db", "reindex")
     assert again.returncode == 0 and "gave search text to 0 comments" in again.stderr
     assert scalar(url, "SELECT comments FROM search_terms WHERE term = 'zanzibarx'") == "1"
-    assert int(scalar(url, "SELECT comments FROM search_terms WHERE term = ''")) == int(total_before) + 1
+    assert (
+        int(scalar(url, "SELECT comments FROM search_terms WHERE term = ''"))
+        == int(total_before) + 1
+    )
 
 
 # What a revision-0007 server inserts (`db seed`): the ticket with its search text and

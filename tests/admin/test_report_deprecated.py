@@ -17,8 +17,13 @@ from ticket_server.settings import Settings
 def report(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     env["TICKET_SERVER_DATABASE_URL"] = settings.database_url
-    return subprocess.run([sys.executable, "-m", "ticket_server", "report", "deprecated", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ticket_server", "report", "deprecated", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 async def test_report_counts_deprecated_calls_per_caller(settings: Settings, add_caller) -> None:
@@ -34,13 +39,19 @@ async def test_report_counts_deprecated_calls_per_caller(settings: Settings, add
             await client.call_tool(tool, arguments)
     # After retirement the refusals are counted too: those callers most need telling.
     async with Client(build_server(settings, clock=lambda: date(2027, 3, 1))) as client:
-        refused = await client.call_tool("search_tickets", {"query": "refund"}, raise_on_error=False)
+        refused = await client.call_tool(
+            "search_tickets", {"query": "refund"}, raise_on_error=False
+        )
         assert refused.is_error
 
     proc = report(settings, "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {(r["caller"], r["tool"]): r for r in map(json.loads, proc.stdout.splitlines())}
-    assert set(rows) == {("local", "get_ticket_status"), ("local", "search_tickets"), ("billing-bot", "get_ticket_status")}
+    assert set(rows) == {
+        ("local", "get_ticket_status"),
+        ("local", "search_tickets"),
+        ("billing-bot", "get_ticket_status"),
+    }
     assert rows[("local", "get_ticket_status")]["calls"] == 3
     assert rows[("local", "search_tickets")]["calls"] == 2
     assert rows[("billing-bot", "get_ticket_status")]["replacement"] == "get_ticket_status_v2"

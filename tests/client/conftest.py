@@ -36,5 +36,9 @@ def stdio(name: str, command: list[str], **fields: Any) -> ServerConfig:
 def ours_stdio(db_path: Path, **fields: Any) -> ServerConfig:
     """Our server over stdio on the test's SQLite copy of the sample database."""
     return ServerConfig(
-        name="tickets", transport="stdio", command=[*TICKET_SERVER, "serve"], env=server_env(db_path), **fields
+        name="tickets",
+        transport="stdio",
+        command=[*TICKET_SERVER, "serve"],
+        env=server_env(db_path),
+        **fields,
     )

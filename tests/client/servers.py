@@ -101,7 +101,11 @@ def confirm():
     from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
     mcp = FastMCP("kit-test-confirm")
-    question = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+    question = {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean"}},
+        "required": ["confirm"],
+    }
 
     @mcp.tool(annotations={"destructiveHint": True})
     async def refund(amount: int, ctx: Context):
@@ -112,7 +116,11 @@ def confirm():
             if not answers:
                 return InputRequiredResult(
                     input_requests={
-                        "confirm": ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=question))
+                        "confirm": ElicitRequest(
+                            params=ElicitRequestFormParams(
+                                message=message, requested_schema=question
+                            )
+                        )
                     }
                 )
             answer = answers["confirm"]

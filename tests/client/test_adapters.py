@@ -27,15 +27,36 @@ def config(db_path: Path) -> KitConfig:
     """Our server, mcp-server-time as a second namespace, and two servers that both
     have a tool called `echo`."""
     servers = [
-        ours_stdio(db_path, envelope=LOCKED_READ, tools={
-            "get_ticket_status_v2": ToolConfig(), "search_tickets_v2": ToolConfig(visible=False),
-        }),
-        ServerConfig(name="time", namespace="clock", transport="stdio", command=TIME_SERVER,
-                     envelope=LOCKED_READ, tools={"get_current_time": ToolConfig()}),
-        ServerConfig(name="plain", transport="stdio", command=kit_server("plain"), envelope=LOCKED_READ,
-                     tools={"echo": ToolConfig()}),
-        ServerConfig(name="grow", transport="stdio", command=kit_server("grow"), envelope=LOCKED_READ,
-                     tools={"echo": ToolConfig()}),
+        ours_stdio(
+            db_path,
+            envelope=LOCKED_READ,
+            tools={
+                "get_ticket_status_v2": ToolConfig(),
+                "search_tickets_v2": ToolConfig(visible=False),
+            },
+        ),
+        ServerConfig(
+            name="time",
+            namespace="clock",
+            transport="stdio",
+            command=TIME_SERVER,
+            envelope=LOCKED_READ,
+            tools={"get_current_time": ToolConfig()},
+        ),
+        ServerConfig(
+            name="plain",
+            transport="stdio",
+            command=kit_server("plain"),
+            envelope=LOCKED_READ,
+            tools={"echo": ToolConfig()},
+        ),
+        ServerConfig(
+            name="grow",
+            transport="stdio",
+            command=kit_server("grow"),
+            envelope=LOCKED_READ,
+            tools={"echo": ToolConfig()},
+        ),
     ]
     return KitConfig(servers={s.name: s for s in servers})
 
@@ -53,7 +74,9 @@ def check_shape(provider: str, block) -> None:
     jsonschema.validate(block, SHAPES[provider])
     listed = declarations(provider, block)
     assert [d["name"] for d in listed] == VISIBLE  # search_tickets_v2 is pinned but not shown
-    key = {"openai": "parameters", "anthropic": "input_schema", "gemini": "parametersJsonSchema"}[provider]
+    key = {"openai": "parameters", "anthropic": "input_schema", "gemini": "parametersJsonSchema"}[
+        provider
+    ]
     for declaration in listed:
         jsonschema.Draft202012Validator.check_schema(declaration[key])
     status = next(d for d in listed if d["name"] == "tickets__get_ticket_status_v2")
@@ -68,9 +91,17 @@ def test_provider_names_are_legal_and_unique():
 
 
 CALLS = {
-    "openai": lambda name, args: {"id": "call_1", "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(args)}},
-    "anthropic": lambda name, args: {"type": "tool_use", "id": "toolu_1", "name": name, "input": args},
+    "openai": lambda name, args: {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    },
+    "anthropic": lambda name, args: {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": name,
+        "input": args,
+    },
     "gemini": lambda name, args: {"functionCall": {"id": "fc_1", "name": name, "args": args}},
 }
 
@@ -78,7 +109,10 @@ CALLS = {
 def answer_text(provider: str, answer: dict) -> tuple[str, bool]:
     """(what the model reads, whether it is marked an error), checking the answer's shape."""
     if provider == "openai":
-        assert set(answer) == {"role", "tool_call_id", "content"} and answer["tool_call_id"] == "call_1"
+        assert (
+            set(answer) == {"role", "tool_call_id", "content"}
+            and answer["tool_call_id"] == "call_1"
+        )
         return answer["content"], answer["content"].startswith("Error: ")
     if provider == "anthropic":
         assert answer["type"] == "tool_result" and answer["tool_use_id"] == "toolu_1"
@@ -91,20 +125,40 @@ def answer_text(provider: str, answer: dict) -> tuple[str, bool]:
 async def check_round_trip(provider: str, block) -> None:
     make = CALLS[provider]
 
-    content, error = answer_text(provider, await block.dispatch(
-        provider, make("tickets__get_ticket_status_v2", {"ticket_id": "SUP-4412"})))
+    content, error = answer_text(
+        provider,
+        await block.dispatch(
+            provider, make("tickets__get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        ),
+    )
     assert not error and '"SUP-4412"' in content
 
-    content, error = answer_text(provider, await block.dispatch(provider, make("grow__echo", {"text": "from grow"})))
+    content, error = answer_text(
+        provider, await block.dispatch(provider, make("grow__echo", {"text": "from grow"}))
+    )
     assert not error and "from grow" in content
-    content, error = answer_text(provider, await block.dispatch(
-        provider, make("clock__get_current_time", {"timezone": "Europe/Paris"})))
+    content, error = answer_text(
+        provider,
+        await block.dispatch(
+            provider, make("clock__get_current_time", {"timezone": "Europe/Paris"})
+        ),
+    )
     assert not error and "Europe/Paris" in content
 
-    content, error = answer_text(provider, await block.dispatch(provider, make("plain__echo", {"txt": "x"})))
-    assert error and "invalid arguments for plain.echo: txt: not an argument of this tool; text: Field required" in content
-    content, error = answer_text(provider, await block.dispatch(provider, make("tickets__search_tickets_v2", {})))
-    assert error and "unknown tool 'tickets__search_tickets_v2'" in content  # not in the visible set
+    content, error = answer_text(
+        provider, await block.dispatch(provider, make("plain__echo", {"txt": "x"}))
+    )
+    assert (
+        error
+        and "invalid arguments for plain.echo: txt: not an argument of this tool; text: Field required"
+        in content
+    )
+    content, error = answer_text(
+        provider, await block.dispatch(provider, make("tickets__search_tickets_v2", {}))
+    )
+    assert (
+        error and "unknown tool 'tickets__search_tickets_v2'" in content
+    )  # not in the visible set
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
@@ -120,9 +174,14 @@ async def test_each_provider_gets_the_visible_set_and_its_calls_answered(db_path
 def check_cost(provider: str, block) -> None:
     cost = block.cost(provider, 3.0)
     size, tokens = measure(block.tools(provider))
-    assert (cost.tools, cost.bytes, cost.tokens) == (4, size, tokens) and tokens == math.ceil(size / 4)
+    assert (cost.tools, cost.bytes, cost.tokens) == (4, size, tokens) and tokens == math.ceil(
+        size / 4
+    )
     assert cost.usd_per_request == pytest.approx(tokens * 3.0 / 1e6)
-    assert cost.line() == f"{provider}: 4 tool(s), {size} bytes, ~{tokens} tokens, ~${tokens * 3e-6:.6f} per request"
+    assert (
+        cost.line()
+        == f"{provider}: 4 tool(s), {size} bytes, ~{tokens} tokens, ~${tokens * 3e-6:.6f} per request"
+    )
 
 
 def test_the_cli_prints_the_figures(db_path: Path, tmp_path: Path):
@@ -135,22 +194,34 @@ def test_the_cli_prints_the_figures(db_path: Path, tmp_path: Path):
         "[servers.tickets.tools.get_ticket_status_v2]\n[servers.tickets.tools.search_tickets_v2]\n",
         encoding="utf-8",
     )
-    done = subprocess.run([*TICKET_SERVER, "client", "tools", str(path), "--price", "3"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*TICKET_SERVER, "client", "tools", str(path), "--price", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:3]] == ["openai", "anthropic", "gemini"]
     assert all(" 2 tool(s), " in line and " per request" in line for line in lines[:3])
     assert lines[3].startswith("tokens estimated as bytes / 4")
 
-    done = subprocess.run([*TICKET_SERVER, "client", "tools", str(path), "--provider", "anthropic", "--print"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*TICKET_SERVER, "client", "tools", str(path), "--provider", "anthropic", "--print"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     block = json.loads(done.stdout)
     jsonschema.validate(block, ANTHROPIC_TOOLS)
     size, tokens = measure(block)
     assert f"anthropic: 2 tool(s), {size} bytes, ~{tokens} tokens" in done.stderr
 
-    done = subprocess.run([*TICKET_SERVER, "client", "tools", str(tmp_path / "none.toml")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*TICKET_SERVER, "client", "tools", str(tmp_path / "none.toml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "none.toml" in done.stderr and done.stdout == ""

@@ -14,7 +14,11 @@ LOCKED_READ = {"surface": "locked", "side_effecting": False, "reversible": True}
 
 def grow(mode: str = "legacy") -> KitConfig:
     server = ServerConfig(
-        name="grow", transport="stdio", command=kit_server("grow"), mode=mode, envelope=LOCKED_READ,
+        name="grow",
+        transport="stdio",
+        command=kit_server("grow"),
+        mode=mode,
+        envelope=LOCKED_READ,
         tools={"echo": ToolConfig(), "add_tool": ToolConfig()},
     )
     return KitConfig(servers={"grow": server})
@@ -37,11 +41,16 @@ async def test_every_event_of_a_turn_carries_its_trace_id():
     assert handshake["method"] == "initialize" and handshake["server_name"] == "kit-test-grow"
     listed = next(e for e in events if e["event"] == "list")
     assert listed["tools"] == 2 and listed["inert"] == []
-    assert any(e["event"] == "notification" and e["method"] == "notifications/tools/list_changed" for e in events)
+    assert any(
+        e["event"] == "notification" and e["method"] == "notifications/tools/list_changed"
+        for e in events
+    )
     second_calls = [e for e in events if e["trace_id"] == second and e["event"] == "call"]
     assert [(c["tool"], c["outcome"]) for c in second_calls] == [("echo", "ok")]
     assert second_calls[0]["result_bytes"] > len("hello, world") and second_calls[0]["ms"] >= 0
-    assert all("arguments" not in e and "hello" not in json.dumps(e) for e in events), "arguments were logged"
+    assert all("arguments" not in e and "hello" not in json.dumps(e) for e in events), (
+        "arguments were logged"
+    )
 
 
 async def test_list_changed_marks_the_listing_stale_and_the_new_tool_shows_inert():
@@ -63,4 +72,8 @@ async def test_the_default_sink_is_json_lines_on_stderr(capfd):
     assert out == ""
     ours = [json.loads(line) for line in err.splitlines() if line.startswith('{"ts":')]
     assert {"connect", "handshake", "list", "call", "close"} <= {e["event"] for e in ours}
-    assert all(e["trace_id"] == "b" * 32 for e in ours if e["event"] in ("connect", "handshake", "list", "call"))
+    assert all(
+        e["trace_id"] == "b" * 32
+        for e in ours
+        if e["event"] in ("connect", "handshake", "list", "call")
+    )

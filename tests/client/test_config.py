@@ -41,26 +41,43 @@ def test_a_listed_tool_inherits_its_servers_envelope_field_by_field():
         surface="locked", side_effecting=False, reversible=True, idempotent=True
     )
     note = config.envelope_for("tickets", "add_internal_note")
-    assert (note.surface, note.side_effecting, note.reversible, note.idempotent) == ("locked", True, False, True)
+    assert (note.surface, note.side_effecting, note.reversible, note.idempotent) == (
+        "locked",
+        True,
+        False,
+        True,
+    )
     assert note.required_permission == "tickets:write" and note.needs_approval
-    assert tickets.deadline_for("search_tickets_v2") == 5 and tickets.deadline_for("get_ticket_status_v2") == 30
+    assert (
+        tickets.deadline_for("search_tickets_v2") == 5
+        and tickets.deadline_for("get_ticket_status_v2") == 30
+    )
     assert tickets.is_pinned("search_tickets_v2") and not tickets.is_visible("search_tickets_v2")
 
 
 def test_unknown_server_and_unknown_tool_get_the_most_restrictive_envelope():
     config = parse_config(CONFIG)
-    assert MOST_RESTRICTIVE == Envelope(surface="human_controlled", side_effecting=True, reversible=False)
+    assert MOST_RESTRICTIVE == Envelope(
+        surface="human_controlled", side_effecting=True, reversible=False
+    )
     assert config.envelope_for("nobody", "anything") == MOST_RESTRICTIVE
     assert config.envelope_for("tickets", "delete_everything") == MOST_RESTRICTIVE
     assert not config.servers["tickets"].is_pinned("delete_everything")
     # An unpinned server makes every advertised tool live, still under the strictest envelope.
     docs = config.servers["docs"]
-    assert docs.prefix == "kb" and docs.is_pinned("search") and docs.envelope_for("search") == MOST_RESTRICTIVE
+    assert (
+        docs.prefix == "kb"
+        and docs.is_pinned("search")
+        and docs.envelope_for("search") == MOST_RESTRICTIVE
+    )
 
 
 @pytest.mark.parametrize(
     "hints",
-    [{"readOnlyHint": True}, {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}],
+    [
+        {"readOnlyHint": True},
+        {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
+    ],
 )
 def test_advertised_annotations_never_loosen_an_envelope(hints):
     config = parse_config(CONFIG)
@@ -76,13 +93,18 @@ def test_annotations_can_tighten_an_envelope():
         "tickets", "get_ticket_status_v2", {"destructiveHint": True, "idempotentHint": False}
     )
     assert tightened.side_effecting and not tightened.reversible and not tightened.idempotent
-    assert config.envelope_for("tickets", "get_ticket_status_v2", {"readOnlyHint": False}).side_effecting
+    assert config.envelope_for(
+        "tickets", "get_ticket_status_v2", {"readOnlyHint": False}
+    ).side_effecting
 
 
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("[servers.a]\ntransport = 'stdio'\n", "servers.a: Value error, a stdio server needs `command`"),
+        (
+            "[servers.a]\ntransport = 'stdio'\n",
+            "servers.a: Value error, a stdio server needs `command`",
+        ),
         ("[servers.a]\ntransport = 'http'\nurl = 'http://x'\nsurprise = 1\n", "servers.a.surprise"),
         ("[servers.a]\ntransport = 'pigeon'\n", "servers.a.transport"),
         ("[servers.a-b]\ntransport = 'http'\nurl = 'http://x'\n", "namespace 'a-b'"),

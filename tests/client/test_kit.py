@@ -38,7 +38,9 @@ def plain(**fields) -> ServerConfig:
 class Approver:
     """An approval callback that answers ``answer`` and remembers what it was asked."""
 
-    def __init__(self, answer: bool | dict = True, *, elicitation: bool | dict | None = None) -> None:
+    def __init__(
+        self, answer: bool | dict = True, *, elicitation: bool | dict | None = None
+    ) -> None:
         self.answer, self.asked = answer, []
         self.elicitation = answer if elicitation is None else elicitation
 
@@ -48,10 +50,17 @@ class Approver:
 
 
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
-async def test_our_tools_get_argument_models_and_bad_arguments_never_leave(db_path: Path, mode, revision, method):
+async def test_our_tools_get_argument_models_and_bad_arguments_never_leave(
+    db_path: Path, mode, revision, method
+):
     config = ours_stdio(
-        db_path, mode=mode, envelope=LOCKED_READ,
-        tools={"get_ticket_status_v2": ToolConfig(), "search_tickets_v2": ToolConfig(visible=False)},
+        db_path,
+        mode=mode,
+        envelope=LOCKED_READ,
+        tools={
+            "get_ticket_status_v2": ToolConfig(),
+            "search_tickets_v2": ToolConfig(visible=False),
+        },
     )
     events: list[dict] = []
     async with Kit(kit_config(config), audit=events.append) as kit:
@@ -65,10 +74,15 @@ async def test_our_tools_get_argument_models_and_bad_arguments_never_leave(db_pa
             await kit.call("tickets", "get_ticket_status_v2", {"ticket": "SUP-4412"})
         message = str(caught.value)
         assert message.startswith("invalid arguments for tickets.get_ticket_status_v2: ")
-        assert "ticket_id: Field required" in message and "ticket: not an argument of this tool" in message
+        assert (
+            "ticket_id: Field required" in message
+            and "ticket: not an argument of this tool" in message
+        )
         assert not [e for e in events if e["event"] == "call"], "bad arguments reached the server"
 
-        result = await kit.call("tickets", "search_tickets_v2", {"query": "invoice"})  # reachable, not shown
+        result = await kit.call(
+            "tickets", "search_tickets_v2", {"query": "invoice"}
+        )  # reachable, not shown
         assert not result.is_error
         result = await kit.call("tickets", "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert result.structured_content["id"] == "SUP-4412"
@@ -80,7 +94,11 @@ async def test_our_tools_get_argument_models_and_bad_arguments_never_leave(db_pa
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
 async def test_a_tool_the_server_adds_later_stays_inert_until_pinned(mode, revision, method):
     grow = ServerConfig(
-        name="grow", transport="stdio", command=kit_server("grow"), mode=mode, envelope=LOCKED_READ,
+        name="grow",
+        transport="stdio",
+        command=kit_server("grow"),
+        mode=mode,
+        envelope=LOCKED_READ,
         tools={"echo": ToolConfig(), "add_tool": ToolConfig()},
     )
     async with Kit(kit_config(grow), audit=lambda e: None) as kit:
@@ -89,7 +107,9 @@ async def test_a_tool_the_server_adds_later_stays_inert_until_pinned(mode, revis
         listed = {t.name: t for t in await kit.tools("grow", refresh=True)}
         assert not listed["surprise"].pinned and not listed["surprise"].visible
         assert [t.name for t in await kit.visible_tools()] == ["echo", "add_tool"]
-        with pytest.raises(CallRefused, match="grow.surprise is not pinned in the configuration: it stays inert"):
+        with pytest.raises(
+            CallRefused, match="grow.surprise is not pinned in the configuration: it stays inert"
+        ):
             await kit.call("grow", "surprise", {})
 
         kit.pin("grow", "surprise")
@@ -110,7 +130,9 @@ async def test_an_unlisted_tool_of_an_unpinned_server_gets_the_most_restrictive_
     async with Kit(kit_config(plain(pinned=False)), approve=approver, audit=lambda e: None) as kit:
         # `echo` is annotated readOnlyHint by the server: a hint, which loosens nothing.
         definition = await kit.definition("plain", "echo")
-        assert definition.envelope.surface == "human_controlled" and definition.envelope.side_effecting
+        assert (
+            definition.envelope.surface == "human_controlled" and definition.envelope.side_effecting
+        )
         with pytest.raises(CallRefused, match="a person refused the call"):
             await kit.call("plain", "echo", {"text": "x"})
     assert approver.asked[0].reasons == ("human_controlled", "side_effecting")
@@ -118,7 +140,9 @@ async def test_an_unlisted_tool_of_an_unpinned_server_gets_the_most_restrictive_
 
 async def test_a_locked_read_runs_without_asking():
     approver = Approver()
-    async with Kit(kit_config(plain(tools={"echo": ToolConfig()})), approve=approver, audit=lambda e: None) as kit:
+    async with Kit(
+        kit_config(plain(tools={"echo": ToolConfig()})), approve=approver, audit=lambda e: None
+    ) as kit:
         assert text(await kit.call("plain", "echo", {"text": "x"})) == "x"
     assert approver.asked == []
 
@@ -135,17 +159,26 @@ async def test_a_human_controlled_call_goes_to_the_approval_callback(answer):
             with pytest.raises(CallRefused, match="plain.echo: a person refused the call"):
                 await kit.call("plain", "echo", {"text": "no"})
     (asked,) = approver.asked
-    assert (asked.kind, asked.tool, dict(asked.arguments), asked.reasons) == ("call", "echo", {"text": "ok" if answer else "no"}, ("human_controlled",))
+    assert (asked.kind, asked.tool, dict(asked.arguments), asked.reasons) == (
+        "call",
+        "echo",
+        {"text": "ok" if answer else "no"},
+        ("human_controlled",),
+    )
     assert [e["outcome"] for e in events if e["event"] == "call"] == (["ok"] if answer else [])
 
 
 async def test_a_side_effecting_call_without_an_approver_is_refused_and_a_missing_permission_too():
-    config = plain(tools={
-        "echo": ToolConfig(side_effecting=True),
-        "slow": ToolConfig(required_permission="clock:write"),
-    })
+    config = plain(
+        tools={
+            "echo": ToolConfig(side_effecting=True),
+            "slow": ToolConfig(required_permission="clock:write"),
+        }
+    )
     async with Kit(kit_config(config, permissions=("tickets:read",)), audit=lambda e: None) as kit:
-        with pytest.raises(CallRefused, match=r"needs a person's approval \(side_effecting\) and none can be asked"):
+        with pytest.raises(
+            CallRefused, match=r"needs a person's approval \(side_effecting\) and none can be asked"
+        ):
             await kit.call("plain", "echo", {"text": "x"})
         with pytest.raises(CallRefused, match="needs permission 'clock:write'"):
             await kit.call("plain", "slow", {"seconds": 0})
@@ -169,16 +202,27 @@ async def test_a_side_effecting_call_that_is_not_idempotent_is_never_retried(tmp
         with pytest.raises(ServerUnavailable, match="went away"):
             await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})
         assert text(await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})) == "None"
-    assert [(c["attempt"], c["outcome"]) for c in events if c["event"] == "call"] == [(1, "failed"), (1, "ok")]
+    assert [(c["attempt"], c["outcome"]) for c in events if c["event"] == "call"] == [
+        (1, "failed"),
+        (1, "ok"),
+    ]
     assert len(approver.asked) == 2
 
 
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
-@pytest.mark.parametrize(("answer", "outcome"), [(True, "refunded 250"), (False, "refund cancelled")])
-async def test_the_servers_confirmation_request_goes_to_the_approval_callback(mode, revision, method, answer, outcome):
+@pytest.mark.parametrize(
+    ("answer", "outcome"), [(True, "refunded 250"), (False, "refund cancelled")]
+)
+async def test_the_servers_confirmation_request_goes_to_the_approval_callback(
+    mode, revision, method, answer, outcome
+):
     confirm = ServerConfig(
-        name="billing", transport="stdio", command=kit_server("confirm"), mode=mode,
-        envelope=LOCKED_READ, tools={"refund": ToolConfig()},
+        name="billing",
+        transport="stdio",
+        command=kit_server("confirm"),
+        mode=mode,
+        envelope=LOCKED_READ,
+        tools={"refund": ToolConfig()},
     )
     approver = Approver(True, elicitation=answer)
     async with Kit(kit_config(confirm), approve=approver, audit=lambda e: None) as kit:
@@ -188,8 +232,15 @@ async def test_the_servers_confirmation_request_goes_to_the_approval_callback(mo
     # The server annotates refund destructive: the envelope tightens, so the call is asked first.
     call, elicitation = approver.asked
     assert (call.kind, call.reasons) == ("call", ("side_effecting",))
-    assert (elicitation.kind, elicitation.server, elicitation.tool) == ("elicitation", "billing", "refund")
-    assert elicitation.message == "Refund 250 cents?" and elicitation.requested_schema["type"] == "object"
+    assert (elicitation.kind, elicitation.server, elicitation.tool) == (
+        "elicitation",
+        "billing",
+        "refund",
+    )
+    assert (
+        elicitation.message == "Refund 250 cents?"
+        and elicitation.requested_schema["type"] == "object"
+    )
 
 
 APPROVE_ON_TERMINAL = """
@@ -212,31 +263,50 @@ anyio.run(main)
 """
 
 
-@pytest.mark.parametrize(("typed", "printed"), [("y\n", "approved"), ("\n", "plain.echo: a person refused the call")])
+@pytest.mark.parametrize(
+    ("typed", "printed"), [("y\n", "approved"), ("\n", "plain.echo: a person refused the call")]
+)
 def test_the_terminal_approval_callback_asks_on_stderr_and_reads_stdin(tmp_path, typed, printed):
     import subprocess
     import sys
 
     script = tmp_path / "app.py"
     script.write_text(APPROVE_ON_TERMINAL, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script), *kit_server("plain")], input=typed,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(script), *kit_server("plain")],
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(printed)
-    assert 'Allow plain.echo({"text": "approved"}) [human_controlled; irreversible]? [y/N] ' in done.stderr
+    assert (
+        'Allow plain.echo({"text": "approved"}) [human_controlled; irreversible]? [y/N] '
+        in done.stderr
+    )
 
 
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
-async def test_our_server_over_http_through_the_kit(http_server, monkeypatch, mode, revision, method):
+async def test_our_server_over_http_through_the_kit(
+    http_server, monkeypatch, mode, revision, method
+):
     monkeypatch.setenv("KIT_TEST_TOKEN", http_server.token)
     server = ServerConfig(
-        name="tickets", transport="http", url=http_server.url, auth={"bearer_env": "KIT_TEST_TOKEN"}, mode=mode,
-        envelope=LOCKED_READ, tools={"get_ticket_status_v2": ToolConfig()},
+        name="tickets",
+        transport="http",
+        url=http_server.url,
+        auth={"bearer_env": "KIT_TEST_TOKEN"},
+        mode=mode,
+        envelope=LOCKED_READ,
+        tools={"get_ticket_status_v2": ToolConfig()},
     )
     async with Kit(kit_config(server), audit=lambda e: None) as kit:
         result = await kit.call("tickets", "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert result.structured_content["id"] == "SUP-4412"
-        assert (kit.sessions["tickets"].handshake.method, kit.sessions["tickets"].handshake.protocol_version) == (
-            method, revision)
+        assert (
+            kit.sessions["tickets"].handshake.method,
+            kit.sessions["tickets"].handshake.protocol_version,
+        ) == (method, revision)
         with pytest.raises(InvalidArguments, match="ticket_id: Field required"):
             await kit.call("tickets", "get_ticket_status_v2", {})

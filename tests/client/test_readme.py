@@ -14,7 +14,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def snippet(name: str, language: str) -> str:
-    match = re.search(rf"<!-- client-kit: {re.escape(name)} -->\s*```{language}\n(.*?)```", README.read_text(), re.S)
+    match = re.search(
+        rf"<!-- client-kit: {re.escape(name)} -->\s*```{language}\n(.*?)```",
+        README.read_text(),
+        re.S,
+    )
     assert match, f"no `client-kit: {name}` {language} block in README.md"
     return match.group(1)
 
@@ -24,14 +28,23 @@ def test_the_readme_tutorial_runs(template_db: Path, tmp_path: Path) -> None:
     (tmp_path / "kit.toml").write_text(snippet("kit.toml", "toml"), encoding="utf-8")
     (tmp_path / "tutorial.py").write_text(snippet("tutorial", "python"), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `ticket-server`
+    env["PATH"] = (
+        f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `ticket-server`
+    )
     done = subprocess.run(
-        [sys.executable, "tutorial.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-        stdin=subprocess.DEVNULL, timeout=120,
+        [sys.executable, "tutorial.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     cost, status, first_hit = done.stdout.splitlines()
-    assert re.fullmatch(r"openai: 1 tool\(s\), \d+ bytes, ~\d+ tokens, ~\$0\.\d{6} per request", cost)
+    assert re.fullmatch(
+        r"openai: 1 tool\(s\), \d+ bytes, ~\d+ tokens, ~\$0\.\d{6} per request", cost
+    )
     assert '"id": "SUP-4412"' in status
     assert re.fullmatch(r"SUP-\d+", first_hit)
     assert '"event":"handshake"' in done.stderr and '"event":"call"' in done.stderr

@@ -10,7 +10,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.client.conftest import LEGACY_SERVER, REVISIONS, TIME_SERVER, ours_stdio, stdio, kit_server
+from tests.client.conftest import (
+    LEGACY_SERVER,
+    REVISIONS,
+    TIME_SERVER,
+    ours_stdio,
+    stdio,
+    kit_server,
+)
 from ticket_server.client import ServerConfig
 from ticket_server.client.audit import Audit
 from ticket_server.client.session import CallTimeout, ServerSession, ServerUnavailable
@@ -21,7 +28,9 @@ def text(result) -> str:
 
 
 async def call(session: ServerSession, tool: str, arguments: dict, deadline: float = 20):
-    return await session.run(lambda c: c.call_tool(tool, arguments), deadline_seconds=deadline, what=tool)
+    return await session.run(
+        lambda c: c.call_tool(tool, arguments), deadline_seconds=deadline, what=tool
+    )
 
 
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
@@ -30,14 +39,22 @@ async def test_our_server_over_stdio_records_the_handshake(db_path: Path, mode, 
         result = await call(session, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert not result.is_error and result.structured_content["id"] == "SUP-4412"
         shake = session.handshake
-        assert (shake.method, shake.protocol_version, shake.server_name) == (method, revision, "ticket-server")
+        assert (shake.method, shake.protocol_version, shake.server_name) == (
+            method,
+            revision,
+            "ticket-server",
+        )
         assert "tools" in shake.capabilities and session.handshakes == [shake]
 
 
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
 async def test_our_server_over_http_records_the_handshake(http_server, mode, revision, method):
     config = ServerConfig(
-        name="tickets", transport="http", url=http_server.url, auth={"bearer": http_server.token}, mode=mode
+        name="tickets",
+        transport="http",
+        url=http_server.url,
+        auth={"bearer": http_server.token},
+        mode=mode,
     )
     async with ServerSession(config) as session:
         result = await call(session, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
@@ -50,7 +67,11 @@ async def test_a_legacy_only_server_falls_back_to_initialize_and_says_so():
     async with ServerSession(stdio("legacy", LEGACY_SERVER), audit=Audit(events.append)) as session:
         assert text(await call(session, "echo", {"text": "hi"})) == "hi"
         shake = session.handshake
-    assert (shake.method, shake.protocol_version, shake.server_name) == ("initialize", "2025-11-25", "legacy-only")
+    assert (shake.method, shake.protocol_version, shake.server_name) == (
+        "initialize",
+        "2025-11-25",
+        "legacy-only",
+    )
     handshake = [e for e in events if e["event"] == "handshake"]
     assert handshake[0]["method"] == "initialize" and handshake[0]["server_version"] == "9.9.9"
 
@@ -94,7 +115,9 @@ async def test_a_server_that_never_answers_fails_each_call_within_its_deadline()
 
 async def test_a_missing_program_fails_clearly():
     async with ServerSession(stdio("ghost", ["/nonexistent/mcp-server"])) as session:
-        with pytest.raises(ServerUnavailable, match="server ghost: could not connect: .*No such file"):
+        with pytest.raises(
+            ServerUnavailable, match="server ghost: could not connect: .*No such file"
+        ):
             await call(session, "echo", {}, deadline=10)
 
 

@@ -13,13 +13,27 @@ TOOLS = [
     {
         "name": "echo",
         "description": "Return the text unchanged.",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
     },
     {
         "name": "old_echo",
         "description": "DEPRECATED: use echo instead.",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-        "_meta": {"dev.ticket-server/deprecation": {"deprecated": True, "replacement": "echo", "sunset": "2027-01-31"}},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+        "_meta": {
+            "dev.ticket-server/deprecation": {
+                "deprecated": True,
+                "replacement": "echo",
+                "sunset": "2027-01-31",
+            }
+        },
     },
 ]
 
@@ -27,8 +41,13 @@ TOOLS = [
 if os.environ.get("LEGACY_SERVER_UNPORTABLE") == "1":
     # A bare `true` where a schema object belongs: legal JSON Schema that many clients
     # reject (the Inspector's --strict check calls it an error).
-    TOOLS.append({"name": "free_form", "description": "Anything.",
-                  "inputSchema": {"type": "object", "properties": {"data": True}}})
+    TOOLS.append(
+        {
+            "name": "free_form",
+            "description": "Anything.",
+            "inputSchema": {"type": "object", "properties": {"data": True}},
+        }
+    )
 
 
 def answer(request: dict) -> dict | None:
@@ -50,7 +69,11 @@ def answer(request: dict) -> dict | None:
     elif method == "ping":
         result = {}
     else:
-        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+        return {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "error": {"code": -32601, "message": f"Method not found: {method}"},
+        }
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 

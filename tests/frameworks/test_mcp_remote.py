@@ -40,24 +40,36 @@ def node() -> str:
     return found
 
 
-async def test_mcp_remote_bridge_with_a_bearer_header(http_server: HttpServer, settings, tmp_path: Path) -> None:
+async def test_mcp_remote_bridge_with_a_bearer_header(
+    http_server: HttpServer, settings, tmp_path: Path
+) -> None:
     """C22/C23: tools listed and called through mcp-remote over Streamable HTTP; an
     unknown id comes back as isError with its message."""
     env = install("mcp-remote")
     proxy = env / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
-    pinned = json.loads((PINS / "mcp-remote" / "package.json").read_text())["dependencies"]["mcp-remote"]
+    pinned = json.loads((PINS / "mcp-remote" / "package.json").read_text())["dependencies"][
+        "mcp-remote"
+    ]
     tools = await listed_tools(settings)
     plan = call_plan(tools)
     # The README's desktop-app config, with the pinned bridge in place of `npx -y mcp-remote@...`.
     language, code = readme_snippet("mcp-remote")
     entry = json.loads(code)["mcpServers"]["tickets"]
-    assert language == "json" and entry["command"] == "npx" and entry["args"][:2] == ["-y", f"mcp-remote@{pinned}"]
+    assert (
+        language == "json"
+        and entry["command"] == "npx"
+        and entry["args"][:2] == ["-y", f"mcp-remote@{pinned}"]
+    )
     args = [a.replace(README_URL, http_server.url) for a in entry["args"][2:]]
     env = {k: v.replace("<token>", http_server.token or "") for k, v in entry["env"].items()}
     bridge = StdioTransport(
         command=node(),
         args=[str(proxy), *args],
-        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), **env},  # its ~/.mcp-auth in tmp
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp_path),
+            **env,
+        },  # its ~/.mcp-auth in tmp
         cwd=str(tmp_path),
     )
     out: dict = {"framework": "mcp-remote", "tools": {}, "calls": []}
@@ -70,14 +82,32 @@ async def test_mcp_remote_bridge_with_a_bearer_header(http_server: HttpServer, s
             out["calls"].append({"is_error": result.is_error, "text": text})
     check_schemas(out, tools)
     check_calls(out, plan)
-    assert {name: t["schema"] for name, t in out["tools"].items()} == {t.name: t.input_schema for t in tools}
+    assert {name: t["schema"] for name, t in out["tools"].items()} == {
+        t.name: t.input_schema for t in tools
+    }
 
     # C23: without --header the bridge tries OAuth discovery, then registration at
     # POST /register; a plain 404 there makes it stop at once with that reason.
-    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
-    done = subprocess.run([node(), str(proxy), http_server.url, "--transport", "http-only"],
-                          input=initialize + "\n", capture_output=True, text=True, timeout=60,
-                          env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}, cwd=tmp_path)
+    initialize = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+    )
+    done = subprocess.run(
+        [node(), str(proxy), http_server.url, "--transport", "http-only"],
+        input=initialize + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
     assert done.returncode != 0
     assert "Registration rejected (HTTP 404)" in done.stderr, done.stderr[-2000:]

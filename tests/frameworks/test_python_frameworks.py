@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(900)]
 TRANSPORTS = ["stdio", "http"]
 
 
-async def _run(name: str, transport: str, request, db_path: Path, settings, tmp_path: Path, **extra) -> None:  # type: ignore[no-untyped-def]
+async def _run(
+    name: str, transport: str, request, db_path: Path, settings, tmp_path: Path, **extra
+) -> None:  # type: ignore[no-untyped-def]
     env = install(name)
     tools = await listed_tools(settings)
     plan = call_plan(tools)
@@ -41,16 +43,28 @@ async def _run(name: str, transport: str, request, db_path: Path, settings, tmp_
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_pydantic_ai(transport: str, request, db_path: Path, settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_pydantic_ai(
+    transport: str, request, db_path: Path, settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """C22: pydantic-ai's MCPToolset; schemas through its OpenAI strict transformer."""
     await _run("pydantic-ai", transport, request, db_path, settings, tmp_path)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_openai_agents(transport: str, request, db_path: Path, settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_openai_agents(
+    transport: str, request, db_path: Path, settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """C22: the OpenAI Agents SDK; schemas converted with convert_schemas_to_strict on and
     off; calls through the strict tools over stdio, the non-strict ones over HTTP."""
-    await _run("openai-agents", transport, request, db_path, settings, tmp_path, strict=transport == "stdio")
+    await _run(
+        "openai-agents",
+        transport,
+        request,
+        db_path,
+        settings,
+        tmp_path,
+        strict=transport == "stdio",
+    )
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -79,7 +79,9 @@ class BackgroundClients:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def call(self, mode: str, name: str, arguments: dict[str, Any], timeout: float = 60):  # -> mcp CallToolResult
+    def call(
+        self, mode: str, name: str, arguments: dict[str, Any], timeout: float = 60
+    ):  # -> mcp CallToolResult
         return self.run(self.clients[mode].call_tool_mcp(name, arguments), timeout)
 
     def __exit__(self, *exc: object) -> None:

@@ -16,7 +16,9 @@ from ticket_server.tickets.domain import DatabaseUnavailable
 
 # Counts to 20 million: seconds of CPU in SQLite (the reads time out after 0.3 s),
 # unless interrupted; short enough that a broken interrupt still ends the test soon.
-SLOW = text("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 20000000) SELECT count(*) FROM c")
+SLOW = text(
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 20000000) SELECT count(*) FROM c"
+)
 
 
 WORKERS = 4
@@ -28,13 +30,18 @@ async def test_timed_out_reads_free_their_threads(settings: Settings) -> None:
     answered. The pool is sized here (WORKERS), not by the machine's core count, so
     without the interrupt every worker is still counting and the lookup, queued behind
     them, times out: the regression shows on any machine. Nothing is timed."""
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(WORKERS, thread_name_prefix="test-read"))
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(WORKERS, thread_name_prefix="test-read")
+    )
     repo = open_repository(settings.model_copy(update={"database_timeout": 0.3}))
     try:
+
         def slow(conn: Connection) -> int:
             return int(conn.execute(SLOW).scalar_one())
 
-        outcomes = await asyncio.gather(*(repo._read(slow) for _ in range(2 * WORKERS)), return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(repo._read(slow) for _ in range(2 * WORKERS)), return_exceptions=True
+        )
         assert all(isinstance(o, DatabaseUnavailable) for o in outcomes), outcomes
         ticket = await repo.get("SUP-4412")
         assert ticket is not None and ticket.id == "SUP-4412"
@@ -43,12 +50,16 @@ async def test_timed_out_reads_free_their_threads(settings: Settings) -> None:
 
 
 async def full_read(repo):  # type: ignore[no-untyped-def]
-    return await repo.ticket_view("SUP-4412", None, comments_before=None, comment_limit=11, event_limit=20)
+    return await repo.ticket_view(
+        "SUP-4412", None, comments_before=None, comment_limit=11, event_limit=20
+    )
 
 
 @pytest.mark.sqlite_only
 async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
-    settings: Settings, db_path, monkeypatch: pytest.MonkeyPatch,
+    settings: Settings,
+    db_path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A ticket lookup (one row by key) and the full read of one ticket read on the event
     loop while the file is free; while another process holds it locked (possible in
@@ -67,7 +78,11 @@ async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
 
     monkeypatch.setattr(repository.asyncio, "to_thread", counted)
     for journal_mode in ("wal", "delete"):
-        repo = open_repository(settings.model_copy(update={"database_timeout": 0.3, "sqlite_journal_mode": journal_mode}))
+        repo = open_repository(
+            settings.model_copy(
+                update={"database_timeout": 0.3, "sqlite_journal_mode": journal_mode}
+            )
+        )
         try:
             assert (await repo.get("SUP-4412")).id == "SUP-4412"  # type: ignore[union-attr]
             assert (await full_read(repo)).ticket.id == "SUP-4412"  # type: ignore[union-attr]
@@ -75,7 +90,9 @@ async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
         finally:
             await repo.aclose()
     # The rollback journal (the last mode set) stays in the file: a reader can be locked out.
-    repo = open_repository(settings.model_copy(update={"database_timeout": 0.3, "sqlite_journal_mode": "delete"}))
+    repo = open_repository(
+        settings.model_copy(update={"database_timeout": 0.3, "sqlite_journal_mode": "delete"})
+    )
     try:
         holder = sqlite3.connect(db_path, timeout=0)
         holder.execute("PRAGMA locking_mode=EXCLUSIVE")

@@ -26,7 +26,9 @@ async def _ticker(gaps: list[float], stop: asyncio.Event) -> None:
         last = now
 
 
-async def test_300000_unknown_keys_are_refused_without_stalling_other_calls(server, settings, mode: str) -> None:
+async def test_300000_unknown_keys_are_refused_without_stalling_other_calls(
+    server, settings, mode: str
+) -> None:
     arguments = {str(i): 0 for i in range(HUGE_KEYS)}
     async with Client(server, mode=mode) as client:
         gaps: list[float] = []
@@ -40,7 +42,8 @@ async def test_300000_unknown_keys_are_refused_without_stalling_other_calls(serv
 
         started = time.perf_counter()
         huge, other_seconds = await asyncio.gather(
-            client.call_tool("get_ticket_status_v2", arguments, raise_on_error=False), other(),
+            client.call_tool("get_ticket_status_v2", arguments, raise_on_error=False),
+            other(),
         )
         elapsed = time.perf_counter() - started
         stop.set()
@@ -61,13 +64,17 @@ async def test_300000_unknown_keys_are_refused_without_stalling_other_calls(serv
 
 
 async def test_too_many_values_or_too_much_text_is_refused_before_validation(client) -> None:
-    many = await client.call_tool("search_tickets_v2", {"status": ["open"] * (MAX_ARGUMENT_VALUES + 5)},
-                                  raise_on_error=False)
+    many = await client.call_tool(
+        "search_tickets_v2", {"status": ["open"] * (MAX_ARGUMENT_VALUES + 5)}, raise_on_error=False
+    )
     assert many.is_error and f"more than {MAX_ARGUMENT_VALUES} values" in text_of(many)
-    long = await client.call_tool("search_tickets_v2", {"query": "x" * (MAX_ARGUMENT_CHARS + 1)},
-                                  raise_on_error=False)
+    long = await client.call_tool(
+        "search_tickets_v2", {"query": "x" * (MAX_ARGUMENT_CHARS + 1)}, raise_on_error=False
+    )
     assert long.is_error and f"more than {MAX_ARGUMENT_CHARS} characters" in text_of(long)
-    unknown = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-1", "id": "x"}, raise_on_error=False)
+    unknown = await client.call_tool(
+        "get_ticket_status_v2", {"ticket_id": "SUP-1", "id": "x"}, raise_on_error=False
+    )
     assert unknown.is_error
     assert text_of(unknown) == (
         "Invalid arguments for get_ticket_status_v2: 'id' is not an argument of this tool "
@@ -75,7 +82,9 @@ async def test_too_many_values_or_too_much_text_is_refused_before_validation(cli
     )
 
 
-def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answered(db_path, tmp_path) -> None:
+def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answered(
+    db_path, tmp_path
+) -> None:
     """The same call to a real HTTP server whose body limit admits it (4 MiB; 2026-07-28,
     one POST, the body prepared beforehand): the gate counts its JSON tokens without
     parsing it and answers 413 (a JSON-RPC -32600 error), so neither the gate nor the MCP
@@ -92,22 +101,40 @@ def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answere
     from ticket_server.transports.frames import MAX_MESSAGE_TOKENS
 
     token = add_caller(db_path, "flooder")
-    server = start_http_server(db_path, tmp_path, TICKET_SERVER_MAX_REQUEST_BYTES=str(4 * 1024 * 1024))
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
+    server = start_http_server(
+        db_path, tmp_path, TICKET_SERVER_MAX_REQUEST_BYTES=str(4 * 1024 * 1024)
+    )
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
 
     def call(request_id: int, arguments: dict) -> bytes:
-        return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                           "params": {"name": "get_ticket_status_v2", "arguments": arguments, "_meta": meta}}).encode()
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "get_ticket_status_v2", "arguments": arguments, "_meta": meta},
+            }
+        ).encode()
 
     body = call(7, {str(i): 0 for i in range(HUGE_KEYS)})
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
-               "Mcp-Method": "tools/call", "Mcp-Name": "get_ticket_status_v2"}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "get_ticket_status_v2",
+    }
     statuses: list[int] = []
     try:
-        def healthz_latencies(until: threading.Event, out: list[float], polling: threading.Event | None = None) -> None:
+
+        def healthz_latencies(
+            until: threading.Event, out: list[float], polling: threading.Event | None = None
+        ) -> None:
             with httpx.Client(timeout=30) as http:
                 while not until.is_set():
                     started = time.perf_counter()
@@ -116,8 +143,12 @@ def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answere
                     if polling is not None:
                         polling.set()
 
-        assert httpx.post(server.url, content=call(6, {"ticket_id": "SUP-4412"}), headers=headers,
-                          timeout=60).status_code == 200
+        assert (
+            httpx.post(
+                server.url, content=call(6, {"ticket_id": "SUP-4412"}), headers=headers, timeout=60
+            ).status_code
+            == 200
+        )
         quiet: list[float] = []
         done = threading.Event()
         threading.Timer(0.5, done.set).start()
@@ -135,23 +166,36 @@ def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answere
         answered = time.perf_counter() - started
         done.set()
         poller.join()
-        print(f"\n{len(body) / 1e6:.1f} MB, {HUGE_KEYS} keys over HTTP: {response.status_code} in "
-              f"{answered * 1000:.0f} ms; /healthz worst {max(busy) * 1000:.1f} ms while served "
-              f"(quiet: worst {max(quiet) * 1000:.1f} ms)")
+        print(
+            f"\n{len(body) / 1e6:.1f} MB, {HUGE_KEYS} keys over HTTP: {response.status_code} in "
+            f"{answered * 1000:.0f} ms; /healthz worst {max(busy) * 1000:.1f} ms while served "
+            f"(quiet: worst {max(quiet) * 1000:.1f} ms)"
+        )
         assert response.status_code == 413, response.text[:300]
         error = response.json()["error"]
-        assert error["code"] == -32600 and f"more than {MAX_MESSAGE_TOKENS} JSON tokens" in error["message"]
+        assert (
+            error["code"] == -32600
+            and f"more than {MAX_MESSAGE_TOKENS} JSON tokens" in error["message"]
+        )
         assert busy and set(statuses) == {200}
         # At the arguments' bounds (MAX_ARGUMENT_VALUES list items): within the token
         # limit, so the pipeline answers it, in words a model can act on.
-        bounded = httpx.post(server.url, content=call(8, {"ticket_id": ["SUP-1"] * MAX_ARGUMENT_VALUES}),
-                             headers=headers, timeout=60)
+        bounded = httpx.post(
+            server.url,
+            content=call(8, {"ticket_id": ["SUP-1"] * MAX_ARGUMENT_VALUES}),
+            headers=headers,
+            timeout=60,
+        )
         assert bounded.status_code == 200 and '"isError":true' in bounded.text.replace(" ", "")
     finally:
         stop(server.process)
     from tests.transports.conftest import audit_records
 
-    refused = [r for r in audit_records(server.logs()) if r["caller"] == "flooder" and r["outcome"] != "ok"]
-    assert [(r["tool"], r["outcome"]) for r in refused] == [("get_ticket_status_v2", "tool_error")] * 2
+    refused = [
+        r for r in audit_records(server.logs()) if r["caller"] == "flooder" and r["outcome"] != "ok"
+    ]
+    assert [(r["tool"], r["outcome"]) for r in refused] == [
+        ("get_ticket_status_v2", "tool_error")
+    ] * 2
     assert refused[0]["detail"].startswith(f"more than {MAX_MESSAGE_TOKENS} JSON tokens")
     assert refused[1]["detail"] == "invalid arguments"

@@ -18,16 +18,32 @@ LIMIT = 4096
 
 
 def _call(request_id: int, ticket_id: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                       "params": {"name": "get_ticket_status", "arguments": {"ticket_id": ticket_id}}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "get_ticket_status", "arguments": {"ticket_id": ticket_id}},
+        }
+    ).encode()
 
 
-def test_body_over_the_configured_limit_gets_413_with_a_json_rpc_error(db_path: Path, tmp_path: Path) -> None:
+def test_body_over_the_configured_limit_gets_413_with_a_json_rpc_error(
+    db_path: Path, tmp_path: Path
+) -> None:
     token = add_caller(db_path, "big-bodies")
-    server = start_http_server(db_path, tmp_path, TICKET_SERVER_MAX_REQUEST_BYTES=str(LIMIT),
-                               TICKET_SERVER_STATELESS_HTTP="true")
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    server = start_http_server(
+        db_path,
+        tmp_path,
+        TICKET_SERVER_MAX_REQUEST_BYTES=str(LIMIT),
+        TICKET_SERVER_STATELESS_HTTP="true",
+    )
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     try:
         with httpx.Client(timeout=30) as client:
             under = _call(1, "SUP-4412" + " " * (LIMIT - 200))
@@ -37,7 +53,9 @@ def test_body_over_the_configured_limit_gets_413_with_a_json_rpc_error(db_path: 
 
             over = _call(2, "x" * LIMIT)
             for content in (over, iter([over[:1000], over[1000:3000], over[3000:], b" " * 20_000])):
-                refused = client.post(server.url, content=content, headers=headers)  # declared / chunked
+                refused = client.post(
+                    server.url, content=content, headers=headers
+                )  # declared / chunked
                 assert refused.status_code == 413
                 body = refused.json()
                 assert body["jsonrpc"] == "2.0" and body["id"] is None

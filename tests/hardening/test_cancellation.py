@@ -15,19 +15,31 @@ import socket
 from mcp import Client
 
 from tests.transports.conftest import (
-    WAITING, add_caller, database_locked, start_http_server, stop, wait_until_waiting,
+    WAITING,
+    add_caller,
+    database_locked,
+    start_http_server,
+    stop,
+    wait_until_waiting,
 )
 from tests.transports.test_stdio import INIT, INITIALIZED, RawStdio, assert_all_jsonrpc
 
 
 def _call(request_id: int, name: str, arguments: dict) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
 
 
 def _cancel(request_id: int) -> dict:
-    return {"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": request_id, "reason": "the user gave up"}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": request_id, "reason": "the user gave up"},
+    }
 
 
 def _cancel_a_waiting_call(raw: RawStdio, database_url: str) -> None:
@@ -88,7 +100,9 @@ def test_stdio_exits_at_end_of_input_after_a_cancelled_call(database_url: str) -
         stop(raw.process)
 
 
-async def test_http_client_disconnecting_mid_call_leaves_others_unaffected(database_url: str, tmp_path) -> None:
+async def test_http_client_disconnecting_mid_call_leaves_others_unaffected(
+    database_url: str, tmp_path
+) -> None:
     """A client sends a tools/call that waits on a locked database and closes its
     connection before the answer; another client's call, waiting at the same time, and
     every later call are answered; the server stays up and stops cleanly."""
@@ -97,8 +111,12 @@ async def test_http_client_disconnecting_mid_call_leaves_others_unaffected(datab
     gone = add_caller(database_url, "goes-away")
     stays = add_caller(database_url, "stays")
     server = start_http_server(database_url, tmp_path, **WAITING)
-    headers = {"Authorization": f"Bearer {gone}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    headers = {
+        "Authorization": f"Bearer {gone}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     try:
         async with httpx.AsyncClient(timeout=30) as http:
             init = await http.post(server.url, json=INIT, headers=headers)
@@ -109,17 +127,25 @@ async def test_http_client_disconnecting_mid_call_leaves_others_unaffected(datab
         async with Client(server.transport(stays), mode="2026-07-28") as client:
             await client.call_tool("search_tickets_v2", {"query": "refund"})  # warm
             with database_locked(database_url):
-                other = asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "invoice"}))
-                await asyncio.to_thread(wait_until_waiting, database_url, server.logs, "search_tickets_v2", 1, 1)
+                other = asyncio.create_task(
+                    client.call_tool("search_tickets_v2", {"query": "invoice"})
+                )
+                await asyncio.to_thread(
+                    wait_until_waiting, database_url, server.logs, "search_tickets_v2", 1, 1
+                )
 
                 body = json.dumps(_call(7, "search_tickets_v2", {"query": "password"})).encode()
                 head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-                request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n{head}"
-                           f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+                request = (
+                    f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n{head}"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                ).encode() + body
                 with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
                     sock.sendall(request)
                     # Both calls wait on the database; then this client hangs up.
-                    await asyncio.to_thread(wait_until_waiting, database_url, server.logs, "search_tickets_v2", 2, 1)
+                    await asyncio.to_thread(
+                        wait_until_waiting, database_url, server.logs, "search_tickets_v2", 2, 1
+                    )
                 assert not other.done(), "the other call still waits on the database"
             result = await asyncio.wait_for(other, 60)
             assert result.is_error is False and result.structured_content["tickets"]

@@ -45,7 +45,8 @@ async def test_redis_down_then_back_follows_the_failure_policy(
     limits apply again, without a restart of the server."""
     token = add_caller(db_path, "limited", tool_rate_limit="3/minute")
     server = start_http_server(
-        db_path, tmp_path,
+        db_path,
+        tmp_path,
         TICKET_SERVER_RATE_LIMIT_STORAGE_URL=redis_server.url,
         TICKET_SERVER_RATE_LIMIT_FAILURE=policy,
         TICKET_SERVER_STATELESS_HTTP="true",
@@ -69,7 +70,9 @@ async def test_redis_down_then_back_follows_the_failure_policy(
 
             redis_server.start()  # same port, empty counters
             after = [await client.call_tool("get_ticket_status_v2", ARGS) for _ in range(4)]
-            assert [r.is_error for r in after] == [False, False, False, True], [text_of(r) for r in after]
+            assert [r.is_error for r in after] == [False, False, False, True], [
+                text_of(r) for r in after
+            ]
             assert "Rate limit reached" in text_of(after[-1])
         assert server.process.poll() is None
     finally:
@@ -115,8 +118,12 @@ async def test_c05b_postgresql_stopped_then_back(private_postgres) -> None:
 
     url = private_postgres.url("tickets")
     settings = Settings(database_url=url, database_timeout=2.0, tool_rate_limit="100000/minute")
-    calls = [("get_ticket_status_v2", ARGS), ("search_tickets_v2", {"query": "invoice"}),
-             ("get_ticket_status", ARGS), ("search_tickets", {"query": "invoice"})]
+    calls = [
+        ("get_ticket_status_v2", ARGS),
+        ("search_tickets_v2", {"query": "invoice"}),
+        ("get_ticket_status", ARGS),
+        ("search_tickets", {"query": "invoice"}),
+    ]
     async with MemoryClient(build_server(settings), mode="2026-07-28") as client:
         for tool, arguments in calls:
             assert (await client.call_tool_mcp(tool, arguments)).isError is False
@@ -136,35 +143,50 @@ async def test_c05b_postgresql_stopped_then_back(private_postgres) -> None:
         for tool, arguments in calls:
             result = await client.call_tool_mcp(tool, arguments)
             assert result.isError is False, text_of(result)
-        assert (await client.call_tool_mcp("get_ticket_status_v2", ARGS)).structuredContent["id"] == "SUP-4412"
+        assert (await client.call_tool_mcp("get_ticket_status_v2", ARGS)).structuredContent[
+            "id"
+        ] == "SUP-4412"
 
 
 def _database_errors(server) -> float:
     import httpx2 as httpx
 
     text = httpx.get(f"{server.base}/metrics", timeout=10).text
-    return float(next(line.split()[1] for line in text.splitlines()
-                      if line.startswith("ticket_server_database_errors_total ")))
+    return float(
+        next(
+            line.split()[1]
+            for line in text.splitlines()
+            if line.startswith("ticket_server_database_errors_total ")
+        )
+    )
 
 
-async def test_database_errors_metric_rises_on_a_real_outage(private_postgres, tmp_path: Path) -> None:
+async def test_database_errors_metric_rises_on_a_real_outage(
+    private_postgres, tmp_path: Path
+) -> None:
     """The HTTP server's /metrics counts each call that found PostgreSQL down: 0 before,
     exactly 2 after two calls during the outage (each answered isError "ticket database
     is unavailable"), still 2 after PostgreSQL is back and a call succeeds."""
     url = private_postgres.url("tickets")
     token = add_caller(url, "tester")
     # The caller stays cached, so the outage meets the ticket reads and nothing else.
-    server = start_http_server(url, tmp_path, TICKET_SERVER_DATABASE_TIMEOUT="2",
-                               TICKET_SERVER_CALLER_CACHE_SECONDS="600")
+    server = start_http_server(
+        url, tmp_path, TICKET_SERVER_DATABASE_TIMEOUT="2", TICKET_SERVER_CALLER_CACHE_SECONDS="600"
+    )
     try:
         async with Client(server.transport(token), mode="2026-07-28") as client:
             assert (await client.call_tool("get_ticket_status_v2", ARGS)).is_error is False
             assert _database_errors(server) == 0
 
             private_postgres.stop()
-            for tool, arguments in (("get_ticket_status_v2", ARGS), ("search_tickets_v2", {"query": "invoice"})):
+            for tool, arguments in (
+                ("get_ticket_status_v2", ARGS),
+                ("search_tickets_v2", {"query": "invoice"}),
+            ):
                 failed = await client.call_tool(tool, arguments)
-                assert failed.is_error and "ticket database is unavailable" in text_of(failed), text_of(failed)
+                assert failed.is_error and "ticket database is unavailable" in text_of(failed), (
+                    text_of(failed)
+                )
             assert _database_errors(server) == 2
 
             private_postgres.start()

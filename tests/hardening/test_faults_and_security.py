@@ -21,22 +21,30 @@ from ticket_server.settings import Settings
 pytestmark = pytest.mark.sqlite_only
 
 
-async def test_c05b_locked_database_answers_unavailable_then_recovers(db_path: Path, settings: Settings) -> None:
+async def test_c05b_locked_database_answers_unavailable_then_recovers(
+    db_path: Path, settings: Settings
+) -> None:
     """C05 (b), lock variant: while another process holds an exclusive lock on the
     SQLite file, a call answers isError "ticket database unavailable" within a bounded
     time, with no internals; once the lock is gone the next call succeeds, no restart.
     The file is in rollback-journal mode: in WAL mode (the default) readers do not wait
     for a lock, which tests/transports/test_stdio_startup.py shows."""
-    server = build_server(settings.model_copy(update={"database_timeout": 1.0, "sqlite_journal_mode": "delete"}))
+    server = build_server(
+        settings.model_copy(update={"database_timeout": 1.0, "sqlite_journal_mode": "delete"})
+    )
     async with Client(server, mode="2026-07-28") as client:
-        assert (await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})).is_error is False
+        assert (
+            await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        ).is_error is False
         holder = sqlite3.connect(db_path, timeout=0)
         holder.execute("PRAGMA locking_mode=EXCLUSIVE")
         holder.execute("BEGIN EXCLUSIVE")
         try:
-            for tool, arguments in [("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),
-                                    ("search_tickets_v2", {"query": "invoice"}),
-                                    ("search_tickets", {"query": "invoice"})]:
+            for tool, arguments in [
+                ("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),
+                ("search_tickets_v2", {"query": "invoice"}),
+                ("search_tickets", {"query": "invoice"}),
+            ]:
                 started = time.monotonic()
                 result = await client.call_tool_mcp(tool, arguments)
                 elapsed = time.monotonic() - started
@@ -58,13 +66,22 @@ def test_query_string_token_is_refused_and_never_logged(db_path: Path, tmp_path:
     token = add_caller(db_path, "secretive")
     server = start_http_server(db_path, tmp_path, TICKET_SERVER_LOG_LEVEL="DEBUG")
     try:
-        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
         with httpx.Client(timeout=10) as client:
-            for query in (f"access_token={token}", f"token={token}", f"authorization=Bearer%20{token}"):
+            for query in (
+                f"access_token={token}",
+                f"token={token}",
+                f"authorization=Bearer%20{token}",
+            ):
                 refused = client.post(f"{server.url}?{query}", json=INIT, headers=headers)
                 assert refused.status_code == 401
                 assert token not in refused.text
-            accepted = client.post(server.url, json=INIT, headers={**headers, "Authorization": f"Bearer {token}"})
+            accepted = client.post(
+                server.url, json=INIT, headers={**headers, "Authorization": f"Bearer {token}"}
+            )
             assert accepted.status_code == 200
     finally:
         stop(server.process)
@@ -88,7 +105,7 @@ def _listening_addresses(port: int) -> set[str]:
                 continue
             raw = bytes.fromhex(address)
             # The kernel prints each 32-bit word in host (little-endian) order.
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
             found.add(str(ipaddress.ip_address(raw)))
     return found
 

@@ -25,7 +25,10 @@ UNREADABLE = [  # (frame, the code JSON-RPC names)
     (b"{not json", -32700),
     (b"\xff\xfe\xfd", -32700),
     (b'{"jsonrpc":"2.0","id":2,"method":"tools/list"', -32700),
-    (b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_ticket_status","arguments":{"ticket_id":"\\ud800"}}}', -32700),
+    (
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_ticket_status","arguments":{"ticket_id":"\\ud800"}}}',
+        -32700,
+    ),
     (b"[" * 5000 + b"]" * 5000, -32700),
     (b'[{"jsonrpc":"2.0","id":4,"method":"ping"}]', -32600),
     (b"[]", -32600),
@@ -42,8 +45,12 @@ ODD_IDS = [b"null", b"1.5", b"true", b'{"a":1}', b"[1]"]
 
 
 def _tools_call(request_id: int | str, arguments: dict) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "get_ticket_status", "arguments": arguments}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "get_ticket_status", "arguments": arguments},
+    }
 
 
 def test_stdio_frames_get_the_error_the_spec_names(db_path: Path) -> None:
@@ -102,8 +109,12 @@ def test_http_frames_get_a_json_rpc_error_and_the_server_keeps_serving(http) -> 
     """Over HTTP each unreadable body gets a 4xx with a JSON-RPC error (id null),
     no internals; a 10 MiB body is refused with 413; the next request is answered."""
     server, token = http
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     with httpx.Client(timeout=30) as client:
         init = client.post(server.url, json=INIT, headers=headers)
         assert init.status_code == 200
@@ -116,19 +127,34 @@ def test_http_frames_get_a_json_rpc_error_and_the_server_keeps_serving(http) -> 
             body = response.json()
             assert body["jsonrpc"] == "2.0" and body.get("id") is None
             assert body["error"]["code"] == code, (frame[:60], body)
-            assert "validation" not in body["error"]["message"].lower(), body  # no validator internals
-            follow = client.post(server.url, json={"jsonrpc": "2.0", "id": n + 100, "method": "tools/list"}, headers=headers)
+            assert "validation" not in body["error"]["message"].lower(), (
+                body
+            )  # no validator internals
+            follow = client.post(
+                server.url,
+                json={"jsonrpc": "2.0", "id": n + 100, "method": "tools/list"},
+                headers=headers,
+            )
             assert follow.status_code == 200 and "result" in follow.json()
-        unknown = client.post(server.url, json={"jsonrpc": "2.0", "id": 5, "method": "no/such"}, headers=headers)
+        unknown = client.post(
+            server.url, json={"jsonrpc": "2.0", "id": 5, "method": "no/such"}, headers=headers
+        )
         assert unknown.json()["error"]["code"] == -32601
-        huge = client.post(server.url, content=json.dumps(_tools_call(6, {"ticket_id": "x" * TEN_MIB})), headers=headers)
+        huge = client.post(
+            server.url,
+            content=json.dumps(_tools_call(6, {"ticket_id": "x" * TEN_MIB})),
+            headers=headers,
+        )
         assert huge.status_code == 413
-        ok = client.post(server.url, json=_tools_call(7, {"ticket_id": "SUP-4412"}), headers=headers)
+        ok = client.post(
+            server.url, json=_tools_call(7, {"ticket_id": "SUP-4412"}), headers=headers
+        )
         assert ok.status_code == 200 and ok.json()["result"]["isError"] is False
     assert server.process.poll() is None
 
 
 # --- the token count told before parsing (issue 16, item 2) -------------------------------
+
 
 def _values(value: object) -> int:
     if isinstance(value, dict):
@@ -140,9 +166,14 @@ def _values(value: object) -> int:
 
 _TEXT = strategies.text(alphabet=strategies.sampled_from('a,"\\[]{}:é\u2028 '), max_size=12)
 _JSON = strategies.recursive(
-    strategies.none() | strategies.booleans() | strategies.integers()
-    | strategies.floats(allow_nan=False, allow_infinity=False) | _TEXT,
-    lambda inner: strategies.lists(inner, max_size=6) | strategies.dictionaries(_TEXT, inner, max_size=6),
+    strategies.none()
+    | strategies.booleans()
+    | strategies.integers()
+    | strategies.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda inner: (
+        strategies.lists(inner, max_size=6) | strategies.dictionaries(_TEXT, inner, max_size=6)
+    ),
     max_leaves=60,
 )
 
@@ -169,9 +200,17 @@ def test_a_call_at_the_arguments_bounds_is_within_the_token_limit() -> None:
     from ticket_server.tools.errors import MAX_ARGUMENT_VALUES
     from ticket_server.transports.frames import MAX_MESSAGE_TOKENS, too_many_tokens
 
-    for arguments in ({"status": ["open"] * MAX_ARGUMENT_VALUES},
-                      {f"k{i}": f"v{i}" for i in range(MAX_ARGUMENT_VALUES // 2)}):
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                           "params": {"name": "search_tickets_v2", "arguments": arguments}}).encode()
+    for arguments in (
+        {"status": ["open"] * MAX_ARGUMENT_VALUES},
+        {f"k{i}": f"v{i}" for i in range(MAX_ARGUMENT_VALUES // 2)},
+    ):
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "search_tickets_v2", "arguments": arguments},
+            }
+        ).encode()
         assert not too_many_tokens(body)
     assert too_many_tokens(json.dumps({"a": list(range(MAX_MESSAGE_TOKENS))}).encode())

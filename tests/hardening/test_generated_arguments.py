@@ -29,19 +29,54 @@ from tests.hardening.support import (
 )
 
 TOOLS = [
-    "get_ticket_status", "search_tickets", "get_ticket_status_v2", "search_tickets_v2", "get_ticket", "get_customer",
+    "get_ticket_status",
+    "search_tickets",
+    "get_ticket_status_v2",
+    "search_tickets_v2",
+    "get_ticket",
+    "get_customer",
 ]
 VALID = {  # one valid call per tool: the server still answers after the generated ones
-    "get_ticket_status": {"ticket_id": "SUP-4412"}, "get_ticket_status_v2": {"ticket_id": "SUP-4412"},
-    "get_ticket": {"ticket_id": "SUP-4412"}, "get_customer": {"customer_id": "CUS-1250"},
-    "search_tickets": {"query": "invoice"}, "search_tickets_v2": {"query": "invoice"},
+    "get_ticket_status": {"ticket_id": "SUP-4412"},
+    "get_ticket_status_v2": {"ticket_id": "SUP-4412"},
+    "get_ticket": {"ticket_id": "SUP-4412"},
+    "get_customer": {"customer_id": "CUS-1250"},
+    "search_tickets": {"query": "invoice"},
+    "search_tickets_v2": {"query": "invoice"},
 }
 MAX_MESSAGE = 2000  # characters: an error message is a sentence or a few, never a dump
 
 EVERY_CATEGORY = [
-    "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps",
-    "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs",
-    "Co", "Cn",
+    "Lu",
+    "Ll",
+    "Lt",
+    "Lm",
+    "Lo",
+    "Mn",
+    "Mc",
+    "Me",
+    "Nd",
+    "Nl",
+    "No",
+    "Pc",
+    "Pd",
+    "Ps",
+    "Pe",
+    "Pi",
+    "Pf",
+    "Po",
+    "Sm",
+    "Sc",
+    "Sk",
+    "So",
+    "Zs",
+    "Zl",
+    "Zp",
+    "Cc",
+    "Cf",
+    "Cs",
+    "Co",
+    "Cn",
 ]
 characters = st.characters(categories=EVERY_CATEGORY)  # NUL (Cc) and lone surrogates (Cs) too
 short_text = st.text(characters, max_size=40)
@@ -53,22 +88,51 @@ huge_text = st.builds(
     st.sampled_from(["x", "é", "\x00", "\ud800", "💥", "%_", "SUP-4412 ", "' OR 1=1 --", "\u202e"]),
     st.sampled_from([1_000, 100_000, 1_000_000]),
 )
-plausible_text = st.sampled_from([
-    "", " ", "SUP-4412", "sup-4412 ", "SUP-0000000", "café", "テスト", "100%", "a_b",
-    "open", "billing", "r.mehta", "2026-07-01T00:00:00Z", "2026-07-01", "NEAR(", '"',
-    "*", "-", "AND", "\\", "/etc/passwd", "../../x", "%00", "\x00", "\ud800", "\udfff\ud800",
-])
+plausible_text = st.sampled_from(
+    [
+        "",
+        " ",
+        "SUP-4412",
+        "sup-4412 ",
+        "SUP-0000000",
+        "café",
+        "テスト",
+        "100%",
+        "a_b",
+        "open",
+        "billing",
+        "r.mehta",
+        "2026-07-01T00:00:00Z",
+        "2026-07-01",
+        "NEAR(",
+        '"',
+        "*",
+        "-",
+        "AND",
+        "\\",
+        "/etc/passwd",
+        "../../x",
+        "%00",
+        "\x00",
+        "\ud800",
+        "\udfff\ud800",
+    ]
+)
 strings = st.one_of(short_text, plausible_text, huge_text)
 numbers = st.one_of(
     st.integers(),
     st.integers(min_value=-(2**300), max_value=2**300),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from([0, 1, -1, 5, 50, 51, 10**9, -(2**63), 2**63, 2**64 + 1, 1e308, -1e308, 0.5, -0.0]),
+    st.sampled_from(
+        [0, 1, -1, 5, 50, 51, 10**9, -(2**63), 2**63, 2**64 + 1, 1e308, -1e308, 0.5, -0.0]
+    ),
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, strings)
 json_values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(key_text, inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(key_text, inner, max_size=4)
+    ),
     max_leaves=10,
 )
 
@@ -105,7 +169,9 @@ def arguments_for(input_schema: dict[str, Any]) -> st.SearchStrategy[dict[str, A
     near_valid = st.fixed_dictionaries(
         {}, optional={name: _plausible_for(schema) for name, schema in properties.items()}
     )
-    extra = st.dictionaries(st.one_of(key_text, st.sampled_from(list(properties) or ["x"])), any_value, max_size=3)
+    extra = st.dictionaries(
+        st.one_of(key_text, st.sampled_from(list(properties) or ["x"])), any_value, max_size=3
+    )
     return st.one_of(
         near_valid,
         st.builds(lambda a, b: {**b, **a}, near_valid, extra),  # extra fields
@@ -162,7 +228,14 @@ def test_unknown_tool_names_are_answered(server: FastMCP) -> None:
     with BackgroundClients(server, ("2026-07-28",)) as bg:
 
         @profile(0.2)
-        @given(name=st.one_of(key_text, plausible_text.filter(lambda n: not has_lone_surrogate(n)), huge_text.filter(lambda n: not has_lone_surrogate(n))).filter(lambda n: n not in TOOLS), arguments=st.dictionaries(key_text, any_value, max_size=3))
+        @given(
+            name=st.one_of(
+                key_text,
+                plausible_text.filter(lambda n: not has_lone_surrogate(n)),
+                huge_text.filter(lambda n: not has_lone_surrogate(n)),
+            ).filter(lambda n: n not in TOOLS),
+            arguments=st.dictionaries(key_text, any_value, max_size=3),
+        )
         def run(name: str, arguments: dict[str, Any]) -> None:
             try:
                 result = bg.call("2026-07-28", name, arguments)

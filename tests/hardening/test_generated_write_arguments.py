@@ -17,14 +17,29 @@ from tests.helpers import create_caller
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
 
-WRITE_TOOLS = ["add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"]
+WRITE_TOOLS = [
+    "add_internal_note",
+    "reply_to_customer",
+    "set_ticket_status",
+    "assign_ticket",
+    "escalate_ticket",
+]
 
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)
-def test_generated_write_arguments_answer_sensibly(settings: Settings, tool: str, backend: str) -> None:
+def test_generated_write_arguments_answer_sensibly(
+    settings: Settings, tool: str, backend: str
+) -> None:
     asyncio.run(create_caller(settings.database_url, "writer", ("tickets:read", "tickets:write")))
-    server = build_server(settings.model_copy(update={
-        "stdio_caller": "writer", "write_rate_limit": "100000/minute", "confirm_writes": []}))
+    server = build_server(
+        settings.model_copy(
+            update={
+                "stdio_caller": "writer",
+                "write_rate_limit": "100000/minute",
+                "confirm_writes": [],
+            }
+        )
+    )
     with BackgroundClients(server) as bg:
         listed = {t.name: t for t in bg.run(bg.clients["legacy"].list_tools())}
         assert set(WRITE_TOOLS) <= set(listed)
@@ -37,5 +52,7 @@ def test_generated_write_arguments_answer_sensibly(settings: Settings, tool: str
             check_result(result, tool, arguments)
 
         run()
-        after = bg.call("legacy", "add_internal_note", {"ticket_id": "SUP-4412", "note": "still serving"})
+        after = bg.call(
+            "legacy", "add_internal_note", {"ticket_id": "SUP-4412", "note": "still serving"}
+        )
         assert after.is_error is False

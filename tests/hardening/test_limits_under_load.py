@@ -32,32 +32,50 @@ async def test_c06_limits_exact_for_16_concurrent_callers(
     # nor the database deadline (default 5 s): on a slow 2-core machine with the other test
     # worker busy, a caller's token lookup waited behind the 240 searches past it, and was
     # answered 503 (retry later), the overload answer, which is not what this test measures.
-    env = {"TICKET_SERVER_STATELESS_HTTP": "true", "TICKET_SERVER_CALLER_CONCURRENCY": str(CALLS),
-           "TICKET_SERVER_DATABASE_TIMEOUT": "60"}
+    env = {
+        "TICKET_SERVER_STATELESS_HTTP": "true",
+        "TICKET_SERVER_CALLER_CONCURRENCY": str(CALLS),
+        "TICKET_SERVER_DATABASE_TIMEOUT": "60",
+    }
     if storage == "redis":
         env["TICKET_SERVER_RATE_LIMIT_STORAGE_URL"] = request.getfixturevalue("redis_server").url
-    tokens = {f"load-{n:02d}": add_caller(db_path, f"load-{n:02d}", tool_rate_limit=f"{LIMIT}/minute")
-              for n in range(CALLERS)}
+    tokens = {
+        f"load-{n:02d}": add_caller(db_path, f"load-{n:02d}", tool_rate_limit=f"{LIMIT}/minute")
+        for n in range(CALLERS)
+    }
     server = start_http_server(db_path, tmp_path, **env)
     try:
+
         async def one_caller(token: str) -> Counter[str]:
             async with Client(server.transport(token), mode="2026-07-28") as client:
                 results = await asyncio.gather(
-                    *(client.call_tool("search_tickets_v2", {"query": "invoice"}) for _ in range(CALLS))
+                    *(
+                        client.call_tool("search_tickets_v2", {"query": "invoice"})
+                        for _ in range(CALLS)
+                    )
                 )
             outcomes: Counter[str] = Counter()
             for result in results:
                 if not result.is_error:
                     outcomes["ok"] += 1
-                elif "Rate limit reached" in text_of(result) and result.meta[META_KEY]["retry_after_seconds"] >= 1:
+                elif (
+                    "Rate limit reached" in text_of(result)
+                    and result.meta[META_KEY]["retry_after_seconds"] >= 1
+                ):
                     outcomes["rate_limited"] += 1
                 else:
                     outcomes[f"other: {text_of(result)[:200]}"] += 1
             return outcomes
 
         # Any exception here (an HTTP 5xx or a JSON-RPC error raises in the client) fails the test.
-        per_caller = dict(zip(tokens, await asyncio.wait_for(
-            asyncio.gather(*(one_caller(t) for t in tokens.values())), 300)))
+        per_caller = dict(
+            zip(
+                tokens,
+                await asyncio.wait_for(
+                    asyncio.gather(*(one_caller(t) for t in tokens.values())), 300
+                ),
+            )
+        )
         assert server.process.poll() is None
     finally:
         stop(server.process)

@@ -31,7 +31,9 @@ def _add_callers(db_path: Path, n: int) -> list[str]:
     async def main() -> list[str]:
         store = open_store(Settings(database_url=sqlite_url(db_path)))
         try:
-            return [t for t in [await store.add(f"load-{i}", ["tickets:read"]) for i in range(n)] if t]
+            return [
+                t for t in [await store.add(f"load-{i}", ["tickets:read"]) for i in range(n)] if t
+            ]
         finally:
             await store.aclose()
 
@@ -45,10 +47,21 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-async def _caller(url: str, token: str, index: int, calls: int, deadline: float,
-                  latencies: list[float], failures: list[str]) -> int:
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+async def _caller(
+    url: str,
+    token: str,
+    index: int,
+    calls: int,
+    deadline: float,
+    latencies: list[float],
+    failures: list[str],
+) -> int:
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     done = 0
     async with httpx.AsyncClient(timeout=60) as client:
         init = await client.post(url, json=INIT, headers=headers)
@@ -62,12 +75,22 @@ async def _caller(url: str, token: str, index: int, calls: int, deadline: float,
             if time.monotonic() > deadline:
                 break
             request_id = index * 1000 + n
-            tool, arguments = (("get_ticket_status_v2", {"ticket_id": "SUP-4412"}) if n % 2 == 0
-                               else ("search_tickets_v2", {"query": "invoice", "limit": 5}))
+            tool, arguments = (
+                ("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+                if n % 2 == 0
+                else ("search_tickets_v2", {"query": "invoice", "limit": 5})
+            )
             started = time.perf_counter()
-            response = await client.post(url, headers=headers, json={
-                "jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments}})
+            response = await client.post(
+                url,
+                headers=headers,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments},
+                },
+            )
             latencies.append(time.perf_counter() - started)
             if response.status_code != 200:
                 failures.append(f"caller {index} call {n}: HTTP {response.status_code}")
@@ -80,7 +103,9 @@ async def _caller(url: str, token: str, index: int, calls: int, deadline: float,
     return done
 
 
-def test_load_64_concurrent_callers(db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_load_64_concurrent_callers(
+    db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """64 callers at once over HTTP with the shipped default limits (each caller stays
     under them: 14 calls of each tool, 32 HTTP requests): every call answered
     correctly, none refused, no 5xx, RSS flat. The limiter runs at full load, so a
@@ -88,18 +113,26 @@ def test_load_64_concurrent_callers(db_path: Path, tmp_path: Path, capsys: pytes
     tokens = _add_callers(db_path, CALLERS)
     assert len(tokens) == CALLERS
     defaults = Settings.model_fields
-    server = start_http_server(db_path, tmp_path, TICKET_SERVER_LOG_LEVEL="WARNING",
-                               TICKET_SERVER_TOOL_RATE_LIMIT=defaults["tool_rate_limit"].default,
-                               TICKET_SERVER_HTTP_RATE_LIMIT=defaults["http_rate_limit"].default)
+    server = start_http_server(
+        db_path,
+        tmp_path,
+        TICKET_SERVER_LOG_LEVEL="WARNING",
+        TICKET_SERVER_TOOL_RATE_LIMIT=defaults["tool_rate_limit"].default,
+        TICKET_SERVER_HTTP_RATE_LIMIT=defaults["http_rate_limit"].default,
+    )
     try:
+
         async def run(calls: int) -> tuple[list[int], list[float], list[str], float]:
             latencies: list[float] = []
             failures: list[str] = []
             deadline = time.monotonic() + TIME_CAP
             started = time.perf_counter()
-            done = await asyncio.gather(*(
-                _caller(server.url, token, i, calls, deadline, latencies, failures)
-                for i, token in enumerate(tokens)))
+            done = await asyncio.gather(
+                *(
+                    _caller(server.url, token, i, calls, deadline, latencies, failures)
+                    for i, token in enumerate(tokens)
+                )
+            )
             return list(done), latencies, failures, time.perf_counter() - started
 
         _, _, warm_failures, _ = asyncio.run(run(3))  # warm-up
@@ -113,9 +146,11 @@ def test_load_64_concurrent_callers(db_path: Path, tmp_path: Path, capsys: pytes
     assert sum(done) == CALLERS * CALLS_PER_CALLER or elapsed >= TIME_CAP, "no dropped request"
     assert all(n > 0 for n in done)
     quantiles = statistics.quantiles(latencies, n=100)
-    summary = (f"\nload: {CALLERS} callers, {sum(done)} calls in {elapsed:.1f}s = "
-               f"{sum(done) / elapsed:.0f} calls/s; latency p50 {quantiles[49] * 1000:.0f} ms, "
-               f"p99 {quantiles[98] * 1000:.0f} ms; server RSS {rss_before // 1024} -> {rss_after // 1024} MiB")
+    summary = (
+        f"\nload: {CALLERS} callers, {sum(done)} calls in {elapsed:.1f}s = "
+        f"{sum(done) / elapsed:.0f} calls/s; latency p50 {quantiles[49] * 1000:.0f} ms, "
+        f"p99 {quantiles[98] * 1000:.0f} ms; server RSS {rss_before // 1024} -> {rss_after // 1024} MiB"
+    )
     with capsys.disabled():
         print(summary)
     assert "Traceback" not in server.logs()

@@ -29,12 +29,19 @@ async def test_no_token_in_any_audit_row_or_log_line(db_path: Path, tmp_path: Pa
     try:
         for mode in ("legacy", "2026-07-28"):
             # Over legacy HTTP a caller whose scopes allow no tool gets no session (403, below).
-            for name in ("reader", "billing", "noscope") if mode == "2026-07-28" else ("reader", "billing"):
+            for name in (
+                ("reader", "billing", "noscope") if mode == "2026-07-28" else ("reader", "billing")
+            ):
                 async with Client(server.transport(tokens[name]), mode=mode) as client:
-                    calls = [("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),  # ok, missing, bad, limited
-                             ("get_ticket_status_v2", {"ticket_id": "SUP-0000000"}),
-                             ("get_ticket_status_v2", {"ticket_id": 5}),
-                             ("search_tickets", {"query": "invoice", "limit": 1_000_000_000})]
+                    calls = [
+                        (
+                            "get_ticket_status_v2",
+                            {"ticket_id": "SUP-4412"},
+                        ),  # ok, missing, bad, limited
+                        ("get_ticket_status_v2", {"ticket_id": "SUP-0000000"}),
+                        ("get_ticket_status_v2", {"ticket_id": 5}),
+                        ("search_tickets", {"query": "invoice", "limit": 1_000_000_000}),
+                    ]
                     for tool, arguments in calls:
                         try:
                             await client.call_tool(tool, arguments)
@@ -51,10 +58,20 @@ async def test_no_token_in_any_audit_row_or_log_line(db_path: Path, tmp_path: Pa
         raw.send(INIT)
         raw.read_until_id(1)
         raw.send(INITIALIZED)
-        for n, (tool, arguments) in enumerate([("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),
-                                                ("search_tickets_v2", {"query": "x", "limit": -1})]):
-            raw.send({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
-                      "params": {"name": tool, "arguments": arguments}})
+        for n, (tool, arguments) in enumerate(
+            [
+                ("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),
+                ("search_tickets_v2", {"query": "x", "limit": -1}),
+            ]
+        ):
+            raw.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 10 + n,
+                    "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments},
+                }
+            )
             raw.read_until_id(10 + n)
     finally:
         raw.close()  # end of stdin: the audit trail is flushed

@@ -39,12 +39,19 @@ async def test_comment_text_found_only_when_asked(client: Client) -> None:
     note = await search(client, query="PAY-882", search_in="conversation")
     assert [(t["id"], t["matched_in"]) for t in note["tickets"]] == [("SUP-4412", ["comment"])]
     # Every comment get_ticket shows may be found; an internal note is one of them.
-    shown = (await client.call_tool("get_ticket", {"ticket_id": "SUP-4412", "fields": ["conversation"],
-                                                   "limit": 50})).structured_content
-    assert any("PAY-882" in c["body"]["text"] and c["visibility"] == "internal"
-               for c in shown["conversation"]["comments"])
+    shown = (
+        await client.call_tool(
+            "get_ticket", {"ticket_id": "SUP-4412", "fields": ["conversation"], "limit": 50}
+        )
+    ).structured_content
+    assert any(
+        "PAY-882" in c["body"]["text"] and c["visibility"] == "internal"
+        for c in shown["conversation"]["comments"]
+    )
     fraud = await search(client, query="fraud alert", search_in="conversation")
-    assert fraud["tickets"][0]["id"] == "SUP-4412" and "comment" in fraud["tickets"][0]["matched_in"]
+    assert (
+        fraud["tickets"][0]["id"] == "SUP-4412" and "comment" in fraud["tickets"][0]["matched_in"]
+    )
 
     # Ticket text and comments together: a word in the subject still ranks the ticket.
     both = await search(client, query="invoice", search_in="conversation", limit=50)
@@ -52,15 +59,19 @@ async def test_comment_text_found_only_when_asked(client: Client) -> None:
     assert places["SUP-2201"][:1] == ["subject"]
 
 
-async def test_conversation_search_stays_in_the_callers_queues(settings: Settings, mode: str) -> None:
+async def test_conversation_search_stays_in_the_callers_queues(
+    settings: Settings, mode: str
+) -> None:
     """A billing-only caller finds SUP-4412 by its comments, never SUP-1337 (support) by
     the customer's comment on it, whose text does not reach it either."""
     await create_caller(settings.database_url, "billing", queues=["billing"])
     everyone = build_server(settings)
     billing = build_server(settings.model_copy(update={"stdio_caller": "billing"}))
     async with Client(everyone, mode=mode) as client:
-        assert [t["id"] for t in (await search(client, query="reveal", search_in="conversation"))["tickets"]] == [
-            "SUP-1337"]
+        assert [
+            t["id"]
+            for t in (await search(client, query="reveal", search_in="conversation"))["tickets"]
+        ] == ["SUP-1337"]
     async with Client(billing, mode=mode) as client:
         found = await search(client, query="reveal", search_in="conversation")
         assert found["tickets"] == [] and "SUP-1337" not in str(found)
@@ -78,31 +89,47 @@ async def test_conversation_pages_and_cursors(client: Client) -> None:
     cursor = first["next_cursor"]
     assert cursor is not None
     while cursor:
-        page = await search(client, query="refund", search_in="conversation", limit=5, cursor=cursor)
+        page = await search(
+            client, query="refund", search_in="conversation", limit=5, cursor=cursor
+        )
         seen += [t["id"] for t in page["tickets"]]
         assert all(t["matched_in"] for t in page["tickets"])
         cursor = page["next_cursor"]
     assert len(seen) == len(set(seen))
-    assert set(seen) >= {t["id"] for t in (await search(client, query="refund", limit=50))["tickets"]}
+    assert set(seen) >= {
+        t["id"] for t in (await search(client, query="refund", limit=50))["tickets"]
+    }
     ticket_cursor = (await search(client, query="refund", limit=5))["next_cursor"]
-    refused = await client.call_tool("search_tickets_v2", {"query": "refund", "search_in": "conversation",
-                                                           "cursor": ticket_cursor}, raise_on_error=False)
+    refused = await client.call_tool(
+        "search_tickets_v2",
+        {"query": "refund", "search_in": "conversation", "cursor": ticket_cursor},
+        raise_on_error=False,
+    )
     assert refused.is_error and "cursor is not valid" in text_of(refused)
-    refused = await client.call_tool("search_tickets_v2", {"query": "refund", "cursor": first["next_cursor"]},
-                                     raise_on_error=False)
+    refused = await client.call_tool(
+        "search_tickets_v2",
+        {"query": "refund", "cursor": first["next_cursor"]},
+        raise_on_error=False,
+    )
     assert refused.is_error and "cursor is not valid" in text_of(refused)
 
 
 async def test_a_new_internal_note_is_found(settings: Settings) -> None:
     """A comment written through the write tools is analyzed and indexed with it, on both
     engines: its words find the ticket at once, typed in another case and form."""
-    await create_caller(settings.database_url, "agent", ("tickets:read", "tickets:write"), queues=["billing"])
-    server = build_server(settings.model_copy(update={"stdio_caller": "agent", "confirm_writes": []}))
+    await create_caller(
+        settings.database_url, "agent", ("tickets:read", "tickets:write"), queues=["billing"]
+    )
+    server = build_server(
+        settings.model_copy(update={"stdio_caller": "agent", "confirm_writes": []})
+    )
     async with Client(server) as client:
         before = await search(client, query="zanzibars", search_in="conversation")
         assert before["tickets"] == []
-        await client.call_tool("add_internal_note", {"ticket_id": "SUP-4412",
-                                                     "note": "Customer mentioned the ZANZIBAR escalation again."})
+        await client.call_tool(
+            "add_internal_note",
+            {"ticket_id": "SUP-4412", "note": "Customer mentioned the ZANZIBAR escalation again."},
+        )
         after = await search(client, query="zanzibars", search_in="conversation")
         assert [(t["id"], t["matched_in"]) for t in after["tickets"]] == [("SUP-4412", ["comment"])]
         assert (await search(client, query="Zanzibar"))["tickets"] == []
@@ -112,7 +139,9 @@ async def test_upgrade_analyzes_existing_comments(database_url: str) -> None:
     """0007 fills the comments' search column for comments stored before it (on a seeded
     database taken back to 0006 and up again), so they are found as seeded ones are."""
     await _downgrade_and_upgrade(database_url)
-    async with Client(build_server(Settings(database_url=database_url, tool_rate_limit="100000/minute"))) as client:
+    async with Client(
+        build_server(Settings(database_url=database_url, tool_rate_limit="100000/minute"))
+    ) as client:
         found = await search(client, query="PAY-882", search_in="conversation")
         assert [(t["id"], t["matched_in"]) for t in found["tickets"]] == [("SUP-4412", ["comment"])]
         # Ticket text search is as before the round trip.
@@ -126,7 +155,9 @@ async def _downgrade_and_upgrade(url: str) -> None:
     await asyncio.to_thread(db.upgrade, url)
 
 
-async def test_a_restricted_caller_learns_no_word_of_other_queues(settings: Settings, mode: str) -> None:
+async def test_a_restricted_caller_learns_no_word_of_other_queues(
+    settings: Settings, mode: str
+) -> None:
     """The notes of a billing-only caller's search do not tell which words other queues'
     tickets and comments hold: a word written only outside billing ('reveal', a comment
     on SUP-1337; 'password', support tickets) is answered as a word held nowhere, and is
@@ -143,7 +174,13 @@ async def test_a_restricted_caller_learns_no_word_of_other_queues(settings: Sett
             nowhere = await search(client, query="zqxjkv", search_in=search_in)
             for word in ("reveal", "reveel", "password", "pasword"):
                 found = await search(client, query=word, search_in=search_in)
-                assert found == {**nowhere, "note": nowhere["note"].replace("'zqxjkv'", f"'{word}'")}, word
+                assert found == {
+                    **nowhere,
+                    "note": nowhere["note"].replace("'zqxjkv'", f"'{word}'"),
+                }, word
                 assert f"No {holder} contains any of '{word}'" in found["note"]
             mixed = await search(client, query="invoice reveal", search_in=search_in)
-            assert mixed["tickets"] and mixed["note"] == f"No {holder} contains 'reveal'; left out of the search."
+            assert (
+                mixed["tickets"]
+                and mixed["note"] == f"No {holder} contains 'reveal'; left out of the search."
+            )

@@ -27,7 +27,11 @@ async def test_four_tools_originals_announce_retirement(client: Client) -> None:
     for name, replacement in ORIGINALS.items():
         first_line = tools[name].description.splitlines()[0]
         assert "DEPRECATED" in first_line and replacement in first_line and SUNSET in first_line
-        assert tools[name].meta[META_KEY] == {"deprecated": True, "replacement": replacement, "sunset": SUNSET}
+        assert tools[name].meta[META_KEY] == {
+            "deprecated": True,
+            "replacement": replacement,
+            "sunset": SUNSET,
+        }
     for current in [*ORIGINALS.values(), "get_ticket", "get_customer"]:
         assert META_KEY not in (tools[current].meta or {})
         assert "DEPRECATED" not in tools[current].description
@@ -41,7 +45,10 @@ async def test_results_of_deprecated_calls_carry_the_facts(client: Client, name:
     assert result.meta[META_KEY]["sunset"] == SUNSET
 
 
-@pytest.mark.parametrize(("day", "retired"), [(date(2027, 2, 27), False), (date(2027, 2, 28), True), (date(2030, 1, 1), True)])
+@pytest.mark.parametrize(
+    ("day", "retired"),
+    [(date(2027, 2, 27), False), (date(2027, 2, 28), True), (date(2030, 1, 1), True)],
+)
 async def test_retirement_follows_the_clock(settings, mode: str, day: date, retired: bool) -> None:
     async with Client(at(settings, day), mode=mode) as client:
         names = {t.name for t in await client.list_tools()}
@@ -53,20 +60,33 @@ async def test_retirement_follows_the_clock(settings, mode: str, day: date, reti
             if retired:
                 text = text_of(result)
                 assert replacement in text and "retired on 2027-02-28" in text
-                assert ("ticket_id" in text) if name == "get_ticket_status" else ("query" in text and "limit" in text)
+                assert (
+                    ("ticket_id" in text)
+                    if name == "get_ticket_status"
+                    else ("query" in text and "limit" in text)
+                )
                 assert result.meta[META_KEY]["replacement"] == replacement
         current = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert current.is_error is False
 
 
 async def test_retirement_date_is_one_setting(settings) -> None:
-    moved = settings.model_copy(update={"retirement_dates": {"search_tickets": date(2026, 1, 1), "get_ticket_status": date(2027, 2, 28)}})
+    moved = settings.model_copy(
+        update={
+            "retirement_dates": {
+                "search_tickets": date(2026, 1, 1),
+                "get_ticket_status": date(2027, 2, 28),
+            }
+        }
+    )
     async with Client(build_server(moved, clock=lambda: date(2026, 11, 30))) as client:
         names = {t.name for t in await client.list_tools()}
     assert "search_tickets" not in names and "get_ticket_status" in names
 
 
-@pytest.mark.parametrize(("day", "status"), [(date(2026, 11, 30), "deprecated"), (date(2027, 3, 1), "retired")])
+@pytest.mark.parametrize(
+    ("day", "status"), [(date(2026, 11, 30), "deprecated"), (date(2027, 3, 1), "retired")]
+)
 async def test_manifest_resource(settings, day: date, status: str) -> None:
     async with Client(at(settings, day)) as client:
         resources = await client.list_resources()
@@ -78,4 +98,9 @@ async def test_manifest_resource(settings, day: date, status: str) -> None:
     tools = {t["name"]: t for t in manifest["tools"]}
     assert tools["get_ticket_status_v2"]["status"] == "current"
     for name, replacement in ORIGINALS.items():
-        assert tools[name] == {"name": name, "status": status, "replacement": replacement, "sunset": SUNSET}
+        assert tools[name] == {
+            "name": name,
+            "status": status,
+            "replacement": replacement,
+            "sunset": SUNSET,
+        }

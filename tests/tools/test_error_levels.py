@@ -28,8 +28,9 @@ async def test_model_fixable_errors_below_error_and_an_outage_at_error(
     caplog.set_level(logging.DEBUG)
     async with Client(server) as client:
         for n in range(20):
-            result = await client.call_tool("get_ticket_status_v2", {"ticket_id": f"SUP-{90000 + n}"},
-                                            raise_on_error=False)
+            result = await client.call_tool(
+                "get_ticket_status_v2", {"ticket_id": f"SUP-{90000 + n}"}, raise_on_error=False
+            )
             assert result.is_error is True and "No ticket with id" in text_of(result)
         fixable = [
             ("get_ticket_status_v2", {"ticket_id": 12}),  # invalid argument (type)
@@ -40,20 +41,30 @@ async def test_model_fixable_errors_below_error_and_an_outage_at_error(
         for tool, arguments in fixable:
             result = await client.call_tool(tool, arguments, raise_on_error=False)
             assert result.is_error is True, (tool, arguments)
-        seen = [r for r in caplog.records if r.name.startswith("fastmcp") and "get_ticket_status_v2" in r.getMessage()]
+        seen = [
+            r
+            for r in caplog.records
+            if r.name.startswith("fastmcp") and "get_ticket_status_v2" in r.getMessage()
+        ]
         assert seen, "FastMCP logs each failed call; the level is what this test is about"
         assert errors(caplog) == []
 
         limited = build_server(settings.model_copy(update={"tool_rate_limit": "2/minute"}))
         async with Client(limited) as other:
-            answers = [await other.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"},
-                                             raise_on_error=False) for _ in range(3)]
+            answers = [
+                await other.call_tool(
+                    "get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False
+                )
+                for _ in range(3)
+            ]
         assert answers[-1].is_error is True and "Rate limit" in text_of(answers[-1])
         assert errors(caplog) == []
 
         db_path.write_bytes(b"this is not a database" * 100)
         caplog.clear()
-        broken = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False)
+        broken = await client.call_tool(
+            "get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False
+        )
         assert broken.is_error is True and "unavailable" in text_of(broken)
         assert any("ticket database unavailable" in e for e in errors(caplog)), errors(caplog)
 
@@ -70,11 +81,17 @@ async def test_missing_or_foreign_resources_and_prompts_below_error(
 
     await create_caller(settings.database_url, "billing", queues=["billing"])
     caplog.set_level(logging.DEBUG)
-    async with Client(build_server(settings.model_copy(update={"stdio_caller": "billing"}))) as client:
+    async with Client(
+        build_server(settings.model_copy(update={"stdio_caller": "billing"}))
+    ) as client:
         answers = []
         # SUP-1042 and CUS-1250's only ticket are in support, outside the caller's queues.
-        for uri in ("tickets://ticket/SUP-0000001", "tickets://ticket/SUP-1042",
-                    "tickets://customer/CUS-0", "tickets://customer/CUS-1250"):
+        for uri in (
+            "tickets://ticket/SUP-0000001",
+            "tickets://ticket/SUP-1042",
+            "tickets://customer/CUS-0",
+            "tickets://customer/CUS-1250",
+        ):
             with pytest.raises(MCPError) as caught:
                 await client.read_resource(uri)
             error = caught.value.error
@@ -84,7 +101,9 @@ async def test_missing_or_foreign_resources_and_prompts_below_error(
         for ticket_id in ("SUP-0000001", "SUP-1042"):
             with pytest.raises(MCPError):
                 await client.get_prompt("summarize_ticket", {"ticket_id": ticket_id})
-    logged = [r for r in caplog.records if r.name.startswith("fastmcp") and "tickets://" in r.getMessage()]
+    logged = [
+        r for r in caplog.records if r.name.startswith("fastmcp") and "tickets://" in r.getMessage()
+    ]
     assert logged, "FastMCP logs each failed read; the level is what this test is about"
     assert errors(caplog) == []
 
@@ -115,10 +134,18 @@ def test_fixable_resource_and_prompt_errors_are_logged_without_a_traceback(db_pa
         raw.close()
         stop(raw.process)
     lines = [json.loads(line) for line in raw.stderr().splitlines() if line.startswith("{")]
-    failed = [line for line in lines if line["logger"] == "fastmcp.server.server"
-              and line["message"].startswith(("Error reading resource", "Error rendering prompt"))]
+    failed = [
+        line
+        for line in lines
+        if line["logger"] == "fastmcp.server.server"
+        and line["message"].startswith(("Error reading resource", "Error rendering prompt"))
+    ]
     assert len(failed) == len(requests), failed
     for line in failed:
         assert line["level"] == "INFO" and "exception" not in line, line
         assert "Traceback" not in json.dumps(line) and len(json.dumps(line)) < 1_000
-    assert [line["error"].split(":")[0] for line in failed] == ["ResourceMissing", "ResourceMissing", "PromptError"]
+    assert [line["error"].split(":")[0] for line in failed] == [
+        "ResourceMissing",
+        "ResourceMissing",
+        "PromptError",
+    ]

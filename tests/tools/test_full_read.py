@@ -36,28 +36,56 @@ async def test_full_read_of_sup_4412_as_seeded(client: Client) -> None:
     t = result.structured_content
     assert set(t) == {"id", *TICKET_FIELDS}
     assert (t["id"], t["status"], t["priority"], t["owner"], t["queue"], t["version"]) == (
-        "SUP-4412", "waiting_on_customer", "high", "r.mehta", "billing", 1)
+        "SUP-4412",
+        "waiting_on_customer",
+        "high",
+        "r.mehta",
+        "billing",
+        1,
+    )
     assert t["body"]["untrusted"] is True and "INV-20931" in t["body"]["text"]
-    assert t["subject"] == {"untrusted": True, "truncated": False,
-                            "text": "Invoice INV-20931 charged twice after plan upgrade"}
+    assert t["subject"] == {
+        "untrusted": True,
+        "truncated": False,
+        "text": "Invoice INV-20931 charged twice after plan upgrade",
+    }
     assert {k: t["customer"][k] for k in ("name", "plan", "region")} == {
-        "name": "Northwind Traders", "plan": "Business", "region": "EU"}
+        "name": "Northwind Traders",
+        "plan": "Business",
+        "region": "EU",
+    }
     conversation = t["conversation"]
-    assert (conversation["total"], conversation["returned"], conversation["truncated"],
-            conversation["next_cursor"]) == (6, 6, False, None)
+    assert (
+        conversation["total"],
+        conversation["returned"],
+        conversation["truncated"],
+        conversation["next_cursor"],
+    ) == (6, 6, False, None)
     comments = conversation["comments"]
-    assert [c["created_at"] for c in comments] == sorted((c["created_at"] for c in comments), reverse=True)
+    assert [c["created_at"] for c in comments] == sorted(
+        (c["created_at"] for c in comments), reverse=True
+    )
     assert [(c["author"], c["author_type"], c["visibility"]) for c in comments] == [
-        ("r.mehta", "agent", "public"), ("Anna Fischer", "customer", "public"),
-        ("r.mehta", "agent", "internal"), ("Anna Fischer", "customer", "public"),
-        ("r.mehta", "agent", "internal"), ("r.mehta", "agent", "public")]
+        ("r.mehta", "agent", "public"),
+        ("Anna Fischer", "customer", "public"),
+        ("r.mehta", "agent", "internal"),
+        ("Anna Fischer", "customer", "public"),
+        ("r.mehta", "agent", "internal"),
+        ("r.mehta", "agent", "public"),
+    ]
     assert "which card or bank account" in comments[0]["body"]["text"]
-    assert [c["body"]["untrusted"] for c in comments] == [c["author_type"] == "customer" for c in comments]
+    assert [c["body"]["untrusted"] for c in comments] == [
+        c["author_type"] == "customer" for c in comments
+    ]
     history = t["history"]
     assert (history["total"], history["truncated"]) == (5, False)
     assert [(e["field"], e["new_value"]) for e in history["events"]] == [
-        ("status", "waiting_on_customer"), ("status", "in_progress"), ("priority", "high"),
-        ("status", "open"), ("owner", "r.mehta")]
+        ("status", "waiting_on_customer"),
+        ("status", "in_progress"),
+        ("priority", "high"),
+        ("status", "open"),
+        ("owner", "r.mehta"),
+    ]
     assert history["events"][0]["created_at"] == "2026-07-14T16:42:00Z" == t["updated_at"]
     assert result.meta[UNTRUSTED_META]["untrusted"] is True
     links = {b.uri.__str__() for b in result.content if b.type == "resource_link"}
@@ -78,11 +106,20 @@ def test_fields_returns_exactly_the_requested_keys(settings: Settings) -> None:
     """Property: for any subset of the fields, get_ticket returns exactly those keys and id."""
     with BackgroundClients(build_server(settings)) as bg:
 
-        @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(fields=st.lists(st.sampled_from(TICKET_FIELDS), unique=True), ticket=st.sampled_from(
-            ["SUP-4412", "SUP-1042", "SUP-1337", "SUP-2000"]), modern=st.booleans())
+        @hypothesis_settings(
+            max_examples=40, deadline=None, suppress_health_check=list(HealthCheck)
+        )
+        @given(
+            fields=st.lists(st.sampled_from(TICKET_FIELDS), unique=True),
+            ticket=st.sampled_from(["SUP-4412", "SUP-1042", "SUP-1337", "SUP-2000"]),
+            modern=st.booleans(),
+        )
         def run(fields: list[str], ticket: str, modern: bool) -> None:
-            result = bg.call("2026-07-28" if modern else "legacy", "get_ticket", {"ticket_id": ticket, "fields": fields})
+            result = bg.call(
+                "2026-07-28" if modern else "legacy",
+                "get_ticket",
+                {"ticket_id": ticket, "fields": fields},
+            )
             assert not result.isError
             assert set(result.structuredContent) == {"id", *fields}
             assert json.loads(result.content[0].text) == result.structuredContent
@@ -96,13 +133,21 @@ async def _add_comments(settings: Settings, ticket_id: str, count: int) -> None:
     start = datetime(2026, 8, 1, tzinfo=UTC)
     repo = open_repository(settings)
     try:
-        await repo.add_all((), comments=[{
-            "ticket_id": ticket_id, "author": "Jürgen Müller" if i % 2 else "l.nguyen",
-            "author_type": "customer" if i % 2 else "agent", "visibility": "public",
-            # some long, some non-ASCII; a few share a time, so the key breaks ties
-            "body": f"comment {i} " + ("テスト café ✓ " * (i % 7) * 40),
-            "created_at": start + timedelta(minutes=i // 3),
-        } for i in range(count)])
+        await repo.add_all(
+            (),
+            comments=[
+                {
+                    "ticket_id": ticket_id,
+                    "author": "Jürgen Müller" if i % 2 else "l.nguyen",
+                    "author_type": "customer" if i % 2 else "agent",
+                    "visibility": "public",
+                    # some long, some non-ASCII; a few share a time, so the key breaks ties
+                    "body": f"comment {i} " + ("テスト café ✓ " * (i % 7) * 40),
+                    "created_at": start + timedelta(minutes=i // 3),
+                }
+                for i in range(count)
+            ],
+        )
     finally:
         await repo.aclose()
 
@@ -139,7 +184,9 @@ async def test_500_comments_page_out_completely_under_16_kib(settings: Settings,
 @pytest.fixture
 async def billing_client(settings: Settings, mode: str):
     await create_caller(settings.database_url, "billing", queues=["billing"])
-    async with Client(build_server(settings.model_copy(update={"stdio_caller": "billing"})), mode=mode) as c:
+    async with Client(
+        build_server(settings.model_copy(update={"stdio_caller": "billing"})), mode=mode
+    ) as c:
         yield c
 
 
@@ -159,7 +206,9 @@ async def test_billing_caller_never_sees_another_queue(billing_client: Client) -
     support_only = "CUS-1250"  # Glasshouse Retail Ltd: one ticket, SUP-1337, in support
     assert await _missing_answer(client, f"tickets://customer/{support_only}") == missing
     assert await _missing_answer(client, "tickets://customer/CUS-0") == missing
-    result = await client.call_tool("get_customer", {"customer_id": support_only}, raise_on_error=False)
+    result = await client.call_tool(
+        "get_customer", {"customer_id": support_only}, raise_on_error=False
+    )
     assert result.is_error and "No customer" in text_of(result)
     billing = json.loads((await client.read_resource("tickets://ticket/SUP-4412"))[0].text)
     assert billing["queue"] == "billing"
@@ -177,23 +226,38 @@ async def test_billing_caller_never_sees_another_queue(billing_client: Client) -
     ids = (await client.complete(template, {"name": "id", "value": "SUP-1"})).values
     assert ids and "SUP-1042" not in ids
     for ticket_id in ids[:5]:
-        assert json.loads((await client.read_resource(f"tickets://ticket/{ticket_id}"))[0].text)["queue"] == "billing"
+        assert (
+            json.loads((await client.read_resource(f"tickets://ticket/{ticket_id}"))[0].text)[
+                "queue"
+            ]
+            == "billing"
+        )
     triage = PromptReference(type="ref/prompt", name="triage_queue")
     assert (await client.complete(triage, {"name": "queue", "value": ""})).values == ["billing"]
-    assert (await client.complete(triage, {"name": "owner", "value": ""}, {"queue": "support"})).values == []
+    assert (
+        await client.complete(triage, {"name": "owner", "value": ""}, {"queue": "support"})
+    ).values == []
     customers = ResourceTemplateReference(type="ref/resource", uri="tickets://customer/{id}")
     found = (await client.complete(customers, {"name": "id", "value": "CUS-"})).values
     assert found and support_only not in found
     for cid in found[:5]:
         assert (await client.call_tool("get_customer", {"customer_id": cid})).is_error is False
     # Prompts: a support ticket or queue is "not found", as a missing one.
-    for name, arguments in [("summarize_ticket", {"ticket_id": "SUP-1042"}), ("draft_reply", {"ticket_id": "SUP-1042"}),
-                            ("triage_queue", {"queue": "support"})]:
+    for name, arguments in [
+        ("summarize_ticket", {"ticket_id": "SUP-1042"}),
+        ("draft_reply", {"ticket_id": "SUP-1042"}),
+        ("triage_queue", {"queue": "support"}),
+    ]:
         with pytest.raises(MCPError) as caught:
             await client.get_prompt(name, arguments)
-        assert "SUP-1042" not in caught.value.error.message or "No ticket" in caught.value.error.message
+        assert (
+            "SUP-1042" not in caught.value.error.message
+            or "No ticket" in caught.value.error.message
+        )
     prompt = await client.get_prompt("triage_queue", {"queue": "billing"})
-    assert {t["id"][:4] for t in json.loads(prompt.messages[1].content.text)["open_tickets"]} == {"SUP-"}
+    assert {t["id"][:4] for t in json.loads(prompt.messages[1].content.text)["open_tickets"]} == {
+        "SUP-"
+    }
 
 
 def _outside_labels(value: Any) -> list[str]:
@@ -220,9 +284,11 @@ async def test_injection_text_reaches_the_model_only_labelled(client: Client) ->
     for uri in ("tickets://ticket/SUP-1337", f"tickets://customer/{customer_id}"):
         read = await client.read_resource_mcp(uri)
         results.append((json.loads(read.contents[0].text), read.meta))
-    for name, arguments in [("summarize_ticket", {"ticket_id": "SUP-1337"}),
-                            ("draft_reply", {"ticket_id": "SUP-1337", "language": "German"}),
-                            ("triage_queue", {"queue": "support"})]:
+    for name, arguments in [
+        ("summarize_ticket", {"ticket_id": "SUP-1337"}),
+        ("draft_reply", {"ticket_id": "SUP-1337", "language": "German"}),
+        ("triage_queue", {"queue": "support"}),
+    ]:
         prompt = await client.get_prompt(name, arguments)
         instruction, data = prompt.messages
         assert INJECTION not in instruction.content.text.lower()
@@ -231,8 +297,10 @@ async def test_injection_text_reaches_the_model_only_labelled(client: Client) ->
         results.append((json.loads(text), prompt.meta))
     body = ticket.structured_content["body"]
     assert body["untrusted"] is True and INJECTION in body["text"].lower()
-    assert any(INJECTION in c["body"]["text"].lower() and c["body"]["untrusted"]
-               for c in ticket.structured_content["conversation"]["comments"])
+    assert any(
+        INJECTION in c["body"]["text"].lower() and c["body"]["untrusted"]
+        for c in ticket.structured_content["conversation"]["comments"]
+    )
     for value, meta in results:
         assert not [s for s in _outside_labels(value) if INJECTION in s.lower() or "IMPORTANT" in s]
         assert meta[UNTRUSTED_META]["untrusted"] is True
@@ -262,40 +330,56 @@ async def test_size_budget_and_capabilities(settings: Settings) -> None:
             # The result as the client received it, measured the way `tools export
             # --format mcp` measures it.
             listed = await client.session.send_request(
-                mt.ListToolsRequest(method="tools/list"), mt.ListToolsResult)
+                mt.ListToolsRequest(method="tools/list"), mt.ListToolsResult
+            )
             block = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
             per_tool = {t["name"]: measure(t)[1] for t in block["tools"]}
             assert measure(block)[1] <= TOOLS_LIST_BUDGET, per_tool
             assert measure(envelope(tools, "openai"))[1] <= ENVELOPE_BUDGET
             if mode == "legacy":
-                caps = client.initialize_result.capabilities.model_dump(by_alias=True, exclude_none=True)
+                caps = client.initialize_result.capabilities.model_dump(
+                    by_alias=True, exclude_none=True
+                )
             else:
                 caps = (await client.session.send_discover("2026-07-28"))["capabilities"]
             capabilities[mode] = caps
             assert {"prompts", "resources", "completions", "tools"} <= set(caps)
             assert caps["tools"]["listChanged"] is caps["prompts"]["listChanged"] is False
-            assert {p.name for p in await client.list_prompts()} == {"summarize_ticket", "triage_queue", "draft_reply"}
+            assert {p.name for p in await client.list_prompts()} == {
+                "summarize_ticket",
+                "triage_queue",
+                "draft_reply",
+            }
             assert {str(t.uri_template) for t in await client.list_resource_templates()} == {
-                "tickets://ticket/{id}", "tickets://customer/{id}"}
+                "tickets://ticket/{id}",
+                "tickets://customer/{id}",
+            }
             for uri in ("tickets://ticket/SUP-1042", "tickets://customer/CUS-1250"):
                 assert len((await client.read_resource(uri))[0].text.encode()) <= MAX_PAGE_BYTES
     # Extensions are FastMCP's own (the MCP Apps UI, on discover only); the rest is equal.
     same = ("tools", "resources", "prompts", "completions", "logging")
-    assert {k: capabilities["legacy"].get(k) for k in same} == {k: capabilities["2026-07-28"].get(k) for k in same}
+    assert {k: capabilities["legacy"].get(k) for k in same} == {
+        k: capabilities["2026-07-28"].get(k) for k in same
+    }
 
 
-async def test_caller_without_read_scope_sees_no_template_prompt_or_completion(settings: Settings) -> None:
+async def test_caller_without_read_scope_sees_no_template_prompt_or_completion(
+    settings: Settings,
+) -> None:
     """Templates and prompts carry the tickets:read scope: a caller without it lists
     neither, gets no completion values, and a ticket resource answers as a missing one."""
     await create_caller(settings.database_url, "writer", scopes=("tickets:write",))
-    async with Client(build_server(settings.model_copy(update={"stdio_caller": "writer"}))) as client:
+    async with Client(
+        build_server(settings.model_copy(update={"stdio_caller": "writer"}))
+    ) as client:
         assert await client.list_resource_templates() == []
         assert await client.list_prompts() == []
         assert [str(r.uri) for r in await client.list_resources()] == ["tickets://manifest"]
         template = ResourceTemplateReference(type="ref/resource", uri="tickets://ticket/{id}")
         assert (await client.complete(template, {"name": "id", "value": "SUP-4"})).values == []
         assert await _missing_answer(client, "tickets://ticket/SUP-4412") == await _missing_answer(
-            client, "tickets://ticket/SUP-0000001")
+            client, "tickets://ticket/SUP-0000001"
+        )
         with pytest.raises(MCPError):
             await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
 
@@ -305,7 +389,10 @@ async def test_triage_of_an_owner_without_open_tickets_names_the_owner(client: C
     owner that found nothing, not the queue (which the client would then doubt)."""
     with pytest.raises(MCPError) as caught:
         await client.get_prompt("triage_queue", {"queue": "billing", "owner": "nobody"})
-    assert caught.value.error.message == "No open tickets in a queue named 'billing' owned by 'nobody'."
+    assert (
+        caught.value.error.message
+        == "No open tickets in a queue named 'billing' owned by 'nobody'."
+    )
     with pytest.raises(MCPError) as caught:
         await client.get_prompt("triage_queue", {"queue": "no-such-queue"})
     assert caught.value.error.message == "No open tickets in a queue named 'no-such-queue'."

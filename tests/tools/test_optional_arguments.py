@@ -30,8 +30,15 @@ async def test_strict_client_empty_and_null_filters_mean_any(client: Client) -> 
     """C22: a strict client sends every argument; "" and null filters change nothing."""
     alone = await ids(client, {"query": "invoice"})
     assert alone
-    empty = {"query": "invoice", "queue": "", "owner": "", "status": STATUSES,
-             "updated_after": "1970-01-01T00:00:00Z", "cursor": "", "limit": 10}
+    empty = {
+        "query": "invoice",
+        "queue": "",
+        "owner": "",
+        "status": STATUSES,
+        "updated_after": "1970-01-01T00:00:00Z",
+        "cursor": "",
+        "limit": 10,
+    }
     nulls = {"query": "invoice", **dict.fromkeys(FILTERS), "limit": 10}
     assert await ids(client, empty) == alone
     assert await ids(client, nulls) == alone
@@ -84,13 +91,17 @@ def test_gemini_export_keeps_nullable_filters_portable(db_path) -> None:  # type
     search = next(d for d in declarations if d["name"] == "search_tickets_v2")
     for name in FILTERS:
         assert allows_null(search["parametersJsonSchema"]["properties"][name]), name
-    assert [p for d in declarations for p in gemini_problems(d["parametersJsonSchema"], d["name"])] == []
+    assert [
+        p for d in declarations for p in gemini_problems(d["parametersJsonSchema"], d["name"])
+    ] == []
 
 
 async def test_a_wrong_filter_is_still_refused_by_its_own_type(client: Client) -> None:
     """C22: blank means absent; any other text is checked as before, and named in the error."""
     result = await client.call_tool(
-        "search_tickets_v2", {"query": "invoice", "updated_after": "yesterday"}, raise_on_error=False
+        "search_tickets_v2",
+        {"query": "invoice", "updated_after": "yesterday"},
+        raise_on_error=False,
     )
     assert result.is_error is True
     assert "'updated_after' must be an RFC 3339 date-time string" in text_of(result)

@@ -44,6 +44,8 @@ def test_prose_and_null_defaults_go_names_and_shape_stay() -> None:
     assert schema["properties"]["limit"]["default"] == 10
     full = Result.model_json_schema(mode="serialization")
     assert schema["required"] == full["required"]
-    value = Result(description="d", items=[Inner(colour=Colour.RED, title="t")]).model_dump(mode="json")
+    value = Result(description="d", items=[Inner(colour=Colour.RED, title="t")]).model_dump(
+        mode="json"
+    )
     jsonschema.validate(value, schema)
     jsonschema.validate(value, full)

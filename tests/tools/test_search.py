@@ -23,12 +23,24 @@ from tests.conftest import sqlite_url
 from tests.helpers import assert_no_leak, text_of
 from tests.postgres import PostgresServer
 
-JUDGMENTS = {j["q"]: set(j["relevant"]) for j in json.loads(
-    (Path(__file__).resolve().parents[2] / "bench" / "relevance" / "judgments.json").read_text("utf-8"))}
+JUDGMENTS = {
+    j["q"]: set(j["relevant"])
+    for j in json.loads(
+        (Path(__file__).resolve().parents[2] / "bench" / "relevance" / "judgments.json").read_text(
+            "utf-8"
+        )
+    )
+}
 # The table of issue 12: each came back empty before.
 ISSUE_QUERIES = [
-    "refunds", "double charge", "reset my password", "cant log in", "can't log in after email change",
-    "webhook signature failing", "export timing out", "app crashes on startup",
+    "refunds",
+    "double charge",
+    "reset my password",
+    "cant log in",
+    "can't log in after email change",
+    "webhook signature failing",
+    "export timing out",
+    "app crashes on startup",
 ]
 
 
@@ -55,20 +67,41 @@ async def page_through(client: Client, **arguments) -> list[str]:
     raise AssertionError("paging did not end")
 
 
-def ticket(id_: str, subject: str, body: str = "", *, when: datetime, queue: str = "support") -> dict:
-    return {"id": id_, "subject": subject, "body": body, "status": "open", "priority": "low", "owner": None,
-            "queue": queue, "customer": "Test Customer", "created_at": when, "updated_at": when}
+def ticket(
+    id_: str, subject: str, body: str = "", *, when: datetime, queue: str = "support"
+) -> dict:
+    return {
+        "id": id_,
+        "subject": subject,
+        "body": body,
+        "status": "open",
+        "priority": "low",
+        "owner": None,
+        "queue": queue,
+        "customer": "Test Customer",
+        "created_at": when,
+        "updated_at": when,
+    }
 
 
 # -- the analyzer ---------------------------------------------------------------------
 
 
 def test_analyzer_folds_joins_stems_and_keeps_identifiers() -> None:
-    assert index_tokens("Straße Łódź São Zürich naïve CAFÉ") == ["strass", "lodz", "sao", "zurich", "naiv", "cafe"]
+    assert index_tokens("Straße Łódź São Zürich naïve CAFÉ") == [
+        "strass",
+        "lodz",
+        "sao",
+        "zurich",
+        "naiv",
+        "cafe",
+    ]
     assert "email" in index_tokens("my e-mail address") and "email" in index_tokens("my emails")
     assert index_tokens("refunds refunded") == ["refund"]
     assert index_tokens("Invoice INV-20931") == ["invoic", "inv_20931", "inv", "20931"]
-    assert {"req_dc6affc60c81", "dc6affc60c81", "203_0_113_4", "113"} <= set(index_tokens("req_dc6affc60c81 203.0.113.4"))
+    assert {"req_dc6affc60c81", "dc6affc60c81", "203_0_113_4", "113"} <= set(
+        index_tokens("req_dc6affc60c81 203.0.113.4")
+    )
     assert query_words("reset my password") == [("reset", "reset"), ("password", "password")]
     assert query_words("INV-20931") == [("inv_20931", "inv-20931")]
     assert [t for t, _ in query_words("INV 20931")] == ["inv", "20931"]
@@ -79,7 +112,9 @@ def test_analyzer_folds_joins_stems_and_keeps_identifiers() -> None:
 
 
 @pytest.mark.parametrize("query", ISSUE_QUERIES)
-async def test_issue_queries_find_a_relevant_ticket_in_the_first_five(client: Client, query: str) -> None:
+async def test_issue_queries_find_a_relevant_ticket_in_the_first_five(
+    client: Client, query: str
+) -> None:
     top = await ids(client, query=query, limit=5)
     assert set(top) & JUDGMENTS[query], (query, top)
 
@@ -90,28 +125,45 @@ async def test_C20_invoice_number_in_every_form_finds_SUP_4412(client: Client, q
     assert (await ids(client, query=query))[0] == "SUP-4412"
 
 
-@pytest.mark.parametrize(("query", "judged"), [
-    ("req_dc6affc60c81", "req_dc6affc60c81"), ("dc6affc60c81", "req_dc6affc60c81"),
-    ("request id req_a9041b01898c", "request id req_a9041b01898c"), ("203.0.113.4", "203.0.113.4"),
-])
-async def test_request_ids_and_ip_addresses_are_found(client: Client, query: str, judged: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "judged"),
+    [
+        ("req_dc6affc60c81", "req_dc6affc60c81"),
+        ("dc6affc60c81", "req_dc6affc60c81"),
+        ("request id req_a9041b01898c", "request id req_a9041b01898c"),
+        ("203.0.113.4", "203.0.113.4"),
+    ],
+)
+async def test_request_ids_and_ip_addresses_are_found(
+    client: Client, query: str, judged: str
+) -> None:
     top = await ids(client, query=query)
     assert top and top[0] in JUDGMENTS[judged], (query, top)
 
 
 async def test_one_letter_typo_is_searched_as_the_word_and_said(client: Client) -> None:
     result = await search(client, query="pasword reset")
-    assert set(t["id"] for t in result.structured_content["tickets"][:5]) & JUDGMENTS["pasword reset"]
-    assert "'pasword'" in result.structured_content["note"] and "'password'" in result.structured_content["note"]
+    assert (
+        set(t["id"] for t in result.structured_content["tickets"][:5]) & JUDGMENTS["pasword reset"]
+    )
+    assert (
+        "'pasword'" in result.structured_content["note"]
+        and "'password'" in result.structured_content["note"]
+    )
 
 
-async def test_best_match_first_across_the_whole_match_set(client: Client, settings: Settings) -> None:
+async def test_best_match_first_across_the_whole_match_set(
+    client: Client, settings: Settings
+) -> None:
     """An old ticket with every word comes before many newer ones with some of them."""
     now = datetime(2026, 11, 20, tzinfo=UTC)
     repo = open_repository(settings)
     await repo.add_all(
         [ticket("SUP-9600000", "Zebrafish quokka export", when=datetime(2019, 1, 1, tzinfo=UTC))]
-        + [ticket(f"SUP-96{i:05d}", f"Zebrafish number {i}", when=now - timedelta(minutes=i)) for i in range(1, 120)]
+        + [
+            ticket(f"SUP-96{i:05d}", f"Zebrafish number {i}", when=now - timedelta(minutes=i))
+            for i in range(1, 120)
+        ]
     )
     await repo.aclose()
     assert (await ids(client, query="zebrafish quokka"))[0] == "SUP-9600000"
@@ -126,18 +178,27 @@ async def test_best_match_first_across_the_whole_match_set(client: Client, setti
 async def test_subject_weighs_above_body(client: Client, settings: Settings) -> None:
     when = datetime(2020, 1, 1, tzinfo=UTC)
     repo = open_repository(settings)
-    await repo.add_all([
-        ticket("SUP-9500001", "Wombat report", "nothing else", when=when),
-        ticket("SUP-9500002", "Platypus sighting", "the wombat too", when=when + timedelta(days=1)),  # newer
-    ])
+    await repo.add_all(
+        [
+            ticket("SUP-9500001", "Wombat report", "nothing else", when=when),
+            ticket(
+                "SUP-9500002", "Platypus sighting", "the wombat too", when=when + timedelta(days=1)
+            ),  # newer
+        ]
+    )
     await repo.aclose()
     assert await ids(client, query="wombat") == ["SUP-9500001", "SUP-9500002"]
 
 
-@pytest.mark.parametrize("arguments", [
-    {"query": "invoice refund"}, {"query": "password reset", "sort": "newest"}, {"query": "e-mail", "status": ["open"]},
-    {"query": "", "priority": ["high", "urgent"]},
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "invoice refund"},
+        {"query": "password reset", "sort": "newest"},
+        {"query": "e-mail", "status": ["open"]},
+        {"query": "", "priority": ["high", "urgent"]},
+    ],
+)
 async def test_paging_returns_every_match_once(client: Client, arguments: dict) -> None:
     everything = await page_through(client, **arguments, limit=50)
     small = await page_through(client, **arguments, limit=7)
@@ -156,7 +217,10 @@ async def test_empty_and_thin_results_explain_themselves(client: Client) -> None
     partly = await search(client, query="refund xylophonequartz")
     assert partly.structured_content["tickets"] and "left out" in partly.structured_content["note"]
     common = await search(client, query="the of and")
-    assert common.structured_content["tickets"] == [] and "common words" in common.structured_content["note"]
+    assert (
+        common.structured_content["tickets"] == []
+        and "common words" in common.structured_content["note"]
+    )
     filtered = await search(client, query="INV-20931", status=["closed"])
     assert filtered.structured_content["tickets"] == []
     assert "status" in filtered.structured_content["note"]
@@ -190,7 +254,9 @@ async def test_owner_customer_priority_and_time_filters(client: Client) -> None:
     urgent = await search(client, priority=["urgent"], limit=50)
     assert all(t["priority"] == "urgent" for t in urgent.structured_content["tickets"])
     before = await search(client, updated_before="2025-06-01T00:00:00Z", limit=50)
-    assert all(t["updated_at"] < "2025-06-01T00:00:00Z" for t in before.structured_content["tickets"])
+    assert all(
+        t["updated_at"] < "2025-06-01T00:00:00Z" for t in before.structured_content["tickets"]
+    )
     explicit_null = await ids(client, query="invoice", customer=None, sort=None, priority=None)
     assert explicit_null == await ids(client, query="invoice")
     assert await ids(client, query="invoice", customer="") == await ids(client, query="invoice")
@@ -223,7 +289,9 @@ async def test_writes_keep_the_index_in_step(client: Client, settings: Settings)
 def test_fts_follows_deletes(db_path: Path) -> None:
     with sqlite3.connect(db_path) as conn:
         conn.execute("DELETE FROM tickets WHERE id = 'SUP-4412'")
-        assert conn.execute("SELECT count(*) FROM tickets_fts WHERE tickets_fts MATCH '\"inv_20931\"'").fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM tickets_fts WHERE tickets_fts MATCH '\"inv_20931\"'"
+        ).fetchone() == (0,)
         conn.execute("INSERT INTO tickets_fts(tickets_fts, rank) VALUES ('integrity-check', 1)")
 
 
@@ -237,10 +305,14 @@ def test_migration_analyzes_existing_tickets(empty_database_url: str) -> None:
 
         engine = create_async_engine(empty_database_url)
         async with engine.begin() as conn:
-            await conn.execute(text(
-                "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, created_at, updated_at) "
-                "VALUES ('SUP-9800001', 'Invoice INV-55501 e-mails', 'refunds', 'open', 'low', NULL, 'billing', 'Q', "
-                ":t, :t)"), {"t": datetime(2026, 1, 1)})
+            await conn.execute(
+                text(
+                    "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, created_at, updated_at) "
+                    "VALUES ('SUP-9800001', 'Invoice INV-55501 e-mails', 'refunds', 'open', 'low', NULL, 'billing', 'Q', "
+                    ":t, :t)"
+                ),
+                {"t": datetime(2026, 1, 1)},
+            )
         await engine.dispose()
 
     asyncio.run(insert_raw())
@@ -261,7 +333,9 @@ def test_migration_analyzes_existing_tickets(empty_database_url: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # bounded (some 1,500 pages compared, six plans each), 1-2 min on a 2-core machine
+@pytest.mark.timeout(
+    600
+)  # bounded (some 1,500 pages compared, six plans each), 1-2 min on a 2-core machine
 async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
     """Reading the words' postings best first (``best_first_page``), and the plan the
     search takes (``relevance_page``: the tickets holding every word from the postings,
@@ -272,14 +346,30 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
     unfiltered, filtered and for a caller limited to one queue."""
     from ticket_server.tickets.models import Ticket
     from ticket_server.tickets.search import (
-        SearchFilters, analyze_query, best_first_applies, best_first_page, build_page, every_word_page, relevance_page,
+        SearchFilters,
+        analyze_query,
+        best_first_applies,
+        best_first_page,
+        build_page,
+        every_word_page,
+        relevance_page,
         row_position,
     )
 
     columns = [Ticket.__table__.c.id]
-    queries = [*JUDGMENTS, "customer", "support team", "please help", "account invoice export error"]
-    filterings = [SearchFilters(), SearchFilters(statuses=("open", "waiting_on_customer")),
-                  SearchFilters(queues=frozenset({"security"})), SearchFilters(queue=("billing",), priorities=("high",))]
+    queries = [
+        *JUDGMENTS,
+        "customer",
+        "support team",
+        "please help",
+        "account invoice export error",
+    ]
+    filterings = [
+        SearchFilters(),
+        SearchFilters(statuses=("open", "waiting_on_customer")),
+        SearchFilters(queues=frozenset({"security"})),
+        SearchFilters(queue=("billing",), priorities=("high",)),
+    ]
 
     def compare(conn) -> dict[str, list]:
         nonlocal found_by_groups
@@ -293,22 +383,36 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
                     continue
                 after = None
                 for _ in range(3):
-                    exact_rows = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, 9)).all()
+                    exact_rows = conn.execute(
+                        build_page(dialect, columns, words, filters, "relevance", after, 9)
+                    ).all()
                     exact = [tuple(r) for r in exact_rows]
-                    plans = {"best first": best_first_page(conn, dialect, columns, words, filters, after, 9),
-                             "search": relevance_page(conn, dialect, columns, words, filters, after, 9),
-                             "search, budget 0": relevance_page(conn, dialect, columns, words, filters, after, 9, 0)}
+                    plans = {
+                        "best first": best_first_page(
+                            conn, dialect, columns, words, filters, after, 9
+                        ),
+                        "search": relevance_page(conn, dialect, columns, words, filters, after, 9),
+                        "search, budget 0": relevance_page(
+                            conn, dialect, columns, words, filters, after, 9, 0
+                        ),
+                    }
                     grouped = every_word_page(conn, dialect, columns, words, filters, after, 9)
                     if grouped is not None:
                         plans["every word"] = grouped
                         found_by_groups += 1
                     # Lists counted only 4 deep: most groups are first read back that far
                     # only, then counted to the end (what long lists take at scale).
-                    shallow = every_word_page(conn, dialect, columns, words, filters, after, 9, first=4)
+                    shallow = every_word_page(
+                        conn, dialect, columns, words, filters, after, 9, first=4
+                    )
                     if shallow is not None:
                         plans["every word, counted 4 deep"] = shallow
                     compared += 1
-                    wrong = {name: rows for name, rows in plans.items() if [tuple(r) for r in rows] != exact}
+                    wrong = {
+                        name: rows
+                        for name, rows in plans.items()
+                        if [tuple(r) for r in rows] != exact
+                    }
                     if wrong:
                         differ[f"{q} / filters {i} / after {after}"] = [wrong, exact]
                         break
@@ -329,14 +433,16 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
         await engine.dispose()
 
 
-
-
-def test_sqlite_and_postgresql_return_the_same_top_ten(template_db: Path, postgres: PostgresServer,
-                                                       postgres_template: str, tmp_path: Path) -> None:
+def test_sqlite_and_postgresql_return_the_same_top_ten(
+    template_db: Path, postgres: PostgresServer, postgres_template: str, tmp_path: Path
+) -> None:
     """Every query of the relevance benchmark: the same ten ids in the same order. On
     copies of both templates: the calls write audit rows."""
+
     async def top_ten(url: str) -> dict[str, list[str]]:
-        async with Client(build_server(Settings(database_url=url, tool_rate_limit="100000/minute"))) as client:
+        async with Client(
+            build_server(Settings(database_url=url, tool_rate_limit="100000/minute"))
+        ) as client:
             return {q: await ids(client, query=q, limit=10) for q in JUDGMENTS}
 
     shutil.copy(template_db, tmp_path / "tickets.db")
@@ -358,7 +464,10 @@ async def test_words_past_the_limit_are_named_in_the_note(client: Client) -> Non
     note = result.structured_content["note"]
     assert "Only the first 16 words are searched; left out 'refund', 'chargeback'." in note
     assert result.structured_content["tickets"]  # 'invoice' is still searched
-    assert "first 16 words" not in (await search(client, query=f"invoice {filler}")).structured_content["note"]
+    assert (
+        "first 16 words"
+        not in (await search(client, query=f"invoice {filler}")).structured_content["note"]
+    )
 
 
 async def test_a_query_without_words_says_it_lists_the_newest(client: Client) -> None:

@@ -13,7 +13,6 @@ from ticket_server.db import open_repository
 from tests.helpers import assert_no_leak, assert_text_mirrors_structured, text_of
 
 
-
 @pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])
 async def test_server_identity_in_both_revisions(server, mode: str, revision: str) -> None:
     """`auto` runs server/discover (2026-07-28); `legacy` runs the initialize handshake."""
@@ -67,7 +66,9 @@ async def test_c01_unknown_id_is_error_naming_id(client: Client) -> None:
 
 
 async def test_get_ticket_status_huge_id_is_not_found(client: Client) -> None:
-    result = await client.call_tool("get_ticket_status", {"ticket_id": "X" * 100_000}, raise_on_error=False)
+    result = await client.call_tool(
+        "get_ticket_status", {"ticket_id": "X" * 100_000}, raise_on_error=False
+    )
     assert result.is_error is True
     assert len(text_of(result)) < 500
 
@@ -77,11 +78,22 @@ async def test_c02_non_ascii_subject_round_trips(client: Client, settings) -> No
     subject = "テスト – café ✓ naïve"
     repo = open_repository(settings)
     now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-    await repo.add_all([{
-        "id": "SUP-9000001", "subject": subject, "body": "Unicode round trip.", "status": "open",
-        "priority": "normal", "owner": None, "queue": "support", "customer": "Zürich AG",
-        "created_at": now, "updated_at": now,
-    }])
+    await repo.add_all(
+        [
+            {
+                "id": "SUP-9000001",
+                "subject": subject,
+                "body": "Unicode round trip.",
+                "status": "open",
+                "priority": "normal",
+                "owner": None,
+                "queue": "support",
+                "customer": "Zürich AG",
+                "created_at": now,
+                "updated_at": now,
+            }
+        ]
+    )
     await repo.aclose()
     result = await client.call_tool("search_tickets", {"query": "café", "limit": 50})
     hits = {t["id"]: t for t in result.structured_content["result"]}
@@ -121,16 +133,26 @@ async def test_search_no_match_is_empty_list(client: Client) -> None:
 async def test_c03_percent_and_underscore_are_literal(client: Client, settings) -> None:
     """C03: % and _ match themselves only; a subject a-b is not returned for a_b."""
     now = datetime(2026, 11, 2, tzinfo=UTC)
-    base = {"body": "x", "status": "new", "priority": "low", "owner": None, "queue": "support",
-            "customer": "C03 Ltd", "created_at": now, "updated_at": now}
+    base = {
+        "body": "x",
+        "status": "new",
+        "priority": "low",
+        "owner": None,
+        "queue": "support",
+        "customer": "C03 Ltd",
+        "created_at": now,
+        "updated_at": now,
+    }
     repo = open_repository(settings)
-    await repo.add_all([
-        {**base, "id": "SUP-9100001", "subject": "Coupon gives 100% off"},
-        {**base, "id": "SUP-9100002", "subject": "Coupon gives 1000 off"},
-        {**base, "id": "SUP-9100003", "subject": "field a_b missing"},
-        {**base, "id": "SUP-9100004", "subject": "field a-b missing"},
-        {**base, "id": "SUP-9100005", "subject": "field aXb missing"},
-    ])
+    await repo.add_all(
+        [
+            {**base, "id": "SUP-9100001", "subject": "Coupon gives 100% off"},
+            {**base, "id": "SUP-9100002", "subject": "Coupon gives 1000 off"},
+            {**base, "id": "SUP-9100003", "subject": "field a_b missing"},
+            {**base, "id": "SUP-9100004", "subject": "field a-b missing"},
+            {**base, "id": "SUP-9100005", "subject": "field aXb missing"},
+        ]
+    )
     await repo.aclose()
     pct = await client.call_tool("search_tickets", {"query": "100%", "limit": 50})
     ids = {h["id"] for h in pct.structured_content["result"]}

@@ -66,7 +66,9 @@ async def test_get_v2_schema_has_enums_and_times(client: Client) -> None:
 
 
 async def test_get_v2_unknown_id(client: Client) -> None:
-    result = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-0000000"}, raise_on_error=False)
+    result = await client.call_tool(
+        "get_ticket_status_v2", {"ticket_id": "SUP-0000000"}, raise_on_error=False
+    )
     assert result.is_error and "SUP-0000000" in text_of(result)
     assert_no_leak(text_of(result))
 
@@ -75,16 +77,45 @@ async def test_search_ranks_subject_matches_first(client: Client) -> None:
     result = await search(client, query="charged twice")
     hits = result.structured_content["tickets"]
     assert hits
-    assert all(set(h) == {"id", "subject", "status", "priority", "owner", "queue", "updated_at"} for h in hits)
+    assert all(
+        set(h) == {"id", "subject", "status", "priority", "owner", "queue", "updated_at"}
+        for h in hits
+    )
     assert "charged twice" in hits[0]["subject"].lower()
     assert_text_mirrors_structured(result)
 
 
-@pytest.mark.parametrize("query", [
-    '"', '""', "*", "-", "invoice*", "-refund", "AND", "OR", "NOT", "NEAR(", "NEAR(a b)",
-    "(", ")", "a AND (b OR", "subject:invoice", "^invoice", "{x}", "'; DROP TABLE tickets; --",
-    "\\", "%", "_", ":", "+", "refund -card", "\x00", "é" * 600,
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '""',
+        "*",
+        "-",
+        "invoice*",
+        "-refund",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR(",
+        "NEAR(a b)",
+        "(",
+        ")",
+        "a AND (b OR",
+        "subject:invoice",
+        "^invoice",
+        "{x}",
+        "'; DROP TABLE tickets; --",
+        "\\",
+        "%",
+        "_",
+        ":",
+        "+",
+        "refund -card",
+        "\x00",
+        "é" * 600,
+    ],
+)
 async def test_search_query_syntax_is_plain_text(client: Client, query: str) -> None:
     """FTS5 / tsquery / LIKE syntax in a query is text: the query finds exactly what its
     words alone find (same tickets, same order), so `refund -card` is not a negation,
@@ -96,7 +127,9 @@ async def test_search_query_syntax_is_plain_text(client: Client, query: str) -> 
     words = " ".join(re.findall(r"\w+", query))
     plain = await search(client, query=words, limit=50)
     assert plain.is_error is False, text_of(plain)
-    assert [t["id"] for t in result.structured_content["tickets"]] == [t["id"] for t in plain.structured_content["tickets"]]
+    assert [t["id"] for t in result.structured_content["tickets"]] == [
+        t["id"] for t in plain.structured_content["tickets"]
+    ]
 
 
 async def test_search_folds_accents_and_case(client: Client) -> None:
@@ -107,9 +140,13 @@ async def test_search_folds_accents_and_case(client: Client) -> None:
 
 
 async def test_search_filters(client: Client) -> None:
-    hits = await page_through(client, query="", status=["waiting_on_customer", "new"], queue="billing", limit=50)
+    hits = await page_through(
+        client, query="", status=["waiting_on_customer", "new"], queue="billing", limit=50
+    )
     assert hits
-    assert all(h["status"] in ("waiting_on_customer", "new") and h["queue"] == "billing" for h in hits)
+    assert all(
+        h["status"] in ("waiting_on_customer", "new") and h["queue"] == "billing" for h in hits
+    )
     owned = await page_through(client, owner="r.mehta", limit=50)
     assert owned and all(h["owner"] == "r.mehta" for h in owned)
     recent = await page_through(client, updated_after="2026-11-01T00:00:00Z", limit=50)
@@ -124,7 +161,11 @@ async def test_empty_query_lists_newest_first(client: Client) -> None:
 
 async def test_bad_filters_are_explained(client: Client) -> None:
     bad_status = await search(client, status=["pending"])
-    assert bad_status.is_error and "status" in text_of(bad_status) and "waiting_on_customer" in text_of(bad_status)
+    assert (
+        bad_status.is_error
+        and "status" in text_of(bad_status)
+        and "waiting_on_customer" in text_of(bad_status)
+    )
     naive = await search(client, updated_after="2026-07-01T00:00:00")
     assert naive.is_error and "updated_after" in text_of(naive)
     for limit in (0, 51, "10"):
@@ -132,9 +173,15 @@ async def test_bad_filters_are_explained(client: Client) -> None:
         assert result.is_error and "1 to 50" in text_of(result)
 
 
-@pytest.mark.parametrize("arguments", [
-    {"query": "invoice"}, {"query": ""}, {"query": "", "status": ["closed"]}, {"query": "refund card"},
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "invoice"},
+        {"query": ""},
+        {"query": "", "status": ["closed"]},
+        {"query": "refund card"},
+    ],
+)
 async def test_paging_returns_every_match_exactly_once(client: Client, arguments: dict) -> None:
     everything = await page_through(client, **arguments, limit=50)
     small = await page_through(client, **arguments, limit=7)
@@ -149,7 +196,7 @@ async def test_tampered_and_foreign_cursors_are_errors(client: Client) -> None:
     cursor = first.structured_content["next_cursor"]
     assert cursor
     middle = len(cursor) // 2
-    flipped = cursor[:middle] + ("A" if cursor[middle] != "A" else "B") + cursor[middle + 1:]
+    flipped = cursor[:middle] + ("A" if cursor[middle] != "A" else "B") + cursor[middle + 1 :]
     for bad in (flipped, cursor + "x", cursor[:-4], "garbage", "a.b.c", "é", ""):
         result = await search(client, query="invoice", limit=2, cursor=bad)
         if bad == "":
@@ -165,11 +212,23 @@ async def test_tampered_and_foreign_cursors_are_errors(client: Client) -> None:
 async def test_page_json_stays_under_bound(client: Client, settings: Settings) -> None:
     now = datetime(2026, 11, 20, tzinfo=UTC)
     repo = open_repository(settings)
-    await repo.add_all([{
-        "id": f"SUP-95{i:05d}", "subject": "zebrafish " + "ü" * 280, "body": "zebrafish",
-        "status": "open", "priority": "low", "owner": None, "queue": "support",
-        "customer": "Big Subjects", "created_at": now, "updated_at": now,
-    } for i in range(60)])
+    await repo.add_all(
+        [
+            {
+                "id": f"SUP-95{i:05d}",
+                "subject": "zebrafish " + "ü" * 280,
+                "body": "zebrafish",
+                "status": "open",
+                "priority": "low",
+                "owner": None,
+                "queue": "support",
+                "customer": "Big Subjects",
+                "created_at": now,
+                "updated_at": now,
+            }
+            for i in range(60)
+        ]
+    )
     await repo.aclose()
     result = await search(client, query="zebrafish", limit=50)
     page = result.structured_content
@@ -201,8 +260,12 @@ def test_search_over_5000_generated_tickets(empty_database_url: str, backend: st
             ids = [h["id"] for h in hits]
             assert len(ids) == len(set(ids)) > 50
             assert len(ids) == int(scalar(url, REFUND_MATCHES[backend]))
-            billing = await page_through(client, query="", queue="billing", status=["open"], limit=50)
-            assert len(billing) == int(scalar(url, "SELECT count(*) FROM tickets WHERE queue='billing' AND status='open'"))
+            billing = await page_through(
+                client, query="", queue="billing", status=["open"], limit=50
+            )
+            assert len(billing) == int(
+                scalar(url, "SELECT count(*) FROM tickets WHERE queue='billing' AND status='open'")
+            )
 
     asyncio.run(check())
 
@@ -214,10 +277,17 @@ async def test_c02_subject_fetched_and_found_character_for_character(client: Cli
     subject = "テスト – café ✓ naïve"
     calls = [
         ("get_ticket_status_v2", {"ticket_id": "SUP-1042"}, lambda s: s["subject"]),
-        ("get_ticket", {"ticket_id": "SUP-1042", "fields": ["subject"]}, lambda s: s["subject"]["text"]),
+        (
+            "get_ticket",
+            {"ticket_id": "SUP-1042", "fields": ["subject"]},
+            lambda s: s["subject"]["text"],
+        ),
     ] + [
-        ("search_tickets_v2", {"query": "café", "limit": 50, **kind},
-         lambda s: next(t["subject"] for t in s["tickets"] if t["id"] == "SUP-1042"))
+        (
+            "search_tickets_v2",
+            {"query": "café", "limit": 50, **kind},
+            lambda s: next(t["subject"] for t in s["tickets"] if t["id"] == "SUP-1042"),
+        )
         for kind in ({}, {"search_in": "conversation"})
     ]
     for name, arguments, subject_of in calls:
@@ -234,5 +304,7 @@ async def test_a_cursor_does_not_show_its_position(client: Client) -> None:
     cursor = (await search(client, query="refund", limit=1)).structured_content["next_cursor"]
     raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     assert b'{"f":' not in raw and b'"r":' not in raw and b'"k":' not in raw
-    assert (await search(client, query="refund", limit=1)).structured_content["next_cursor"] == cursor
+    assert (await search(client, query="refund", limit=1)).structured_content[
+        "next_cursor"
+    ] == cursor
     assert (await search(client, query="refund", limit=1, cursor=cursor)).is_error is False

@@ -18,7 +18,13 @@ from tests.helpers import call_any, text_of
 from ticket_server.settings import Settings
 from ticket_server.tools import writes
 
-WRITE_TOOLS = {"add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket"}
+WRITE_TOOLS = {
+    "add_internal_note",
+    "reply_to_customer",
+    "set_ticket_status",
+    "assign_ticket",
+    "escalate_ticket",
+}
 AGENT_SCOPES = ("tickets:read", "tickets:write")
 
 
@@ -36,17 +42,28 @@ async def _sql(settings: Settings, sql: str, **params: Any) -> list[Any]:
 
 async def ticket_in(settings: Settings, queue: str) -> str:
     """A ticket of ``queue`` still being worked on."""
-    rows = await _sql(settings, "SELECT id FROM tickets WHERE queue = :queue AND status IN ('open', 'in_progress') "
-                                "ORDER BY pk LIMIT 1", queue=queue)
+    rows = await _sql(
+        settings,
+        "SELECT id FROM tickets WHERE queue = :queue AND status IN ('open', 'in_progress') "
+        "ORDER BY pk LIMIT 1",
+        queue=queue,
+    )
     return rows[0][0]
 
 
 async def state(settings: Settings, ticket_id: str) -> tuple[Any, ...]:
     """Everything a write may change about a ticket."""
-    ticket = await _sql(settings, "SELECT status, priority, owner, queue, version, updated_at FROM tickets "
-                                  "WHERE id = :t", t=ticket_id)
-    comments = await _sql(settings, "SELECT count(*) FROM comments WHERE ticket_id = :t", t=ticket_id)
-    events = await _sql(settings, "SELECT count(*) FROM ticket_events WHERE ticket_id = :t", t=ticket_id)
+    ticket = await _sql(
+        settings,
+        "SELECT status, priority, owner, queue, version, updated_at FROM tickets WHERE id = :t",
+        t=ticket_id,
+    )
+    comments = await _sql(
+        settings, "SELECT count(*) FROM comments WHERE ticket_id = :t", t=ticket_id
+    )
+    events = await _sql(
+        settings, "SELECT count(*) FROM ticket_events WHERE ticket_id = :t", t=ticket_id
+    )
     keys = await _sql(settings, "SELECT count(*) FROM write_requests")
     return tuple(ticket[0]), comments[0][0], events[0][0], keys[0][0]
 
@@ -56,27 +73,42 @@ async def agent(settings: Settings, add_caller, server_as):
     """A server whose caller reads and writes in billing only; no confirmation asked."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     # caller_concurrency: the 16-writer test sends 16 calls at once as this one caller.
-    return server_as(stdio_caller="agent", tool_rate_limit="100000/minute", confirm_writes=[], caller_concurrency=32)
+    return server_as(
+        stdio_caller="agent",
+        tool_rate_limit="100000/minute",
+        confirm_writes=[],
+        caller_concurrency=32,
+    )
 
 
-async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_caller, server_as, mode: str) -> None:
+async def test_write_tools_listed_only_with_the_scope(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
     await add_caller("reader", queues=["billing"])
     await add_caller("writer", scopes=AGENT_SCOPES, queues=["billing"])
     async with Client(server_as(stdio_caller="reader"), mode=mode) as client:
         assert not WRITE_TOOLS & {t.name for t in await client.list_tools()}
         billing = await ticket_in(settings, "billing")
         before = await state(settings, billing)
-        is_error, text = await call_any(client, "add_internal_note", {"ticket_id": billing, "note": "x"})
+        is_error, text = await call_any(
+            client, "add_internal_note", {"ticket_id": billing, "note": "x"}
+        )
         assert is_error and "Unknown tool" in text
         assert await state(settings, billing) == before
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert WRITE_TOOLS <= set(tools)
         # Every tool that writes is named in writes.TOOLS (the request-state hand-over).
-        assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == set(writes.TOOLS)
+        assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == set(
+            writes.TOOLS
+        )
         reply = tools["reply_to_customer"].annotations
-        assert (reply.readOnlyHint, reply.destructiveHint, reply.idempotentHint, reply.openWorldHint) == (
-            False, False, False, True)
+        assert (
+            reply.readOnlyHint,
+            reply.destructiveHint,
+            reply.idempotentHint,
+            reply.openWorldHint,
+        ) == (False, False, False, True)
         assert tools["add_internal_note"].annotations.openWorldHint is False
     async with Client(server_as(stdio_caller="writer", read_only=True), mode=mode) as client:
         assert not WRITE_TOOLS & {t.name for t in await client.list_tools()}
@@ -87,94 +119,147 @@ async def test_write_tools_listed_only_with_the_scope(settings: Settings, add_ca
 async def test_each_write_tool_happy_path(settings: Settings, agent, mode: str) -> None:
     billing = await ticket_in(settings, "billing")
     async with Client(agent, mode=mode) as client:
-        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "Checked the invoice."})
+        note = await client.call_tool(
+            "add_internal_note", {"ticket_id": billing, "note": "Checked the invoice."}
+        )
         assert note.structured_content["visibility"] == "internal"
         v = note.structured_content["ticket"]["version"]
-        reply = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "We fixed it.",
-                                                             "expected_version": v})
+        reply = await client.call_tool(
+            "reply_to_customer",
+            {"ticket_id": billing, "reply": "We fixed it.", "expected_version": v},
+        )
         assert reply.structured_content["visibility"] == "public"
         assert reply.structured_content["ticket"]["version"] == v + 1
         assigned = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "ana"})
         assert assigned.structured_content["ticket"]["owner"] == "ana"
         unassigned = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": None})
         assert unassigned.structured_content["changes"] == [
-            {"field": "owner", "old_value": "ana", "new_value": None}]
-        escalated = await client.call_tool("escalate_ticket", {"ticket_id": billing, "priority": "urgent",
-                                                               "reason": "Customer is losing money."})
+            {"field": "owner", "old_value": "ana", "new_value": None}
+        ]
+        escalated = await client.call_tool(
+            "escalate_ticket",
+            {"ticket_id": billing, "priority": "urgent", "reason": "Customer is losing money."},
+        )
         assert escalated.structured_content["ticket"]["priority"] == "urgent"
-        status = (await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["status"]})
-                  ).structured_content["status"]
+        status = (
+            await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["status"]})
+        ).structured_content["status"]
         target = "resolved" if status != "resolved" else "open"
-        moved = await client.call_tool("set_ticket_status", {"ticket_id": billing, "status": target})
+        moved = await client.call_tool(
+            "set_ticket_status", {"ticket_id": billing, "status": target}
+        )
         assert moved.structured_content["ticket"]["status"] == target
-    comments = await _sql(settings, "SELECT visibility, body FROM comments WHERE ticket_id = :t AND author = 'agent'"
-                                    " ORDER BY pk", t=billing)
-    assert [tuple(c) for c in comments] == [("internal", "Checked the invoice."), ("public", "We fixed it."),
-                                            ("internal", "Escalation: Customer is losing money.")]
+    comments = await _sql(
+        settings,
+        "SELECT visibility, body FROM comments WHERE ticket_id = :t AND author = 'agent'"
+        " ORDER BY pk",
+        t=billing,
+    )
+    assert [tuple(c) for c in comments] == [
+        ("internal", "Checked the invoice."),
+        ("public", "We fixed it."),
+        ("internal", "Escalation: Customer is losing money."),
+    ]
     audited = await audit_rows(settings, caller="agent")
     writes = [r for r in audited if r.tool in WRITE_TOOLS]
     assert len(writes) == 6 and all(r.outcome == "ok" and r.change for r in writes)
     assert json.loads(writes[2].change)["after"] == {"owner": "ana"}
 
 
-async def test_a_write_moves_the_tickets_search_postings(settings: Settings, agent, mode: str) -> None:
+async def test_a_write_moves_the_tickets_search_postings(
+    settings: Settings, agent, mode: str
+) -> None:
     """A write changes updated_at, which a relevance search breaks ties on: the ticket's
     search postings move with it in the same transaction, none left at the old time."""
     billing = await ticket_in(settings, "billing")
-    postings = ("SELECT count(*) FROM search_postings p JOIN tickets t ON t.pk = p.ticket_pk "
-                "WHERE t.id = :t AND p.updated_at {} t.updated_at")
+    postings = (
+        "SELECT count(*) FROM search_postings p JOIN tickets t ON t.pk = p.ticket_pk "
+        "WHERE t.id = :t AND p.updated_at {} t.updated_at"
+    )
     before = (await _sql(settings, postings.format("="), t=billing))[0][0]
     assert before > 0
     async with Client(agent, mode=mode) as client:
         await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "ana"})
-        subject = (await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["subject"]})
-                   ).structured_content["subject"]["text"]
-        found = await client.call_tool("search_tickets_v2", {"query": subject, "queue": "billing", "limit": 50})
+        subject = (
+            await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["subject"]})
+        ).structured_content["subject"]["text"]
+        found = await client.call_tool(
+            "search_tickets_v2", {"query": subject, "queue": "billing", "limit": 50}
+        )
         assert billing in [t["id"] for t in found.structured_content["tickets"]]
     assert (await _sql(settings, postings.format("="), t=billing))[0][0] == before
     assert (await _sql(settings, postings.format("<>"), t=billing))[0][0] == 0
 
 
-async def test_refusals_change_nothing_and_are_audited(settings: Settings, agent, mode: str) -> None:
+async def test_refusals_change_nothing_and_are_audited(
+    settings: Settings, agent, mode: str
+) -> None:
     billing = await ticket_in(settings, "billing")
     support = await ticket_in(settings, "support")
-    closed = await _sql(settings, "SELECT id FROM tickets WHERE queue = 'billing' AND status = 'closed' LIMIT 1")
+    closed = await _sql(
+        settings, "SELECT id FROM tickets WHERE queue = 'billing' AND status = 'closed' LIMIT 1"
+    )
     async with Client(agent, mode=mode) as client:
-        first = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "a",
-                                                             "idempotency_key": "k1"})
+        first = await client.call_tool(
+            "add_internal_note", {"ticket_id": billing, "note": "a", "idempotency_key": "k1"}
+        )
         version = first.structured_content["ticket"]["version"]
         before = await state(settings, billing)
         before_support = await state(settings, support)
         cases = [
             ("add_internal_note", {"ticket_id": support, "note": "x"}, "No ticket"),
-            ("escalate_ticket", {"ticket_id": billing, "queue": "support", "reason": "r"}, "may not write in queue"),
-            ("add_internal_note", {"ticket_id": billing, "note": "x", "expected_version": version - 1},
-             f"now version {version}"),
-            ("add_internal_note", {"ticket_id": billing, "note": "other", "idempotency_key": "k1"},
-             "already used"),
+            (
+                "escalate_ticket",
+                {"ticket_id": billing, "queue": "support", "reason": "r"},
+                "may not write in queue",
+            ),
+            (
+                "add_internal_note",
+                {"ticket_id": billing, "note": "x", "expected_version": version - 1},
+                f"now version {version}",
+            ),
+            (
+                "add_internal_note",
+                {"ticket_id": billing, "note": "other", "idempotency_key": "k1"},
+                "already used",
+            ),
             ("assign_ticket", {"ticket_id": billing, "owner": before[0][2]}, "already"),
         ]
         if closed:
-            cases.append(("set_ticket_status", {"ticket_id": closed[0][0], "status": "open"}, "closed ticket is final"))
+            cases.append(
+                (
+                    "set_ticket_status",
+                    {"ticket_id": closed[0][0], "status": "open"},
+                    "closed ticket is final",
+                )
+            )
         for tool, arguments, says in cases:
             result = await client.call_tool(tool, arguments, raise_on_error=False)
             assert result.is_error, (tool, arguments)
             assert says in text_of(result), text_of(result)
         assert await state(settings, billing) == before
         assert await state(settings, support) == before_support
-        new_status = (await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["status"]})
-                      ).structured_content["status"]
-        illegal = await client.call_tool("set_ticket_status", {"ticket_id": billing, "status": "new"},
-                                         raise_on_error=False)
+        new_status = (
+            await client.call_tool("get_ticket", {"ticket_id": billing, "fields": ["status"]})
+        ).structured_content["status"]
+        illegal = await client.call_tool(
+            "set_ticket_status", {"ticket_id": billing, "status": "new"}, raise_on_error=False
+        )
         assert illegal.is_error and f"from {new_status} to new" in text_of(illegal)
         assert "allowed next statuses" in text_of(illegal)
         assert await state(settings, billing) == before
     rows = [r for r in await audit_rows(settings, caller="agent") if r.tool in WRITE_TOOLS]
     assert [r.outcome for r in rows] == ["ok"] + ["tool_error"] * (len(cases) + 1)
-    assert [r.detail for r in rows][1:4] == ["ticket not found", "queue not writable", "stale version"]
+    assert [r.detail for r in rows][1:4] == [
+        "ticket not found",
+        "queue not writable",
+        "stale version",
+    ]
 
 
-async def test_audit_keeps_a_digest_of_note_and_reply_text_not_the_text(settings: Settings, agent, mode: str) -> None:
+async def test_audit_keeps_a_digest_of_note_and_reply_text_not_the_text(
+    settings: Settings, agent, mode: str
+) -> None:
     """A note's or a reply's body is kept in the audit as SHA-256 and length (the comment
     row holds the text), for a write and for a refusal alike."""
     import hashlib
@@ -185,8 +270,9 @@ async def test_audit_keeps_a_digest_of_note_and_reply_text_not_the_text(settings
     async with Client(agent, mode=mode) as client:
         await client.call_tool("add_internal_note", {"ticket_id": billing, "note": note})
         await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": reply})
-        refused = await client.call_tool("add_internal_note", {"ticket_id": support, "note": note},
-                                         raise_on_error=False)
+        refused = await client.call_tool(
+            "add_internal_note", {"ticket_id": support, "note": note}, raise_on_error=False
+        )
         assert refused.is_error
     rows = [r for r in await audit_rows(settings, caller="agent") if r.tool in WRITE_TOOLS]
     assert [r.outcome for r in rows] == ["ok", "ok", "tool_error"]
@@ -194,11 +280,15 @@ async def test_audit_keeps_a_digest_of_note_and_reply_text_not_the_text(settings
         assert "4242" not in row.arguments and "refund" not in row.arguments
         kept = json.loads(row.arguments)[field]
         assert kept == {"sha256": hashlib.sha256(text.encode()).hexdigest(), "length": len(text)}
-    bodies = await _sql(settings, "SELECT body FROM comments WHERE ticket_id = :t AND author = 'agent'", t=billing)
+    bodies = await _sql(
+        settings, "SELECT body FROM comments WHERE ticket_id = :t AND author = 'agent'", t=billing
+    )
     assert sorted(b[0] for b in bodies) == sorted([note, reply])
 
 
-async def test_retry_after_a_lost_response_returns_the_first_result(settings: Settings, agent, mode: str) -> None:
+async def test_retry_after_a_lost_response_returns_the_first_result(
+    settings: Settings, agent, mode: str
+) -> None:
     """The first call commits but its answer is lost; the retry with the same key and
     arguments returns that result, marked as a replay, and writes nothing."""
     billing = await ticket_in(settings, "billing")
@@ -214,7 +304,10 @@ async def test_retry_after_a_lost_response_returns_the_first_result(settings: Se
 
 
 async def test_write_rate_limit_is_its_own_and_refuses_in_the_same_shape(
-    settings: Settings, add_caller, server_as, mode: str,
+    settings: Settings,
+    add_caller,
+    server_as,
+    mode: str,
 ) -> None:
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
@@ -223,8 +316,9 @@ async def test_write_rate_limit_is_its_own_and_refuses_in_the_same_shape(
         for _ in range(2):
             await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "n"})
         before = await state(settings, billing)
-        refused = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "n"},
-                                         raise_on_error=False)
+        refused = await client.call_tool(
+            "add_internal_note", {"ticket_id": billing, "note": "n"}, raise_on_error=False
+        )
         assert refused.is_error and "Rate limit reached for add_internal_note" in text_of(refused)
         assert refused.meta["dev.ticket-server/rate-limit"]["limit"] == "2 per 1 minute"
         assert await state(settings, billing) == before
@@ -239,23 +333,32 @@ async def test_16_concurrent_writers_lose_no_update(settings: Settings, agent) -
     billing = await ticket_in(settings, "billing")
     start = (await state(settings, billing))[0][4]
     async with Client(agent) as client:
-        results = await asyncio.gather(*(
-            client.call_tool("add_internal_note", {"ticket_id": billing, "note": f"writer {i}"},
-                             raise_on_error=False)
-            for i in range(16)
-        ))
+        results = await asyncio.gather(
+            *(
+                client.call_tool(
+                    "add_internal_note",
+                    {"ticket_id": billing, "note": f"writer {i}"},
+                    raise_on_error=False,
+                )
+                for i in range(16)
+            )
+        )
     accepted = [r for r in results if not r.is_error]
     assert len(accepted) == 16, [text_of(r) for r in results if r.is_error]
     versions = sorted(r.structured_content["ticket"]["version"] for r in accepted)
     assert versions == list(range(start + 1, start + 17))
-    notes = await _sql(settings, "SELECT body FROM comments WHERE ticket_id = :t AND author = 'agent'", t=billing)
+    notes = await _sql(
+        settings, "SELECT body FROM comments WHERE ticket_id = :t AND author = 'agent'", t=billing
+    )
     assert sorted(n[0] for n in notes) == sorted(f"writer {i}" for i in range(16))
     assert (await state(settings, billing))[0][4] == start + 16
 
 
 @pytest.mark.postgresql_only
 async def test_a_writer_waiting_on_one_ticket_does_not_hold_up_another_ticket(
-    settings: Settings, add_caller, server_as,
+    settings: Settings,
+    add_caller,
+    server_as,
 ) -> None:
     """PostgreSQL: this process's writers take turns per ticket, not all together: while
     another session holds ticket A's row lock, a write to A waits for it and a write to
@@ -270,9 +373,13 @@ async def test_a_writer_waiting_on_one_ticket_does_not_hold_up_another_ticket(
     try:
         async with Client(server) as client, holder.connect() as locking:
             await locking.execute(text("SELECT id FROM tickets WHERE id = :a FOR UPDATE"), {"a": a})
-            waiting = asyncio.create_task(client.call_tool("add_internal_note", {"ticket_id": a, "note": "A"}))
+            waiting = asyncio.create_task(
+                client.call_tool("add_internal_note", {"ticket_id": a, "note": "A"})
+            )
             for _ in range(1000):  # until A's write waits on the row lock (pg_locks is live)
-                waiters = (await locking.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))).scalar()
+                waiters = (
+                    await locking.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))
+                ).scalar()
                 if waiters:
                     break
                 await asyncio.sleep(0.01)
@@ -284,12 +391,16 @@ async def test_a_writer_waiting_on_one_ticket_does_not_hold_up_another_ticket(
             assert not done.is_error
     finally:
         await holder.dispose()
-    notes = await _sql(settings, "SELECT ticket_id, body FROM comments WHERE author = 'agent' ORDER BY pk")
+    notes = await _sql(
+        settings, "SELECT ticket_id, body FROM comments WHERE author = 'agent' ORDER BY pk"
+    )
     assert [tuple(n) for n in notes] == [(b, "B"), (a, "A")]
 
 
 @pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
-async def test_reply_confirmation(settings: Settings, add_caller, server_as, mode: str, action: str) -> None:
+async def test_reply_confirmation(
+    settings: Settings, add_caller, server_as, mode: str, action: str
+) -> None:
     """Legacy: elicitation/create; 2026-07-28: the input_required round trip with sealed
     request state. Declined or cancelled: nothing written, audited."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
@@ -302,9 +413,12 @@ async def test_reply_confirmation(settings: Settings, add_caller, server_as, mod
         return ElicitResult(action=action, content={field: True} if action == "accept" else None)
 
     before = await state(settings, billing)
-    async with Client(server_as(stdio_caller="agent"), mode=mode, elicitation_handler=person) as client:
-        result = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Hello"},
-                                        raise_on_error=False)
+    async with Client(
+        server_as(stdio_caller="agent"), mode=mode, elicitation_handler=person
+    ) as client:
+        result = await client.call_tool(
+            "reply_to_customer", {"ticket_id": billing, "reply": "Hello"}, raise_on_error=False
+        )
     assert asked and "Hello" in asked[0]
     rows = await audit_rows(settings, tool="reply_to_customer")
     if action == "accept":
@@ -319,17 +433,22 @@ async def test_reply_confirmation(settings: Settings, add_caller, server_as, mod
         assert rows[-1].outcome == "tool_error" and action in rows[-1].detail
 
 
-async def test_client_that_cannot_confirm_is_refused(settings: Settings, add_caller, server_as, mode: str) -> None:
+async def test_client_that_cannot_confirm_is_refused(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
     """No elicitation capability (or the 2026-07-28 revision, where the input request is
     not implemented yet): an isError saying so, nothing written."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
     before = await state(settings, billing)
     async with Client(server_as(stdio_caller="agent"), mode=mode) as client:
-        result = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Hello"},
-                                        raise_on_error=False)
+        result = await client.call_tool(
+            "reply_to_customer", {"ticket_id": billing, "reply": "Hello"}, raise_on_error=False
+        )
         assert result.is_error and "needs a person's confirmation" in text_of(result)
-        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "not confirmed"})
+        note = await client.call_tool(
+            "add_internal_note", {"ticket_id": billing, "note": "not confirmed"}
+        )
         assert not note.is_error
     after = await state(settings, billing)
     assert after[1] == before[1] + 1  # only the note
@@ -338,8 +457,9 @@ async def test_client_that_cannot_confirm_is_refused(settings: Settings, add_cal
 async def _asked(client: Client, ticket_id: str) -> Any:
     from mcp.types import InputRequiredResult
 
-    first = await client.session.call_tool("reply_to_customer", {"ticket_id": ticket_id, "reply": "Hello"},
-                                           allow_input_required=True)
+    first = await client.session.call_tool(
+        "reply_to_customer", {"ticket_id": ticket_id, "reply": "Hello"}, allow_input_required=True
+    )
     assert isinstance(first, InputRequiredResult)
     assert set(first.input_requests) == {"confirm"}
     return first
@@ -349,9 +469,11 @@ async def _answer(client: Client, ticket_id: str, state: str, reply: str = "Hell
     from mcp.types import ElicitResult as WireElicitResult
 
     return await client.session.call_tool(
-        "reply_to_customer", {"ticket_id": ticket_id, "reply": reply},
+        "reply_to_customer",
+        {"ticket_id": ticket_id, "reply": reply},
         input_responses={"confirm": WireElicitResult(action="accept", content={"confirm": True})},
-        request_state=state, allow_input_required=True,
+        request_state=state,
+        allow_input_required=True,
     )
 
 
@@ -360,7 +482,10 @@ async def _yes(message, response_type, params, context):  # noqa: ANN001
 
 
 async def test_confirmation_state_replayed_or_tampered_is_refused(
-    settings: Settings, add_caller, server_as, monkeypatch,
+    settings: Settings,
+    add_caller,
+    server_as,
+    monkeypatch,
 ) -> None:
     """2026-07-28: the sealed request state is single-use, and bound to the request. A
     state that fails the SDK's verification (altered, echoed with other arguments,
@@ -368,7 +493,9 @@ async def test_confirmation_state_replayed_or_tampered_is_refused(
     changed, an audit row."""
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
-    async with Client(server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes) as client:
+    async with Client(
+        server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes
+    ) as client:
         first = await _asked(client, billing)
         done = await _answer(client, billing, first.request_state)
         assert not done.is_error
@@ -376,14 +503,20 @@ async def test_confirmation_state_replayed_or_tampered_is_refused(
         replayed = await _answer(client, billing, first.request_state)
         assert replayed.is_error and "already used" in text_of(replayed)
         second = await _asked(client, billing)
-        tampered = second.request_state[:-4] + ("AAAA" if not second.request_state.endswith("AAAA") else "BBBB")
-        refused = [await _answer(client, billing, tampered),
-                   await _answer(client, billing, second.request_state, reply="Another text"),
-                   await _answer(client, billing, "not a sealed state")]
+        tampered = second.request_state[:-4] + (
+            "AAAA" if not second.request_state.endswith("AAAA") else "BBBB"
+        )
+        refused = [
+            await _answer(client, billing, tampered),
+            await _answer(client, billing, second.request_state, reply="Another text"),
+            await _answer(client, billing, "not a sealed state"),
+        ]
         import mcp.server.request_state as sealing
 
         real_time = sealing.time.time
-        monkeypatch.setattr(sealing.time, "time", lambda: real_time() + 3600)  # past the seal's expiry
+        monkeypatch.setattr(
+            sealing.time, "time", lambda: real_time() + 3600
+        )  # past the seal's expiry
         refused.append(await _answer(client, billing, second.request_state))
         monkeypatch.undo()
         for result in refused:
@@ -398,12 +531,18 @@ async def test_confirmation_state_replayed_or_tampered_is_refused(
     details = [r.detail for r in rows]
     assert "confirmation replayed" in details
     invalid = [r for r in rows if r.detail == "confirmation state invalid (reply_to_customer)"]
-    assert len(invalid) == 4 and all(r.outcome == "tool_error" and r.caller == "agent" for r in invalid)
+    assert len(invalid) == 4 and all(
+        r.outcome == "tool_error" and r.caller == "agent" for r in invalid
+    )
 
 
 @pytest.mark.parametrize("answer", ["decline", "cancel"])
 async def test_declined_confirmation_cannot_be_replayed_to_write(
-    settings: Settings, add_caller, server_as, mode: str, answer: str,
+    settings: Settings,
+    add_caller,
+    server_as,
+    mode: str,
+    answer: str,
 ) -> None:
     """A person's "no" spends the confirmation: on 2026-07-28 the same request state sent
     again with an "accept" is refused; on legacy the next call asks afresh. Nothing is
@@ -420,7 +559,9 @@ async def test_declined_confirmation_cannot_be_replayed_to_write(
         return ElicitResult(action=action, content={"value": True} if action == "accept" else None)
 
     arguments = {"ticket_id": billing, "reply": "Hello"}
-    async with Client(server_as(stdio_caller="agent"), mode=mode, elicitation_handler=person) as client:
+    async with Client(
+        server_as(stdio_caller="agent"), mode=mode, elicitation_handler=person
+    ) as client:
         if mode == "legacy":
             no = await client.call_tool("reply_to_customer", arguments, raise_on_error=False)
             assert no.is_error and f"did not confirm ({answer})" in text_of(no)
@@ -430,13 +571,18 @@ async def test_declined_confirmation_cannot_be_replayed_to_write(
         else:
             first = await _asked(client, billing)
             no = await client.session.call_tool(
-                "reply_to_customer", arguments, request_state=first.request_state, allow_input_required=True,
+                "reply_to_customer",
+                arguments,
+                request_state=first.request_state,
+                allow_input_required=True,
                 input_responses={"confirm": WireElicitResult(action=answer)},
             )
             assert no.is_error and f"did not confirm ({answer})" in text_of(no)
             replayed = await _answer(client, billing, first.request_state)
             assert replayed.is_error and "already used" in text_of(replayed)
-            assert (await state(settings, billing))[:3] == before[:3]  # no comment, event or version change
+            assert (await state(settings, billing))[:3] == before[
+                :3
+            ]  # no comment, event or version change
     said = f"confirmation {answer}{'d' if answer == 'decline' else 'led'}"
     rows = await audit_rows(settings, tool="reply_to_customer")
     details = [r.detail.split(" (")[0] if r.detail else r.detail for r in rows]
@@ -447,14 +593,18 @@ async def test_declined_confirmation_cannot_be_replayed_to_write(
         assert all(r.change is None for r in rows)
 
 
-async def test_confirmation_state_expired_is_refused(settings: Settings, add_caller, server_as, monkeypatch) -> None:
+async def test_confirmation_state_expired_is_refused(
+    settings: Settings, add_caller, server_as, monkeypatch
+) -> None:
     from ticket_server.tools import writes
 
     monkeypatch.setattr(writes, "CONFIRM_SECONDS", -1)
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
     before = await state(settings, billing)
-    async with Client(server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes) as client:
+    async with Client(
+        server_as(stdio_caller="agent"), mode="2026-07-28", elicitation_handler=_yes
+    ) as client:
         first = await _asked(client, billing)
         late = await _answer(client, billing, first.request_state)
         assert late.is_error and "expired" in text_of(late)
@@ -482,14 +632,22 @@ async def test_audit_prints_the_story_of_a_ticket(settings: Settings, agent, db_
 
     billing = await ticket_in(settings, "billing")
     async with Client(agent) as client:
-        await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "Story note",
-                                                     "idempotency_key": "story-1"})
+        await client.call_tool(
+            "add_internal_note",
+            {"ticket_id": billing, "note": "Story note", "idempotency_key": "story-1"},
+        )
         await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "zoe"})
-        await client.call_tool("set_ticket_status", {"ticket_id": billing, "status": "new"}, raise_on_error=False)
+        await client.call_tool(
+            "set_ticket_status", {"ticket_id": billing, "status": "new"}, raise_on_error=False
+        )
     env = {**os.environ, "TICKET_SERVER_DATABASE_URL": settings.database_url}
     proc = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "ticket_server", "audit", "--ticket", billing.lower()],
-        env=env, capture_output=True, text=True, timeout=120,
+        subprocess.run,
+        [sys.executable, "-m", "ticket_server", "audit", "--ticket", billing.lower()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -498,34 +656,51 @@ async def test_audit_prints_the_story_of_a_ticket(settings: Settings, agent, db_
     assert "owner:" in out and "-> zoe" in out
     assert "called set_ticket_status: tool_error (illegal status transition)" in out
     lines = out.splitlines()
-    assert lines.index(next(l for l in lines if "Story note" in l)) < lines.index(next(l for l in lines if "-> zoe" in l))
+    assert lines.index(next(l for l in lines if "Story note" in l)) < lines.index(
+        next(l for l in lines if "-> zoe" in l)
+    )
 
 
-async def test_idempotency_key_in_meta_as_the_client_kit_sends_it(settings: Settings, agent, mode: str) -> None:
+async def test_idempotency_key_in_meta_as_the_client_kit_sends_it(
+    settings: Settings, agent, mode: str
+) -> None:
     billing = await ticket_in(settings, "billing")
     meta = {"dev.ticket-server/idempotency-key": "kit-1"}
     async with Client(agent, mode=mode) as client:
-        first = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "kit"}, meta=meta)
+        first = await client.call_tool(
+            "assign_ticket", {"ticket_id": billing, "owner": "kit"}, meta=meta
+        )
         after = await state(settings, billing)
-        again = await client.call_tool("assign_ticket", {"ticket_id": billing, "owner": "kit"}, meta=meta)
+        again = await client.call_tool(
+            "assign_ticket", {"ticket_id": billing, "owner": "kit"}, meta=meta
+        )
         assert again.structured_content == first.structured_content
         assert again.meta["dev.ticket-server/replay"] is True
         assert await state(settings, billing) == after
 
 
-async def test_caller_writes_only_in_its_write_queues(settings: Settings, add_caller, server_as, mode: str) -> None:
+async def test_caller_writes_only_in_its_write_queues(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
     """Reads billing and support, writes billing only: a support ticket is readable but
     not writable, and a billing ticket cannot be moved to support."""
-    await add_caller("split", scopes=AGENT_SCOPES, queues=["billing", "support"], write_queues=["billing"])
+    await add_caller(
+        "split", scopes=AGENT_SCOPES, queues=["billing", "support"], write_queues=["billing"]
+    )
     billing, support = await ticket_in(settings, "billing"), await ticket_in(settings, "support")
     before = await state(settings, billing), await state(settings, support)
     async with Client(server_as(stdio_caller="split", confirm_writes=[]), mode=mode) as client:
         read = await client.call_tool("get_ticket", {"ticket_id": support, "fields": ["status"]})
         assert not read.is_error
-        note = await client.call_tool("add_internal_note", {"ticket_id": support, "note": "x"}, raise_on_error=False)
+        note = await client.call_tool(
+            "add_internal_note", {"ticket_id": support, "note": "x"}, raise_on_error=False
+        )
         assert note.is_error and "may write" in text_of(note)
-        moved = await client.call_tool("escalate_ticket", {"ticket_id": billing, "queue": "support", "reason": "r"},
-                                       raise_on_error=False)
+        moved = await client.call_tool(
+            "escalate_ticket",
+            {"ticket_id": billing, "queue": "support", "reason": "r"},
+            raise_on_error=False,
+        )
         assert moved.is_error and "may not write in queue 'support'" in text_of(moved)
         assert (await state(settings, billing), await state(settings, support)) == before
         ok = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "fine"})
@@ -533,17 +708,26 @@ async def test_caller_writes_only_in_its_write_queues(settings: Settings, add_ca
 
 
 async def test_a_callers_own_confirmation_policy_replaces_the_deployments(
-    settings: Settings, add_caller, server_as, mode: str,
+    settings: Settings,
+    add_caller,
+    server_as,
+    mode: str,
 ) -> None:
     """A trusted bot confirms nothing; another caller must confirm even its notes."""
     await add_caller("bot", scopes=AGENT_SCOPES, queues=["billing"], confirm_writes=[])
-    await add_caller("careful", scopes=AGENT_SCOPES, queues=["billing"], confirm_writes=["add_internal_note"])
+    await add_caller(
+        "careful", scopes=AGENT_SCOPES, queues=["billing"], confirm_writes=["add_internal_note"]
+    )
     billing = await ticket_in(settings, "billing")
     async with Client(server_as(stdio_caller="bot"), mode=mode) as client:
-        reply = await client.call_tool("reply_to_customer", {"ticket_id": billing, "reply": "Done."})
+        reply = await client.call_tool(
+            "reply_to_customer", {"ticket_id": billing, "reply": "Done."}
+        )
         assert not reply.is_error
     async with Client(server_as(stdio_caller="careful"), mode=mode) as client:
-        note = await client.call_tool("add_internal_note", {"ticket_id": billing, "note": "n"}, raise_on_error=False)
+        note = await client.call_tool(
+            "add_internal_note", {"ticket_id": billing, "note": "n"}, raise_on_error=False
+        )
         assert note.is_error and "needs a person's confirmation" in text_of(note)
     rows = await audit_rows(settings, tool="reply_to_customer")
     assert json.loads(rows[-1].change)["confirmation"] == "not required"
@@ -563,7 +747,9 @@ def test_a_misspelt_confirmation_policy_is_refused_not_ignored() -> None:
 
 
 async def test_confirmation_asked_by_one_replica_is_accepted_by_another(
-    settings: Settings, add_caller, server_as,
+    settings: Settings,
+    add_caller,
+    server_as,
 ) -> None:
     """With TICKET_SERVER_CURSOR_SECRET shared, the retry carrying the person's answer may
     reach another server process (stateless HTTP replicas); the state is still single-use."""
@@ -572,8 +758,10 @@ async def test_confirmation_asked_by_one_replica_is_accepted_by_another(
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
     shared = {"stdio_caller": "agent", "cursor_secret": SecretStr("replica secret")}
-    async with (Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as one,
-                Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as two):
+    async with (
+        Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as one,
+        Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as two,
+    ):
         first = await _asked(one, billing)
         done = await _answer(two, billing, first.request_state)
         assert not done.is_error

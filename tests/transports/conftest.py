@@ -40,7 +40,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def add_caller(db_path: Path | str, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options) -> str:
+def add_caller(
+    db_path: Path | str, name: str, scopes: tuple[str, ...] = ("tickets:read",), **options
+) -> str:
     """Create a caller in the database at ``db_path`` (a SQLite file or a URL); returns its token."""
     import asyncio
 
@@ -59,8 +61,12 @@ def add_caller(db_path: Path | str, name: str, scopes: tuple[str, ...] = ("ticke
         return pool.submit(asyncio.run, add()).result()
 
 
-def wait_for_log(read_logs: Callable[[], str], predicate: Callable[[dict], bool], count: int = 1,
-                 timeout: float = 30) -> list[dict]:
+def wait_for_log(
+    read_logs: Callable[[], str],
+    predicate: Callable[[dict], bool],
+    count: int = 1,
+    timeout: float = 30,
+) -> list[dict]:
     """The first ``count`` JSON log records (from ``read_logs()``, a server's stderr) for
     which ``predicate`` holds, once there are that many: a test waits for the server to
     say it has done something, instead of sleeping and hoping it has."""
@@ -76,14 +82,18 @@ def wait_for_log(read_logs: Callable[[], str], predicate: Callable[[dict], bool]
                 found.append(record)
         if len(found) >= count:
             return found[:count]
-        assert time.monotonic() < deadline, f"{len(found)} of {count} log records after {timeout} s: {read_logs()[-3000:]}"
+        assert time.monotonic() < deadline, (
+            f"{len(found)} of {count} log records after {timeout} s: {read_logs()[-3000:]}"
+        )
         time.sleep(0.02)
 
 
 def tool_handler_called(tool: str) -> Callable[[dict], bool]:
     """Predicate: FastMCP's DEBUG record that a tools/call of ``tool`` reached its handler
     (the server must run with TICKET_SERVER_LOG_LEVEL=DEBUG)."""
-    return lambda record: record.get("message", "").startswith(f"[ticket-server] Handler called: call_tool {tool} ")
+    return lambda record: record.get("message", "").startswith(
+        f"[ticket-server] Handler called: call_tool {tool} "
+    )
 
 
 def audit_records(logs: str) -> list[dict]:
@@ -120,7 +130,9 @@ def database_locked(database_url: str) -> Iterator[None]:
         lock.close()
 
 
-def wait_until_waiting(database_url: str, read_logs: Callable[[], str], tool: str, count: int, earlier: int = 0) -> None:
+def wait_until_waiting(
+    database_url: str, read_logs: Callable[[], str], tool: str, count: int, earlier: int = 0
+) -> None:
     """Return once ``count`` calls of ``tool`` wait on the locked database
     (``database_locked``): on PostgreSQL, seen waiting in pg_stat_activity; on SQLite
     (which shows no sign of a waiting reader), seen reaching the tool in the server's
@@ -138,8 +150,12 @@ def wait_until_waiting(database_url: str, read_logs: Callable[[], str], tool: st
 # caller cached (over HTTP the token is looked up in the callers table, which on SQLite
 # the lock also holds), DEBUG for the handler records `wait_until_waiting` reads, and on
 # SQLite the rollback journal (in WAL mode, the default, an EXCLUSIVE lock holds no reader).
-WAITING = dict(TICKET_SERVER_DATABASE_TIMEOUT="60", TICKET_SERVER_CALLER_CACHE_SECONDS="600",
-               TICKET_SERVER_LOG_LEVEL="DEBUG", TICKET_SERVER_SQLITE_JOURNAL_MODE="delete")
+WAITING = dict(
+    TICKET_SERVER_DATABASE_TIMEOUT="60",
+    TICKET_SERVER_CALLER_CACHE_SECONDS="600",
+    TICKET_SERVER_LOG_LEVEL="DEBUG",
+    TICKET_SERVER_SQLITE_JOURNAL_MODE="delete",
+)
 
 
 class HttpServer:
@@ -155,7 +171,9 @@ class HttpServer:
 
         bearer = token or self.token
         headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
-        return streamable_http_client(self.url, http_client=httpx.AsyncClient(headers=headers, timeout=30))
+        return streamable_http_client(
+            self.url, http_client=httpx.AsyncClient(headers=headers, timeout=30)
+        )
 
     def logs(self) -> str:
         return self.stderr.read_text(encoding="utf-8", errors="replace")

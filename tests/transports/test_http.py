@@ -11,8 +11,10 @@ from mcp import Client
 from tests.helpers import assert_no_leak, text_of
 
 
-
-@pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")])
+@pytest.mark.parametrize(
+    ("mode", "revision"),
+    [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")],
+)
 async def test_sdk_client_over_http(http_server, mode: str, revision: str) -> None:
     async with Client(http_server.transport(), mode=mode) as client:
         assert client.protocol_version == revision
@@ -21,7 +23,10 @@ async def test_sdk_client_over_http(http_server, mode: str, revision: str) -> No
         result = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
         assert result.is_error is False
         assert result.structured_content == {
-            "id": "SUP-4412", "status": "waiting_on_customer", "owner": "r.mehta", "updated": "2026-07-14",
+            "id": "SUP-4412",
+            "status": "waiting_on_customer",
+            "owner": "r.mehta",
+            "updated": "2026-07-14",
         }
         missing = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-0000000"})
         assert missing.is_error is True and "SUP-0000000" in text_of(missing)
@@ -38,10 +43,20 @@ def test_healthz_checks_the_database(http_server) -> None:
 
 def test_foreign_origin_is_refused(http_server) -> None:
     """DNS-rebinding protection: a browser page from another origin gets 403."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     response = httpx.post(
-        http_server.url, json=body, timeout=5,
+        http_server.url,
+        json=body,
+        timeout=5,
         headers={"Origin": "http://evil.example", "Accept": "application/json, text/event-stream"},
     )
     assert response.status_code == 403

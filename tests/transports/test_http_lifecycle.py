@@ -12,7 +12,14 @@ from mcp import Client
 
 from tests.postgres import server_at, table_locked, wait_for_lock_waiters
 from tests.transports.conftest import (
-    WAITING, add_caller, audit_records, database_locked, start_http_server, stop, wait_for_log, wait_until_waiting,
+    WAITING,
+    add_caller,
+    audit_records,
+    database_locked,
+    start_http_server,
+    stop,
+    wait_for_log,
+    wait_until_waiting,
 )
 
 
@@ -32,15 +39,29 @@ async def test_c09_database_work_never_blocks_the_event_loop(database_url: str, 
     server = start_http_server(database_url, tmp_path, **WAITING)
     try:
         async with Client(server.transport(token), mode="2026-07-28") as client:
-            await client.call_tool("search_tickets_v2", {"query": "refund"})  # warm: caller cached, pool open
+            await client.call_tool(
+                "search_tickets_v2", {"query": "refund"}
+            )  # warm: caller cached, pool open
             with database_locked(database_url):
-                first = asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "invoice"}))
-                second = asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "password"}))
-                await asyncio.to_thread(wait_until_waiting, database_url, server.logs, "search_tickets_v2", 2, 1)
-                async with httpx.AsyncClient(timeout=10) as http:  # answered while both searches wait
-                    metadata = await http.get(f"{server.base}/.well-known/oauth-protected-resource/mcp")
+                first = asyncio.create_task(
+                    client.call_tool("search_tickets_v2", {"query": "invoice"})
+                )
+                second = asyncio.create_task(
+                    client.call_tool("search_tickets_v2", {"query": "password"})
+                )
+                await asyncio.to_thread(
+                    wait_until_waiting, database_url, server.logs, "search_tickets_v2", 2, 1
+                )
+                async with httpx.AsyncClient(
+                    timeout=10
+                ) as http:  # answered while both searches wait
+                    metadata = await http.get(
+                        f"{server.base}/.well-known/oauth-protected-resource/mcp"
+                    )
                 assert metadata.status_code == 200
-                assert not first.done() and not second.done(), "both searches are still waiting on the database"
+                assert not first.done() and not second.done(), (
+                    "both searches are still waiting on the database"
+                )
             results = await asyncio.wait_for(asyncio.gather(first, second), 60)
             assert all(r.is_error is False and r.structured_content["tickets"] for r in results)
     finally:
@@ -52,7 +73,9 @@ async def test_c09_database_work_never_blocks_the_event_loop(database_url: str, 
 
 
 @pytest.mark.postgresql_only
-async def test_sigterm_during_load_answers_in_flight_calls_flushes_audit_and_exits_0(database_url: str, tmp_path) -> None:
+async def test_sigterm_during_load_answers_in_flight_calls_flushes_audit_and_exits_0(
+    database_url: str, tmp_path
+) -> None:
     """SIGTERM while 8 searches are in flight: every one of the 8 is answered (no error,
     tickets), the process exits 0, and the audit trail (its 30 s flush never due: only
     shutdown writes it) holds exactly the 5 earlier calls and the 8 in-flight ones, each
@@ -61,31 +84,49 @@ async def test_sigterm_during_load_answers_in_flight_calls_flushes_audit_and_exi
     is in flight for certain (SQLite shows no sign of a waiting reader); the lock goes
     only once uvicorn has logged that it is shutting down."""
     token = add_caller(database_url, "loader")
-    server = start_http_server(database_url, tmp_path, TICKET_SERVER_AUDIT_FLUSH_SECONDS="30",
-                               TICKET_SERVER_DATABASE_TIMEOUT="60", TICKET_SERVER_CALLER_CACHE_SECONDS="600")
+    server = start_http_server(
+        database_url,
+        tmp_path,
+        TICKET_SERVER_AUDIT_FLUSH_SECONDS="30",
+        TICKET_SERVER_DATABASE_TIMEOUT="60",
+        TICKET_SERVER_CALLER_CACHE_SECONDS="600",
+    )
     try:
         async with Client(server.transport(token), mode="2026-07-28") as client:
             for _ in range(5):
                 warm = await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
                 assert warm.is_error is False
             with table_locked(database_url):
-                calls = [asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "refund"}))
-                         for _ in range(8)]
+                calls = [
+                    asyncio.create_task(client.call_tool("search_tickets_v2", {"query": "refund"}))
+                    for _ in range(8)
+                ]
                 await asyncio.to_thread(wait_for_lock_waiters, database_url, 8)
                 server.process.send_signal(signal.SIGTERM)
-                await asyncio.to_thread(wait_for_log, server.logs,
-                                        lambda r: r.get("logger", "").startswith("uvicorn") and "Shutting down" in r.get("message", ""))
+                await asyncio.to_thread(
+                    wait_for_log,
+                    server.logs,
+                    lambda r: (
+                        r.get("logger", "").startswith("uvicorn")
+                        and "Shutting down" in r.get("message", "")
+                    ),
+                )
                 assert not any(c.done() for c in calls), "every search still waits on the lock"
             outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 60)
         for outcome in outcomes:
-            assert not isinstance(outcome, BaseException), f"an in-flight call was not answered: {outcome!r}"
+            assert not isinstance(outcome, BaseException), (
+                f"an in-flight call was not answered: {outcome!r}"
+            )
             assert outcome.is_error is False and outcome.structured_content["tickets"], outcome
         assert server.process.wait(timeout=30) == 0, server.logs()
     finally:
         if server.process.poll() is None:
             server.process.kill()
     pg, name = server_at(database_url)
-    rows = pg.psql("SELECT tool, outcome, count(*), count(DISTINCT trace_id) FROM audit_events "
-                   "WHERE caller = 'loader' GROUP BY tool, outcome ORDER BY tool", name).split()
+    rows = pg.psql(
+        "SELECT tool, outcome, count(*), count(DISTINCT trace_id) FROM audit_events "
+        "WHERE caller = 'loader' GROUP BY tool, outcome ORDER BY tool",
+        name,
+    ).split()
     assert rows == ["get_ticket_status_v2|ok|5|5", "search_tickets_v2|ok|8|8"], rows
     assert token not in server.logs()

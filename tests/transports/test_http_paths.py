@@ -9,21 +9,32 @@ import pytest
 from tests.transports.conftest import HttpServer
 
 pytestmark = pytest.mark.sqlite_only
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-               "MCP-Protocol-Version": "2025-11-25"}
+MCP_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "MCP-Protocol-Version": "2025-11-25",
+}
 NOT_JSON_RPC = b'{"hello": "world"}'
 
 
 def test_other_paths_answer_as_a_plain_web_server(http_server: HttpServer) -> None:
     """C23: OAuth discovery probes (mcp-remote without --header) get 404/405, never JSON-RPC."""
     with httpx.Client(base_url=http_server.base, timeout=30) as client:
-        for method, path in [("POST", "/register"), ("GET", "/.well-known/oauth-authorization-server"),
-                             ("GET", "/.well-known/openid-configuration"), ("POST", "/token"),
-                             ("POST", "/")]:
-            answer = client.request(method, path, content=b"{}", headers={"Content-Type": "application/json"})
+        for method, path in [
+            ("POST", "/register"),
+            ("GET", "/.well-known/oauth-authorization-server"),
+            ("GET", "/.well-known/openid-configuration"),
+            ("POST", "/token"),
+            ("POST", "/"),
+        ]:
+            answer = client.request(
+                method, path, content=b"{}", headers={"Content-Type": "application/json"}
+            )
             assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
             assert "jsonrpc" not in answer.text, (method, path, answer.text)
-        answer = client.post("/healthz", content=NOT_JSON_RPC, headers={"Content-Type": "application/json"})
+        answer = client.post(
+            "/healthz", content=NOT_JSON_RPC, headers={"Content-Type": "application/json"}
+        )
         assert answer.status_code == 405 and "jsonrpc" not in answer.text
 
 
@@ -36,7 +47,10 @@ def test_mcp_without_a_token_is_401_before_its_body_is_read(http_server: HttpSer
                 assert answer.status_code == 401, (body, answer.status_code, answer.text)
                 assert answer.headers["www-authenticate"].startswith("Bearer"), answer.headers
         # With the token the same body is an Invalid Request, as before.
-        answer = client.post(http_server.url, content=NOT_JSON_RPC,
-                             headers={**MCP_HEADERS, "Authorization": f"Bearer {http_server.token}"})
+        answer = client.post(
+            http_server.url,
+            content=NOT_JSON_RPC,
+            headers={**MCP_HEADERS, "Authorization": f"Bearer {http_server.token}"},
+        )
         assert answer.status_code == 400
         assert answer.json()["error"]["code"] == -32600

@@ -18,7 +18,9 @@ def sample(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-async def test_metrics_count_calls_outcomes_latency_limits_and_deprecations(db_path: Path, tmp_path: Path) -> None:
+async def test_metrics_count_calls_outcomes_latency_limits_and_deprecations(
+    db_path: Path, tmp_path: Path
+) -> None:
     token = add_caller(db_path, "billing", tool_rate_limit="3/minute")
     server = start_http_server(db_path, tmp_path)
     try:
@@ -34,12 +36,51 @@ async def test_metrics_count_calls_outcomes_latency_limits_and_deprecations(db_p
         text = response.text
         calls = "ticket_server_tool_calls_total"
         # get_ticket_status shares get_ticket_status_v2's allowance (3): the last 3 are refused
-        assert sample(text, calls, tool="get_ticket_status_v2", caller="billing", outcome="ok", protocol_version="2026-07-28") == 1
-        assert sample(text, calls, tool="get_ticket_status_v2", caller="billing", outcome="tool_error") == 1
-        assert sample(text, calls, tool="get_ticket_status_v2", caller="billing", outcome="rate_limited") == 3
-        assert sample(text, "ticket_server_rate_limit_refusals_total", caller="billing", tool="get_ticket_status_v2") == 3
-        assert sample(text, "ticket_server_deprecated_tool_calls_total", caller="billing", tool="get_ticket_status") == 1
-        assert sample(text, "ticket_server_tool_call_duration_seconds_count", tool="get_ticket_status_v2") == 5
+        assert (
+            sample(
+                text,
+                calls,
+                tool="get_ticket_status_v2",
+                caller="billing",
+                outcome="ok",
+                protocol_version="2026-07-28",
+            )
+            == 1
+        )
+        assert (
+            sample(text, calls, tool="get_ticket_status_v2", caller="billing", outcome="tool_error")
+            == 1
+        )
+        assert (
+            sample(
+                text, calls, tool="get_ticket_status_v2", caller="billing", outcome="rate_limited"
+            )
+            == 3
+        )
+        assert (
+            sample(
+                text,
+                "ticket_server_rate_limit_refusals_total",
+                caller="billing",
+                tool="get_ticket_status_v2",
+            )
+            == 3
+        )
+        assert (
+            sample(
+                text,
+                "ticket_server_deprecated_tool_calls_total",
+                caller="billing",
+                tool="get_ticket_status",
+            )
+            == 1
+        )
+        assert (
+            sample(
+                text, "ticket_server_tool_call_duration_seconds_count", tool="get_ticket_status_v2"
+            )
+            == 5
+        )
         assert "ticket_server_database_errors_total 0.0" in text
         assert token not in text
     finally:
@@ -50,9 +91,13 @@ def test_metrics_token_protects_the_endpoint(db_path: Path, tmp_path: Path) -> N
     server = start_http_server(db_path, tmp_path, TICKET_SERVER_METRICS_TOKEN="scrape-secret")
     try:
         assert httpx.get(f"{server.base}/metrics", timeout=10).status_code == 403
-        wrong = httpx.get(f"{server.base}/metrics", headers={"Authorization": "Bearer nope"}, timeout=10)
+        wrong = httpx.get(
+            f"{server.base}/metrics", headers={"Authorization": "Bearer nope"}, timeout=10
+        )
         assert wrong.status_code == 403
-        ok = httpx.get(f"{server.base}/metrics", headers={"Authorization": "Bearer scrape-secret"}, timeout=10)
+        ok = httpx.get(
+            f"{server.base}/metrics", headers={"Authorization": "Bearer scrape-secret"}, timeout=10
+        )
         assert ok.status_code == 200 and "ticket_server_tool_calls" in ok.text
     finally:
         stop(server.process)

@@ -36,17 +36,32 @@ def test_c26_null_id_over_http(db_path: Path, tmp_path: Path) -> None:
     """C26 (HTTP): the same frame gets -32600 with id null; the next request is answered."""
     token = add_caller(db_path, "nullid")
     server = start_http_server(db_path, tmp_path)
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/list",
+    }
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     try:
-        refused = httpx.post(server.url, json={**NULL_ID_LIST, "params": {"_meta": meta}}, headers=headers, timeout=30)
+        refused = httpx.post(
+            server.url,
+            json={**NULL_ID_LIST, "params": {"_meta": meta}},
+            headers=headers,
+            timeout=30,
+        )
         body = refused.json()
         assert body["id"] is None and body["error"]["code"] == -32600, body
-        answered = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list",
-                                                "params": {"_meta": meta}}, headers=headers, timeout=30)
+        answered = httpx.post(
+            server.url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
+            headers=headers,
+            timeout=30,
+        )
         assert answered.status_code == 200 and answered.json()["result"]["tools"], answered.text
     finally:
         stop(server.process)

@@ -15,8 +15,16 @@ from mcp import Client, StdioServerParameters
 from tests.helpers import text_of
 from tests.transports.conftest import TICKET_SERVER, server_env, stop
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -26,7 +34,10 @@ def stdio_params(db_path: Path, **env: str) -> StdioServerParameters:
     )
 
 
-@pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")])
+@pytest.mark.parametrize(
+    ("mode", "revision"),
+    [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")],
+)
 async def test_sdk_client_over_stdio(db_path: Path, mode: str, revision: str) -> None:
     async with Client(stdio_params(db_path), mode=mode) as client:
         assert client.protocol_version == revision
@@ -34,7 +45,10 @@ async def test_sdk_client_over_stdio(db_path: Path, mode: str, revision: str) ->
         assert {"get_ticket_status", "search_tickets"} <= names
         result = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-4412"})
         assert result.structured_content == {
-            "id": "SUP-4412", "status": "waiting_on_customer", "owner": "r.mehta", "updated": "2026-07-14",
+            "id": "SUP-4412",
+            "status": "waiting_on_customer",
+            "owner": "r.mehta",
+            "updated": "2026-07-14",
         }
         missing = await client.call_tool("get_ticket_status", {"ticket_id": "SUP-0000000"})
         assert missing.is_error is True and "SUP-0000000" in text_of(missing)
@@ -47,8 +61,11 @@ class RawStdio:
         # stderr goes to a file: an unread pipe would fill up and block the server's logging.
         self.stderr_file = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [*TICKET_SERVER, "serve"], env=server_env(db_path, **env),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
+            [*TICKET_SERVER, "serve"],
+            env=server_env(db_path, **env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_file,
         )
         self.lines: list[bytes] = []
         # stdout is read by a thread into a queue, so that `read` has a deadline that
@@ -73,7 +90,9 @@ class RawStdio:
         try:
             line = self._frames.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"no answer within {timeout} s; stderr: {self.stderr()[-2000:]}") from None
+            raise AssertionError(
+                f"no answer within {timeout} s; stderr: {self.stderr()[-2000:]}"
+            ) from None
         assert line, f"server closed stdout; stderr: {self.stderr()}"
         self.lines.append(line)
         return json.loads(line)
@@ -139,8 +158,14 @@ def test_c10_debug_logging_200_calls_stdout_is_only_jsonrpc(db_path: Path) -> No
     raw.send(INITIALIZED)
     answered = set()
     for i in range(200):
-        raw.send({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
-                  "params": {"name": "get_ticket_status", "arguments": {"ticket_id": "SUP-4412"}}})
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 100 + i,
+                "method": "tools/call",
+                "params": {"name": "get_ticket_status", "arguments": {"ticket_id": "SUP-4412"}},
+            }
+        )
         message = raw.read_until_id(100 + i)
         assert message["result"]["isError"] is False
         answered.add(message["id"])
@@ -155,8 +180,11 @@ def test_c10_debug_logging_200_calls_stdout_is_only_jsonrpc(db_path: Path) -> No
 
 def test_serve_refuses_an_unmigrated_database(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [*TICKET_SERVER, "serve"], env=server_env(tmp_path / "empty.db"),
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        [*TICKET_SERVER, "serve"],
+        env=server_env(tmp_path / "empty.db"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
     )
     assert proc.returncode != 0
     assert proc.stdout == b""
@@ -167,8 +195,11 @@ def test_serve_refuses_an_unmigrated_database(tmp_path: Path) -> None:
 def test_c05a_database_folder_missing(tmp_path: Path) -> None:
     """C05 (a): a URL into a missing folder exits non-zero with one line naming the setting."""
     proc = subprocess.run(
-        [*TICKET_SERVER, "serve"], env=server_env(tmp_path / "no" / "such" / "dir" / "t.db"),
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        [*TICKET_SERVER, "serve"],
+        env=server_env(tmp_path / "no" / "such" / "dir" / "t.db"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
     )
     assert proc.returncode != 0
     err = proc.stderr.decode().strip()
@@ -201,12 +232,20 @@ def test_c14_invalid_utf8_is_a_parse_error_and_nothing_runs(db_path: Path) -> No
         raw.send(INIT)
         raw.read_until_id(1)
         raw.send(INITIALIZED)
-        raw.send(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_tickets_v2",'
-                 b'"arguments":{"query":"caf\xe9"}}}')
+        raw.send(
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_tickets_v2",'
+            b'"arguments":{"query":"caf\xe9"}}}'
+        )
         refused = raw.read()
         assert refused["id"] is None and refused["error"]["code"] == -32700
-        raw.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                  "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}}})
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}},
+            }
+        )
         assert raw.read_until_id(3)["result"]["isError"] is False
         raw.close()
     finally:
@@ -219,14 +258,30 @@ def test_c14_invalid_utf8_is_a_parse_error_and_nothing_runs(db_path: Path) -> No
 def test_stdio_server_counts_no_prometheus_metrics(db_path: Path) -> None:
     """Under stdio nothing can scrape /metrics: the serving process answers tool calls
     without importing prometheus-client (it does import what a call needs)."""
-    raw = RawStdio(db_path, PYTHONPROFILEIMPORTTIME="1")  # `python -X importtime`: one stderr line per import
+    raw = RawStdio(
+        db_path, PYTHONPROFILEIMPORTTIME="1"
+    )  # `python -X importtime`: one stderr line per import
     raw.send(INIT)
     raw.read_until_id(1)
     raw.send(INITIALIZED)
-    raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}},
+        }
+    )
     assert raw.read_until_id(2)["result"]["isError"] is False
     _, err = raw.close()
-    imported = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in err.decode().splitlines()
+        if line.startswith("import time:")
+    }
     assert {"sqlalchemy", "ticket_server.access.audit"} <= imported
-    assert not {name for name in imported if name.split(".")[0] == "prometheus_client" or name == "ticket_server.metrics"}
+    assert not {
+        name
+        for name in imported
+        if name.split(".")[0] == "prometheus_client" or name == "ticket_server.metrics"
+    }

@@ -43,7 +43,10 @@ def test_c25_write_lock_at_start_is_waited_out(db_path: Path) -> None:
         holder.execute("COMMIT")
         holder.close()
         tools = raw.read_until_id(2)
-        assert {t["name"] for t in tools["result"]["tools"]} >= {"get_ticket_status_v2", "search_tickets_v2"}
+        assert {t["name"] for t in tools["result"]["tools"]} >= {
+            "get_ticket_status_v2",
+            "search_tickets_v2",
+        }
         assert raw.process.poll() is None
         assert "cannot open the database" not in raw.stderr()
     finally:
@@ -67,8 +70,14 @@ def test_c25_in_wal_mode_a_write_lock_does_not_hold_up_start(db_path: Path) -> N
         raw.send(INIT)
         assert raw.read_until_id(1)["result"]["serverInfo"]["name"] == "ticket-server"
         raw.send(INITIALIZED)
-        raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                  "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}}})
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-4412"}},
+            }
+        )
         answer = raw.read_until_id(2)  # while the write transaction is still open
         assert answer["result"]["isError"] is False, answer
     finally:

@@ -53,7 +53,9 @@ def sensitive_fields(tool: Tool | None, digested: Iterable[str] = ()) -> dict[st
     fields = {name: DIGEST for name in digested}
     for name, schema in properties.items():
         if isinstance(schema, dict) and (
-            schema.get("x-sensitive") or schema.get("writeOnly") or schema.get("format") == "password"
+            schema.get("x-sensitive")
+            or schema.get("writeOnly")
+            or schema.get("format") == "password"
         ):
             fields[name] = REDACTED
     return fields
@@ -82,7 +84,9 @@ def redact(arguments: dict[str, Any], sensitive: Mapping[str, str]) -> str:
     try:
         text = json.dumps(shown, ensure_ascii=False, default=str, sort_keys=True)
     except (ValueError, TypeError, RecursionError):  # nesting deeper than json can walk
-        text = json.dumps({k: REDACTED if k in sensitive else "[unprintable]" for k in shown}, ensure_ascii=False)
+        text = json.dumps(
+            {k: REDACTED if k in sensitive else "[unprintable]" for k in shown}, ensure_ascii=False
+        )
     return storable(text, MAX_ARGUMENTS_CHARS)
 
 
@@ -126,8 +130,13 @@ class AuditWriter:
     SAMPLE_SECONDS = 60.0  # the window of ``UNAUTHENTICATED_ROWS_PER_MINUTE``
 
     def __init__(
-        self, store: CallerStore, batch_size: int = 200, flush_seconds: float = 1.0, *,
-        queue_limit: int = QUEUE_LIMIT, dropped: Callable[[float], None] | None = None,
+        self,
+        store: CallerStore,
+        batch_size: int = 200,
+        flush_seconds: float = 1.0,
+        *,
+        queue_limit: int = QUEUE_LIMIT,
+        dropped: Callable[[float], None] | None = None,
     ) -> None:
         self.store = store
         self.batch_size = batch_size
@@ -163,9 +172,12 @@ class AuditWriter:
             return
         if unrecorded:
             summary = CallRecord(tool=UNAUTHENTICATED_SUMMARY, transport="http")
-            summary.fail(Outcome.DENIED, Cause.UNAUTHENTICATED,
-                         f"{unrecorded} more requests without a valid bearer token refused within "
-                         f"{max(1, round(min(self.SAMPLE_SECONDS, now - start)))} s; not recorded one by one")
+            summary.fail(
+                Outcome.DENIED,
+                Cause.UNAUTHENTICATED,
+                f"{unrecorded} more requests without a valid bearer token refused within "
+                f"{max(1, round(min(self.SAMPLE_SECONDS, now - start)))} s; not recorded one by one",
+            )
             self.observe(summary)
         self._minute = (now, 0, 0)
 
@@ -182,7 +194,9 @@ class AuditWriter:
 
     def submit(self, row: dict[str, Any]) -> None:
         if len(self._pending) >= self.queue_limit:
-            self._lose(1, f"audit queue full ({self.queue_limit} rows): a row is lost", row["trace_id"])
+            self._lose(
+                1, f"audit queue full ({self.queue_limit} rows): a row is lost", row["trace_id"]
+            )
             return
         self._pending.append(row)
         if self._wake is not None and len(self._pending) >= self.batch_size:
@@ -225,7 +239,9 @@ class AuditWriter:
         served call shares."""
         written, left = 0, len(self._pending)
         while left and self._pending:
-            batch = [self._pending[i] for i in range(min(self.batch_size, left, len(self._pending)))]
+            batch = [
+                self._pending[i] for i in range(min(self.batch_size, left, len(self._pending)))
+            ]
             left -= len(batch)
             try:
                 await self._insert(batch)
@@ -240,7 +256,9 @@ class AuditWriter:
                         if not _refused_content(one):
                             self._retry_later(one)
                             return written
-                        self._lose(1, "audit row refused by the database: it is lost", row["trace_id"])
+                        self._lose(
+                            1, "audit row refused by the database: it is lost", row["trace_id"]
+                        )
                     else:
                         written += 1
                     self._pending.popleft()
@@ -260,11 +278,17 @@ class AuditWriter:
             await session.execute(AuditEvent.__table__.insert(), rows)
 
     def _retry_later(self, exc: Exception) -> None:
-        self._backoff = min(self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2))
+        self._backoff = min(
+            self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2)
+        )
         self._retry_at = monotonic() + self._backoff
-        reason = "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
-        log.warning(f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
-                    extra={"rows": len(self._pending)})
+        reason = (
+            "database unavailable" if isinstance(exc, RegistryUnavailable) else type(exc).__name__
+        )
+        log.warning(
+            f"audit rows not written yet ({reason}); retrying in {self._backoff:g} s",
+            extra={"rows": len(self._pending)},
+        )
 
     async def stop(self) -> None:
         """Stop the background task and write what is pending (call shielded); rows the
@@ -285,5 +309,7 @@ class AuditWriter:
             if len(self._pending) == left:  # the database takes none: stop trying
                 break
         if self._pending:
-            self._lose(len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written")
+            self._lose(
+                len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written"
+            )
             self._pending.clear()

@@ -104,8 +104,12 @@ class Caller:
                 "tool_rate_limit": self.tool_rate_limit,
                 "http_rate_limit": self.http_rate_limit,
                 "registered": self.registered,
-                "write_queues": sorted(self.write_queues) if self.write_queues is not None else None,
-                "confirm_writes": sorted(self.confirm_writes) if self.confirm_writes is not None else None,
+                "write_queues": sorted(self.write_queues)
+                if self.write_queues is not None
+                else None,
+                "confirm_writes": sorted(self.confirm_writes)
+                if self.confirm_writes is not None
+                else None,
             }
         }
 
@@ -121,8 +125,12 @@ class Caller:
             tool_rate_limit=ours.get("tool_rate_limit"),
             http_rate_limit=ours.get("http_rate_limit"),
             registered=ours.get("registered", True) is not False,
-            write_queues=frozenset(ours["write_queues"]) if ours.get("write_queues") is not None else None,
-            confirm_writes=frozenset(ours["confirm_writes"]) if ours.get("confirm_writes") is not None else None,
+            write_queues=frozenset(ours["write_queues"])
+            if ours.get("write_queues") is not None
+            else None,
+            confirm_writes=frozenset(ours["confirm_writes"])
+            if ours.get("confirm_writes") is not None
+            else None,
         )
 
 
@@ -161,7 +169,10 @@ class CallerInfo:
 
 
 def validate(
-    name: str, scopes: list[str], queues: list[str] | None, limits: list[str | None],
+    name: str,
+    scopes: list[str],
+    queues: list[str] | None,
+    limits: list[str | None],
     confirm_writes: list[str] | None = None,
 ) -> None:
     if not NAME.match(name):
@@ -179,7 +190,9 @@ def validate(
 
     for action in confirm_writes or []:
         if action not in get_args(WriteAction):
-            raise CallerError(f"confirmation {action!r}: one of {', '.join(get_args(WriteAction))}, or none")
+            raise CallerError(
+                f"confirmation {action!r}: one of {', '.join(get_args(WriteAction))}, or none"
+            )
     for queue in queues or []:
         if not QUEUE.match(queue):
             raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
@@ -243,7 +256,10 @@ class CallerStore:
     ``cache_seconds``."""
 
     def __init__(
-        self, make_engine: Callable[[], AsyncEngine], timeout: float = 5.0, cache_seconds: float = 0.0
+        self,
+        make_engine: Callable[[], AsyncEngine],
+        timeout: float = 5.0,
+        cache_seconds: float = 0.0,
     ) -> None:
         self._make_engine = make_engine
         self._engine: AsyncEngine | None = None
@@ -282,7 +298,9 @@ class CallerStore:
         async with bounded(self._timeout, RegistryUnavailable, what), self._sessions() as session:
             yield session
 
-    async def _lookup(self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]) -> Any:
+    async def _lookup(
+        self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]
+    ) -> Any:
         """``read(row)`` of the row ``where(CallerRow)`` selects, kept in the cache under
         ``key``; lookups of one key while it is read share that read (which a caller
         giving up does not cancel)."""
@@ -300,7 +318,9 @@ class CallerStore:
         if not task.cancelled():
             task.exception()  # retrieved here too: every waiter may have given up
 
-    async def _read(self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]) -> Any:
+    async def _read(
+        self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]
+    ) -> Any:
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow
@@ -316,7 +336,11 @@ class CallerStore:
         digest = token_hash(token)
 
         def live(row: CallerRow | None) -> Caller | None:
-            if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_sha256, digest):
+            if (
+                row is None
+                or row.revoked_at is not None
+                or not hmac.compare_digest(row.token_sha256, digest)
+            ):
                 return None
             return _caller(row)
 
@@ -345,7 +369,9 @@ class CallerStore:
         from ticket_server.access.models import CallerRow
 
         async with self.session() as session:
-            return (await session.scalar(select(CallerRow.pk).where(CallerRow.name == name))) is not None
+            return (
+                await session.scalar(select(CallerRow.pk).where(CallerRow.name == name))
+            ) is not None
 
     async def count(self) -> int:
         from sqlalchemy import func, select
@@ -378,8 +404,13 @@ class CallerStore:
 
         from ticket_server.access.models import CallerRow
 
-        validate(name, scopes, [*(queues or []), *(write_queues or [])], [tool_rate_limit, http_rate_limit],
-                 confirm_writes)
+        validate(
+            name,
+            scopes,
+            [*(queues or []), *(write_queues or [])],
+            [tool_rate_limit, http_rate_limit],
+            confirm_writes,
+        )
         token = new_token()
         row = CallerRow(
             name=name,
@@ -387,7 +418,9 @@ class CallerStore:
             scopes=" ".join(sorted(set(scopes))),
             queues=" ".join(sorted(set(queues))) if queues else None,
             write_queues=" ".join(sorted(set(write_queues))) if write_queues else None,
-            confirm_writes=" ".join(sorted(set(confirm_writes))) if confirm_writes is not None else None,
+            confirm_writes=" ".join(sorted(set(confirm_writes)))
+            if confirm_writes is not None
+            else None,
             tool_rate_limit=tool_rate_limit,
             http_rate_limit=http_rate_limit,
             created_at=datetime.now(UTC),
@@ -441,7 +474,9 @@ class CallerStore:
             )
             if done.rowcount == 0:  # type: ignore[attr-defined]
                 if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is None:
-                    raise CallerError(f"no caller named {name!r}; `ticket-server callers list` shows them")
+                    raise CallerError(
+                        f"no caller named {name!r}; `ticket-server callers list` shows them"
+                    )
         _invalidate()
 
     async def rotate(self, name: str) -> tuple[str, bool]:
@@ -456,7 +491,9 @@ class CallerStore:
         async with self.session() as session, session.begin():
             row = await session.scalar(select(CallerRow).where(CallerRow.name == name))
             if row is None:
-                raise CallerError(f"no caller named {name!r}; `ticket-server callers list` shows them")
+                raise CallerError(
+                    f"no caller named {name!r}; `ticket-server callers list` shows them"
+                )
             restored = row.revoked_at is not None
             row.token_sha256 = token_hash(token)
             row.revoked_at = None

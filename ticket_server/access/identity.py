@@ -28,7 +28,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ticket_server.access.callers import (
-    BUILTIN_LOCAL, LOCAL, NAME, Caller, CallerStore, RegistryUnavailable, normalise_name, token_hash,
+    BUILTIN_LOCAL,
+    LOCAL,
+    NAME,
+    Caller,
+    CallerStore,
+    RegistryUnavailable,
+    normalise_name,
+    token_hash,
 )
 from ticket_server.settings import Settings
 
@@ -66,7 +73,9 @@ def _unverifiable(token: str) -> AccessToken:
     """What a verifier returns for a token it could not check because the callers table
     did not answer: no caller, no scope. The HTTP gate answers 503 for it, never 401,
     which would tell the client its token is unknown or revoked."""
-    return AccessToken(token=token_hash(token), client_id="", scopes=[], claims={UNVERIFIABLE: True})
+    return AccessToken(
+        token=token_hash(token), client_id="", scopes=[], claims={UNVERIFIABLE: True}
+    )
 
 
 def unverifiable(token: AccessToken) -> bool:
@@ -212,7 +221,9 @@ async def check_stdio_identity(settings: Settings, store: CallerStore) -> str:
     try:
         caller = await stdio_caller(settings, store)
     except RegistryUnavailable as exc:
-        raise IdentityError("the callers table is unavailable; run `ticket-server db upgrade`") from exc
+        raise IdentityError(
+            "the callers table is unavailable; run `ticket-server db upgrade`"
+        ) from exc
     if caller is not None:
         return caller.name
     if settings.token is not None:

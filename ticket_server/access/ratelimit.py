@@ -51,8 +51,11 @@ def async_storage(url: str):  # -> limits.aio.storage.Storage
         from redis.asyncio import BlockingConnectionPool
 
         pool = BlockingConnectionPool.from_url(
-            url, max_connections=256, timeout=STORAGE_TIMEOUT_SECONDS,
-            socket_connect_timeout=STORAGE_TIMEOUT_SECONDS, socket_timeout=STORAGE_TIMEOUT_SECONDS,
+            url,
+            max_connections=256,
+            timeout=STORAGE_TIMEOUT_SECONDS,
+            socket_connect_timeout=STORAGE_TIMEOUT_SECONDS,
+            socket_timeout=STORAGE_TIMEOUT_SECONDS,
         )
         return storage_from_string(f"async+{url}", implementation="redispy", connection_pool=pool)
     return storage_from_string(f"async+{url}")
@@ -102,12 +105,19 @@ class ToolLimiter:
         # algorithm either way.
         self.is_async = _is_redis(url)
         self.storage = async_storage(url) if self.is_async else sync_storage(url)
-        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(self.storage)
+        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(
+            self.storage
+        )
         self.failure = settings.rate_limit_failure
         self.storage_down = False
 
     async def admit(
-        self, caller: Caller, tool: str, key: str | None = None, *, write: bool = False,
+        self,
+        caller: Caller,
+        tool: str,
+        key: str | None = None,
+        *,
+        write: bool = False,
     ) -> Refusal | None:
         """None when ``caller`` may make one more call of ``tool`` now (counted), else why not.
         ``key`` (default ``tool``) names the allowance counted: names that share one give
@@ -150,7 +160,8 @@ class ToolLimiter:
         self.storage_down = True
         # The exception's type only: its text may carry the storage URL (a password).
         policy = (
-            "calls proceed without tool rate limits" if self.failure == "open"
+            "calls proceed without tool rate limits"
+            if self.failure == "open"
             else "tools/call is refused until it answers"
         )
         log.error(
@@ -162,8 +173,11 @@ class ToolLimiter:
     def _unavailable(item: RateLimitItem) -> Refusal:
         retry = UNAVAILABLE_RETRY_SECONDS
         text = f"Nothing was done: rate limiting is unavailable; try again shortly (in {retry} seconds)."
-        return Refusal(text, {META_KEY: {"limit": str(item), "retry_after_seconds": retry, "unavailable": True}},
-                       storage_unavailable=True)
+        return Refusal(
+            text,
+            {META_KEY: {"limit": str(item), "retry_after_seconds": retry, "unavailable": True}},
+            storage_unavailable=True,
+        )
 
 
 # --- HTTP endpoint --------------------------------------------------------------
@@ -183,8 +197,11 @@ class HttpVerdict:
 
     def headers(self) -> dict[str, str]:
         """``X-RateLimit-*`` and, when refused, ``Retry-After`` (RFC 9110 section 10.2.3)."""
-        headers = {"X-RateLimit-Limit": str(self.limit), "X-RateLimit-Remaining": str(self.remaining),
-                   "X-RateLimit-Reset": str(self.reset_seconds)}
+        headers = {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(self.remaining),
+            "X-RateLimit-Reset": str(self.reset_seconds),
+        }
         return headers if self.allowed else {**headers, "Retry-After": str(self.reset_seconds)}
 
 
@@ -202,7 +219,9 @@ class HttpLimiter:
         url = settings.rate_limit_storage_url
         self.is_async = _is_redis(url)
         storage = async_storage(url) if self.is_async else sync_storage(url)
-        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(storage)
+        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(
+            storage
+        )
         self.storage = storage
         self.memory = MovingWindowRateLimiter(compat.memory_storage())
         self.retry_storage_at = 0.0
@@ -221,8 +240,10 @@ class HttpLimiter:
                 self.retry_storage_at = time.monotonic() + FALLBACK_SECONDS
                 if not self.storage_down:  # once per outage; the tool limiter says what calls do
                     self.storage_down = True
-                    log.warning(f"HTTP request limit: counting in this process's memory while the "
-                                f"rate-limit storage does not answer ({type(exc).__name__})")
+                    log.warning(
+                        f"HTTP request limit: counting in this process's memory while the "
+                        f"rate-limit storage does not answer ({type(exc).__name__})"
+                    )
         limiter = self.memory if self.is_async else self.limiter
         allowed = limiter.hit(item, "http", key)
         return _verdict(item, allowed, limiter.get_window_stats(item, "http", key))

@@ -53,9 +53,16 @@ def _connect_hint(settings: Settings, token: str) -> str:
     )
 
 
-def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[str] | None,
-                tool_limit: str | None, http_limit: str | None, write_queues: list[str] | None = None,
-                confirm_writes: list[str] | None = None) -> None:
+def callers_add(
+    settings: Settings,
+    name: str,
+    scopes: list[str],
+    queues: list[str] | None,
+    tool_limit: str | None,
+    http_limit: str | None,
+    write_queues: list[str] | None = None,
+    confirm_writes: list[str] | None = None,
+) -> None:
     from ticket_server.access.identity import KNOWN_SCOPES
 
     unknown = sorted(set(scopes) - set(KNOWN_SCOPES))
@@ -66,8 +73,18 @@ def callers_add(settings: Settings, name: str, scopes: list[str], queues: list[s
         )
     if confirm_writes is not None:
         confirm_writes = [a for a in confirm_writes if a != "none"]
-    token = _run(settings, lambda s: s.add(name, scopes, queues, tool_limit, http_limit, write_queues=write_queues,
-                                           confirm_writes=confirm_writes))
+    token = _run(
+        settings,
+        lambda s: s.add(
+            name,
+            scopes,
+            queues,
+            tool_limit,
+            http_limit,
+            write_queues=write_queues,
+            confirm_writes=confirm_writes,
+        ),
+    )
     assert token is not None
     print(token)
     print(f"created caller {name!r}; the token above is shown only once", file=sys.stderr)
@@ -87,21 +104,34 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
     rows = _run(settings, lambda s: s.list())
     if as_json:
         for r in rows:
-            print(json.dumps({
-                "name": r.name, "scopes": r.scopes, "queues": r.queues, "write_queues": r.write_queues,
-                "tool_rate_limit": r.tool_rate_limit, "http_rate_limit": r.http_rate_limit,
-                "created_at": r.created_at.isoformat(),
-                "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,
-            }))
+            print(
+                json.dumps(
+                    {
+                        "name": r.name,
+                        "scopes": r.scopes,
+                        "queues": r.queues,
+                        "write_queues": r.write_queues,
+                        "tool_rate_limit": r.tool_rate_limit,
+                        "http_rate_limit": r.http_rate_limit,
+                        "created_at": r.created_at.isoformat(),
+                        "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,
+                    }
+                )
+            )
         return
     table = [["NAME", "SCOPES", "QUEUES", "TOOL LIMIT", "HTTP LIMIT", "CREATED", "REVOKED"]]
     for r in rows:
-        table.append([
-            r.name, ",".join(r.scopes), ",".join(r.queues) if r.queues is not None else "(all)",
-            r.tool_rate_limit or "(default)", r.http_rate_limit or "(default)",
-            r.created_at.strftime("%Y-%m-%d %H:%M"),
-            r.revoked_at.strftime("%Y-%m-%d %H:%M") if r.revoked_at else "-",
-        ])
+        table.append(
+            [
+                r.name,
+                ",".join(r.scopes),
+                ",".join(r.queues) if r.queues is not None else "(all)",
+                r.tool_rate_limit or "(default)",
+                r.http_rate_limit or "(default)",
+                r.created_at.strftime("%Y-%m-%d %H:%M"),
+                r.revoked_at.strftime("%Y-%m-%d %H:%M") if r.revoked_at else "-",
+            ]
+        )
     _print_table(table)
 
 
@@ -115,14 +145,26 @@ def callers_rotate(settings: Settings, name: str) -> None:
     token, restored = _run(settings, lambda s: s.rotate(name))
     print(token)
     if restored:
-        print(f"caller {name!r} was revoked and is restored with a new token (shown only once)",
-              file=sys.stderr)
+        print(
+            f"caller {name!r} was revoked and is restored with a new token (shown only once)",
+            file=sys.stderr,
+        )
     else:
-        print(f"new token for {name!r} (shown only once); the old one no longer works", file=sys.stderr)
+        print(
+            f"new token for {name!r} (shown only once); the old one no longer works",
+            file=sys.stderr,
+        )
 
 
-def audit(settings: Settings, caller: str | None, tool: str | None, since: str | None,
-          limit: int, as_json: bool = False, ticket: str | None = None) -> None:
+def audit(
+    settings: Settings,
+    caller: str | None,
+    tool: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool = False,
+    ticket: str | None = None,
+) -> None:
     if ticket is not None:
         ticket_story(settings, ticket.strip().upper(), as_json)
         return
@@ -135,13 +177,35 @@ def audit(settings: Settings, caller: str | None, tool: str | None, since: str |
         for r in rows:
             print(json.dumps(_row(r), ensure_ascii=False))
         return
-    table = [["TIME", "CALLER", "TRANSPORT", "PROTOCOL", "TOOL", "OUTCOME", "BYTES", "MS", "TRACE", "ARGUMENTS"]]
+    table = [
+        [
+            "TIME",
+            "CALLER",
+            "TRANSPORT",
+            "PROTOCOL",
+            "TOOL",
+            "OUTCOME",
+            "BYTES",
+            "MS",
+            "TRACE",
+            "ARGUMENTS",
+        ]
+    ]
     for r in rows:
-        table.append([
-            r.time.strftime("%Y-%m-%dT%H:%M:%SZ"), r.caller or "-", r.transport,
-            r.protocol_version or "-", r.tool, r.outcome, str(r.result_bytes),
-            f"{r.duration_ms:.1f}", r.trace_id[:12], r.arguments,
-        ])
+        table.append(
+            [
+                r.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                r.caller or "-",
+                r.transport,
+                r.protocol_version or "-",
+                r.tool,
+                r.outcome,
+                str(r.result_bytes),
+                f"{r.duration_ms:.1f}",
+                r.trace_id[:12],
+                r.arguments,
+            ]
+        )
     _print_table(table)
     print(f"{len(rows)} audit row(s)", file=sys.stderr)
 
@@ -154,7 +218,10 @@ def audit_prune(settings: Settings, older_than: str | None) -> None:
     except ValueError as exc:
         raise CommandError(str(exc).replace("--since", "--older-than")) from exc
     deleted = _run(settings, lambda s: prune(s, before))
-    print(f"{deleted} audit row(s) before {before.isoformat(timespec='seconds')} deleted", file=sys.stderr)
+    print(
+        f"{deleted} audit row(s) before {before.isoformat(timespec='seconds')} deleted",
+        file=sys.stderr,
+    )
 
 
 def ticket_story(settings: Settings, ticket_id: str, as_json: bool = False) -> None:
@@ -167,11 +234,17 @@ def ticket_story(settings: Settings, ticket_id: str, as_json: bool = False) -> N
         raise CommandError(f"no ticket {ticket_id!r} and no audited call naming it")
     if as_json:
         for at, who, what, trace in rows:
-            print(json.dumps({"time": at.isoformat(), "who": who, "what": what, "trace_id": trace or None},
-                             ensure_ascii=False))
+            print(
+                json.dumps(
+                    {"time": at.isoformat(), "who": who, "what": what, "trace_id": trace or None},
+                    ensure_ascii=False,
+                )
+            )
         return
     table = [["TIME", "WHO", "WHAT", "TRACE"]]
-    table += [[at.strftime("%Y-%m-%dT%H:%M:%SZ"), who, what, trace[:12]] for at, who, what, trace in rows]
+    table += [
+        [at.strftime("%Y-%m-%dT%H:%M:%SZ"), who, what, trace[:12]] for at, who, what, trace in rows
+    ]
     _print_table(table)
     print(f"{len(rows)} entries for {ticket_id}", file=sys.stderr)
 
@@ -190,24 +263,49 @@ def report_deprecated(settings: Settings, since: str | None, as_json: bool = Fal
     if as_json:
         for caller, tool, calls, last in rows:
             d = retiring[tool]
-            print(json.dumps({"caller": caller, "tool": tool, "calls": calls, "last_call": last.isoformat(),
-                              "replacement": d.replacement, "sunset": d.sunset.isoformat()}))
+            print(
+                json.dumps(
+                    {
+                        "caller": caller,
+                        "tool": tool,
+                        "calls": calls,
+                        "last_call": last.isoformat(),
+                        "replacement": d.replacement,
+                        "sunset": d.sunset.isoformat(),
+                    }
+                )
+            )
         return
     table = [["CALLER", "TOOL", "CALLS", "LAST CALL", "REPLACEMENT", "RETIRES"]]
     for caller, tool, calls, last in rows:
         d = retiring[tool]
-        table.append([caller or "-", tool, str(calls), last.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                      d.replacement, d.sunset.isoformat()])
+        table.append(
+            [
+                caller or "-",
+                tool,
+                str(calls),
+                last.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                d.replacement,
+                d.sunset.isoformat(),
+            ]
+        )
     _print_table(table)
     print(f"{len(rows)} caller/tool pair(s) still use deprecated tools", file=sys.stderr)
 
 
 def _row(r: Any) -> dict[str, Any]:
     return {
-        "time": r.time.isoformat(), "trace_id": r.trace_id, "caller": r.caller,
-        "transport": r.transport, "protocol_version": r.protocol_version, "tool": r.tool,
-        "arguments": json.loads(r.arguments), "outcome": r.outcome, "detail": r.detail,
-        "result_bytes": r.result_bytes, "duration_ms": r.duration_ms,
+        "time": r.time.isoformat(),
+        "trace_id": r.trace_id,
+        "caller": r.caller,
+        "transport": r.transport,
+        "protocol_version": r.protocol_version,
+        "tool": r.tool,
+        "arguments": json.loads(r.arguments),
+        "outcome": r.outcome,
+        "detail": r.detail,
+        "result_bytes": r.result_bytes,
+        "duration_ms": r.duration_ms,
     }
 
 

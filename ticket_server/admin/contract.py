@@ -50,7 +50,13 @@ async def snapshot(server: FastMCP) -> dict[str, Any]:
     entries = []
     for tool in sorted(tools, key=lambda t: t.name):
         dumped = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-        entries.append({k: dumped[k] for k in ("name", "description", "inputSchema", "outputSchema", "annotations") if k in dumped})
+        entries.append(
+            {
+                k: dumped[k]
+                for k in ("name", "description", "inputSchema", "outputSchema", "annotations")
+                if k in dumped
+            }
+        )
     return {"tools": entries}
 
 
@@ -88,7 +94,9 @@ def _enum(schema: dict[str, Any]) -> set[Any] | None:
     return set(map(json.dumps, values)) if values else None
 
 
-def compare_schema(old: dict[str, Any], new: dict[str, Any], tool: str, where: str, role: Role) -> list[Difference]:
+def compare_schema(
+    old: dict[str, Any], new: dict[str, Any], tool: str, where: str, role: Role
+) -> list[Difference]:
     """Differences between two JSON Schemas of one input or output value."""
     diffs: list[Difference] = []
 
@@ -134,7 +142,9 @@ def compare_schema(old: dict[str, Any], new: dict[str, Any], tool: str, where: s
     return diffs
 
 
-def _compare_properties(old: dict[str, Any], new: dict[str, Any], tool: str, where: str, role: Role) -> list[Difference]:
+def _compare_properties(
+    old: dict[str, Any], new: dict[str, Any], tool: str, where: str, role: Role
+) -> list[Difference]:
     diffs: list[Difference] = []
     old_p, new_p = old.get("properties", {}), new.get("properties", {})
     old_r, new_r = set(old.get("required", [])), set(new.get("required", []))
@@ -149,7 +159,9 @@ def _compare_properties(old: dict[str, Any], new: dict[str, Any], tool: str, whe
         if role == "input" and name in new_r and name not in old_r:
             diffs.append(Difference("breaking", tool, path, "input became required"))
         if role == "output" and name in old_r and name not in new_r:
-            diffs.append(Difference("breaking", tool, path, "output field no longer always present"))
+            diffs.append(
+                Difference("breaking", tool, path, "output field no longer always present")
+            )
     for name in new_p.keys() - old_p.keys():
         path = f"{prefix}{name}"
         if role == "output":
@@ -158,7 +170,11 @@ def _compare_properties(old: dict[str, Any], new: dict[str, Any], tool: str, whe
             diffs.append(Difference("breaking", tool, path, "new required input"))
         else:
             diffs.append(Difference("additive", tool, path, "new optional input"))
-    if role == "input" and old.get("additionalProperties") is not False and new.get("additionalProperties") is False:
+    if (
+        role == "input"
+        and old.get("additionalProperties") is not False
+        and new.get("additionalProperties") is False
+    ):
         diffs.append(Difference("breaking", tool, where, "extra arguments no longer accepted"))
     return diffs
 
@@ -173,13 +189,17 @@ def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]
             diffs.append(Difference("breaking", name, "", "tool removed or renamed"))
             continue
         current = new[name]
-        diffs += compare_schema(tool.get("inputSchema", {}), current.get("inputSchema", {}), name, "", "input")
+        diffs += compare_schema(
+            tool.get("inputSchema", {}), current.get("inputSchema", {}), name, "", "input"
+        )
         old_out, new_out = tool.get("outputSchema"), current.get("outputSchema")
         if old_out is not None and new_out is None:
             diffs.append(Difference("breaking", name, "", "output schema removed"))
         elif old_out is not None and new_out is not None:
             if old_out.get("x-fastmcp-wrap-result") != new_out.get("x-fastmcp-wrap-result"):
-                diffs.append(Difference("breaking", name, "", "output shape changed (wrapped result)"))
+                diffs.append(
+                    Difference("breaking", name, "", "output shape changed (wrapped result)")
+                )
             diffs += compare_schema(old_out, new_out, name, "", "output")
         elif old_out is None and new_out is not None:
             diffs.append(Difference("additive", name, "", "output schema added"))
@@ -193,8 +213,11 @@ def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]
             if before == after:
                 continue
             safe = _SAFE_HINTS.get(hint)
-            what = (f"annotation {hint} no longer {safe}" if safe is not None and before == safe
-                    else f"annotation {hint} {before!r} -> {after!r}")
+            what = (
+                f"annotation {hint} no longer {safe}"
+                if safe is not None and before == safe
+                else f"annotation {hint} {before!r} -> {after!r}"
+            )
             diffs.append(Difference("breaking", name, "", what))
     for name in new.keys() - old.keys():
         diffs.append(Difference("additive", name, "", "new tool"))
@@ -206,7 +229,9 @@ def write_contract(contract: dict[str, Any], path: Path = CONTRACT_FILE) -> None
     by hand, on why the published tools changed (the snapshot cannot know why)."""
     if path.exists() and (history := read_contract(path).get("history")):
         contract = {**contract, "history": history}
-    path.write_text(json.dumps(contract, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(contract, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8"
+    )
 
 
 def read_contract(path: Path = CONTRACT_FILE) -> dict[str, Any]:

@@ -37,7 +37,15 @@ if TYPE_CHECKING:
 
 Format = Literal["openai", "anthropic", "gemini", "mcp"]
 FORMATS: tuple[str, ...] = ("openai", "anthropic", "gemini", "mcp")
-__all__ = ["ESTIMATE_METHOD", "FORMATS", "check_format", "envelope", "list_tools", "measure", "size_line"]
+__all__ = [
+    "ESTIMATE_METHOD",
+    "FORMATS",
+    "check_format",
+    "envelope",
+    "list_tools",
+    "measure",
+    "size_line",
+]
 
 
 async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
@@ -73,7 +81,9 @@ async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
 def check_format(fmt: str) -> None:
     """``CommandError`` unless ``fmt`` is one of ``FORMATS``."""
     if fmt not in FORMATS:
-        raise CommandError(f"tools export: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise CommandError(
+            f"tools export: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}"
+        )
 
 
 def envelope(tools: Sequence[mt.Tool], fmt: str) -> Any:
@@ -82,9 +92,16 @@ def envelope(tools: Sequence[mt.Tool], fmt: str) -> Any:
     namespace)."""
     check_format(fmt)
     if fmt == "mcp":
-        return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
+        return {
+            "tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]
+        }
     definitions = [
-        (t.name, ToolDefinition(server="ticket-server", tool=t, envelope=MOST_RESTRICTIVE, pinned=True, visible=True))
+        (
+            t.name,
+            ToolDefinition(
+                server="ticket-server", tool=t, envelope=MOST_RESTRICTIVE, pinned=True, visible=True
+            ),
+        )
         for t in tools
     ]
     return tools_field(definitions, fmt)

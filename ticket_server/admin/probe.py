@@ -88,7 +88,8 @@ class ProbeReport:
         lines = [
             f"target            {self.target}",
             f"transport         {self.transport}",
-            f"handshake         {self.handshake}" + ("" if self.mode == "auto" else f" (mode {self.mode})"),
+            f"handshake         {self.handshake}"
+            + ("" if self.mode == "auto" else f" (mode {self.mode})"),
             f"protocol version  {self.protocol_version}",
             f"server            {self.server_name or '(anonymous)'} {self.server_version or ''}".rstrip(),
             f"capabilities      {', '.join(describe_capabilities(self.capabilities)) or '(none)'}",
@@ -137,7 +138,9 @@ def tool_info(tool: Any) -> ToolInfo:
         )
     description = (tool.description or "").strip()
     first_line = description.splitlines()[0] if description else ""
-    deprecated = bool(facts and facts.get("deprecated")) or first_line.upper().startswith("DEPRECATED")
+    deprecated = bool(facts and facts.get("deprecated")) or first_line.upper().startswith(
+        "DEPRECATED"
+    )
     return ToolInfo(
         name=tool.name,
         title=tool.title,
@@ -173,14 +176,18 @@ def _flatten(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def explain(exc: BaseException, *, what: str, timeout: float, http: _HttpWatch | None, stderr: Any) -> str:
+def explain(
+    exc: BaseException, *, what: str, timeout: float, http: _HttpWatch | None, stderr: Any
+) -> str:
     """One line for the user: server gone, refused, timed out, unauthorised, or the error."""
     from mcp.shared.exceptions import MCPError
 
     from ticket_server.client import ServerUnavailable
 
-    leaves = [leaf.__cause__ if isinstance(leaf, ServerUnavailable) and leaf.__cause__ else leaf
-              for leaf in _flatten(exc)]
+    leaves = [
+        leaf.__cause__ if isinstance(leaf, ServerUnavailable) and leaf.__cause__ else leaf
+        for leaf in _flatten(exc)
+    ]
     leaves = [inner for leaf in leaves for inner in _flatten(leaf)]
     if http is not None and http.status in (401, 403):
         word = "unauthorised" if http.status == 401 else "forbidden"
@@ -199,15 +206,31 @@ def explain(exc: BaseException, *, what: str, timeout: float, http: _HttpWatch |
             return f"{what}: cannot start the server: {leaf.strerror}: {leaf.filename}"
     server_said = _last_line(stderr) if stderr is not None else ""
     for leaf in leaves:
-        if isinstance(leaf, (anyio.ClosedResourceError, anyio.EndOfStream, anyio.BrokenResourceError, EOFError,
-                             ServerUnavailable)):
-            return f"{what}: the server went away" + (f"; its last words: {server_said}" if server_said else "")
+        if isinstance(
+            leaf,
+            (
+                anyio.ClosedResourceError,
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                EOFError,
+                ServerUnavailable,
+            ),
+        ):
+            return f"{what}: the server went away" + (
+                f"; its last words: {server_said}" if server_said else ""
+            )
         if isinstance(leaf, MCPError):
             if "Connection closed" in str(leaf):
-                return f"{what}: the server went away" + (f"; its last words: {server_said}" if server_said else "")
+                return f"{what}: the server went away" + (
+                    f"; its last words: {server_said}" if server_said else ""
+                )
             if http is not None and http.status == 404:
                 return f"{what}: HTTP 404: no MCP endpoint at that URL (it usually ends in /mcp)"
-            suffix = f" (HTTP {http.status})" if http is not None and http.status and http.status >= 400 else ""
+            suffix = (
+                f" (HTTP {http.status})"
+                if http is not None and http.status and http.status >= 400
+                else ""
+            )
             return f"{what}: the server answered with an error: {leaf}{suffix}"
     leaf = leaves[0]
     text = str(leaf).replace("\n", " ").strip() or type(leaf).__name__
@@ -237,7 +260,9 @@ async def probe(
     stderr: Any = None
     if isinstance(target, str):
         if not target.startswith(("http://", "https://")):
-            raise ProbeError(f"not an http(s) URL: {target!r} (for a stdio server: probe -- COMMAND ARGS...)")
+            raise ProbeError(
+                f"not an http(s) URL: {target!r} (for a stdio server: probe -- COMMAND ARGS...)"
+            )
         http = _HttpWatch()
         server = {"transport": "http", "url": target, "auth": {"bearer": token} if token else None}
         shown, transport = target, "streamable-http"
@@ -246,16 +271,30 @@ async def probe(
         if not command:
             raise ProbeError("no command to spawn (usage: probe -- COMMAND ARGS...)")
         if token:
-            raise ProbeError("--token is for HTTP; a stdio server gets its identity from its own settings")
+            raise ProbeError(
+                "--token is for HTTP; a stdio server gets its identity from its own settings"
+            )
         stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-        server = {"transport": "stdio", "command": command, "env": dict(env if env is not None else os.environ)}
+        server = {
+            "transport": "stdio",
+            "command": command,
+            "env": dict(env if env is not None else os.environ),
+        }
         shown, transport = " ".join(command), "stdio"
 
     config = ServerConfig(
-        name="probe", mode=mode, deadline_seconds=timeout, connect_seconds=timeout, pinned=False, **server
+        name="probe",
+        mode=mode,
+        deadline_seconds=timeout,
+        connect_seconds=timeout,
+        pinned=False,
+        **server,
     )
     session = ServerSession(
-        config, audit=Audit(lambda event: None), errlog=stderr, on_http_response=http.on_response if http else None
+        config,
+        audit=Audit(lambda event: None),
+        errlog=stderr,
+        on_http_response=http.on_response if http else None,
     )
     step = f"connecting to {shown}"
     try:
@@ -267,7 +306,9 @@ async def probe(
                 step = f"calling {call}"
                 args = dict(arguments or {})
                 result = await session.run(
-                    lambda client: client.call_tool(call, args), deadline_seconds=timeout, what=f"calling {call}"
+                    lambda client: client.call_tool(call, args),
+                    deadline_seconds=timeout,
+                    what=f"calling {call}",
                 )
                 report.call = CallInfo(
                     tool=call,
@@ -278,7 +319,9 @@ async def probe(
                 )
             step = f"closing the connection to {shown}"
     except Exception as exc:  # every failure becomes one line
-        raise ProbeError(explain(exc, what=step, timeout=timeout, http=http, stderr=stderr)) from exc
+        raise ProbeError(
+            explain(exc, what=step, timeout=timeout, http=http, stderr=stderr)
+        ) from exc
     finally:
         if stderr is not None:
             stderr.close()
@@ -309,6 +352,10 @@ def run_probe(
     Exit status 0: connected (and the call, if any, returned a result without isError);
     1: the call returned ``isError: true`` (the result is still printed)."""
     report = anyio.run(lambda: probe(target, **kwargs))
-    out = json.dumps(report.to_json(), indent=2, ensure_ascii=False) if json_output else report.to_text()
+    out = (
+        json.dumps(report.to_json(), indent=2, ensure_ascii=False)
+        if json_output
+        else report.to_text()
+    )
     status = 1 if report.call is not None and report.call.is_error else 0
     return status, out

@@ -22,13 +22,19 @@ def parse_since(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise ValueError(f"--since {text!r}: give a duration like 24h, 30m, 7d or an ISO time") from exc
+        raise ValueError(
+            f"--since {text!r}: give a duration like 24h, 30m, 7d or an ISO time"
+        ) from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 async def query(
-    store: CallerStore, *, caller: str | None = None, tool: str | None = None,
-    since: datetime | None = None, limit: int = 1000,
+    store: CallerStore,
+    *,
+    caller: str | None = None,
+    tool: str | None = None,
+    since: datetime | None = None,
+    limit: int = 1000,
 ) -> list[AuditEvent]:
     from sqlalchemy import select
 
@@ -103,17 +109,46 @@ async def ticket_story(store: CallerStore, ticket_id: str) -> list[tuple[datetim
     story: list[tuple[datetime, str, str, str]] = []
     named = f'"ticket_id": {json.dumps(ticket_id, ensure_ascii=False)}'
     async with store.session() as session:
-        ticket = (await session.execute(select(Ticket.created_at, Ticket.customer, Ticket.queue)
-                                        .where(Ticket.id == ticket_id))).first()
+        ticket = (
+            await session.execute(
+                select(Ticket.created_at, Ticket.customer, Ticket.queue).where(
+                    Ticket.id == ticket_id
+                )
+            )
+        ).first()
         if ticket is not None:
-            story.append((ticket.created_at, ticket.customer, f"opened the ticket (queue {ticket.queue})", ""))
-        for c in (await session.scalars(select(Comment).where(Comment.ticket_id == ticket_id))).all():
+            story.append(
+                (
+                    ticket.created_at,
+                    ticket.customer,
+                    f"opened the ticket (queue {ticket.queue})",
+                    "",
+                )
+            )
+        for c in (
+            await session.scalars(select(Comment).where(Comment.ticket_id == ticket_id))
+        ).all():
             kind = "internal note" if c.visibility.value == "internal" else "public reply"
             text = c.body if len(c.body) <= 80 else c.body[:77] + "..."
-            story.append((c.created_at, f"{c.author} ({c.author_type.value})", f"{kind} #{c.pk}: {text!r}", ""))
-        for e in (await session.scalars(select(TicketEvent).where(TicketEvent.ticket_id == ticket_id))).all():
-            story.append((e.created_at, f"{e.actor} ({e.actor_type.value})",
-                          f"{e.field.value}: {e.old_value or '-'} -> {e.new_value or '-'}", ""))
+            story.append(
+                (
+                    c.created_at,
+                    f"{c.author} ({c.author_type.value})",
+                    f"{kind} #{c.pk}: {text!r}",
+                    "",
+                )
+            )
+        for e in (
+            await session.scalars(select(TicketEvent).where(TicketEvent.ticket_id == ticket_id))
+        ).all():
+            story.append(
+                (
+                    e.created_at,
+                    f"{e.actor} ({e.actor_type.value})",
+                    f"{e.field.value}: {e.old_value or '-'} -> {e.new_value or '-'}",
+                    "",
+                )
+            )
         calls = select(AuditEvent).where(AuditEvent.arguments.contains(named, autoescape=True))
         for a in (await session.scalars(calls)).all():
             what = f"called {a.tool}: {a.outcome}" + (f" ({a.detail})" if a.detail else "")

@@ -14,7 +14,9 @@ from typing import Any, TextIO
 
 from ticket_server.admin import CommandError
 from ticket_server.admin.conversations import (
-    generate_conversations, generate_customers, record_from_json,
+    generate_conversations,
+    generate_customers,
+    record_from_json,
 )
 from ticket_server.admin.generator import generate_tickets, ticket_from_json
 from ticket_server.settings import Settings
@@ -25,6 +27,7 @@ SAMPLE_FILE = SEED_DIR / "tickets.jsonl"
 SAMPLE_FILES = {name: SEED_DIR / f"{name}.jsonl" for name in ("customers", "comments", "events")}
 SAMPLE_COUNT = 2400  # seed/tickets.jsonl is generate_tickets(SAMPLE_COUNT); see seed/README.md
 BATCH = 5000
+
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """The tickets of a JSON Lines file; ``CommandError`` naming the file and line for a
@@ -43,8 +46,11 @@ def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
 
     # The columns a file must give: the others have defaults (version) or are derived
     # (the search columns, from subject and body).
-    columns = [c for c in Ticket.__table__.columns
-               if not c.primary_key and c.server_default is None and c.default is None]
+    columns = [
+        c
+        for c in Ticket.__table__.columns
+        if not c.primary_key and c.server_default is None and c.default is None
+    ]
     required = [c.name for c in columns if not c.nullable]
     with fh:
         number = 0
@@ -104,12 +110,17 @@ def sample_records(name: str) -> Iterator[dict[str, Any]]:
     return (record for row in generate_conversations(SAMPLE_COUNT) for record in row[index])
 
 
-def _generated(count: int) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]]:
+def _generated(
+    count: int,
+) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]]:
     """Batches of (tickets, their comments, their events) from the generators."""
     it = generate_conversations(count)
     while chunk := list(islice(it, BATCH)):
-        yield ([t for t, _, _ in chunk], [c for _, cs, _ in chunk for c in cs],
-               [e for _, _, es in chunk for e in es])
+        yield (
+            [t for t, _, _ in chunk],
+            [c for _, cs, _ in chunk for c in cs],
+            [e for _, _, es in chunk for e in es],
+        )
 
 
 def _batches(items: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -180,9 +191,11 @@ async def seed(
             with _progress_bar(progress, count) as advance:
                 for tickets, comments, events in batches:
                     ids = [t["id"] for t in tickets]
-                    taken = (await conn.scalars(
-                        select(Ticket.id).where(Ticket.id.in_(ids)).order_by(Ticket.id).limit(4)
-                    )).all()
+                    taken = (
+                        await conn.scalars(
+                            select(Ticket.id).where(Ticket.id.in_(ids)).order_by(Ticket.id).limit(4)
+                        )
+                    ).all()
                     if taken:
                         total = await conn.scalar(select(func.count()).select_from(Ticket))
                         raise CommandError(
@@ -193,7 +206,10 @@ async def seed(
                         )
                     added += await conn.run_sync(insert_tickets, tickets, comments, events)
                     advance(len(tickets))
-                    log.debug(f"wrote {added} tickets, kept once all are written", extra={"written": added})
+                    log.debug(
+                        f"wrote {added} tickets, kept once all are written",
+                        extra={"written": added},
+                    )
                 if count is None and path is None:
                     for name in ("comments", "events"):
                         for batch in _batches(sample_records(name)):
@@ -211,13 +227,23 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Callable[[int], 
         return
     from rich.console import Console
     from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-        TimeElapsedColumn, TimeRemainingColumn,
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
     )
 
     columns = [TextColumn("seeding tickets"), BarColumn(), MofNCompleteColumn()]
     if total:
-        columns += [TaskProgressColumn(), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn()]
+        columns += [
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+        ]
     else:
         columns += [TimeElapsedColumn()]
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:

@@ -15,7 +15,13 @@ from ticket_server.client.config import (
 
 from ticket_server.client.audit import Audit, json_lines, turn
 from ticket_server.client.kit import ApprovalRequest, CallRefused, Kit, ask_on_terminal
-from ticket_server.client.session import CallTimeout, Handshake, KitError, ServerSession, ServerUnavailable
+from ticket_server.client.session import (
+    CallTimeout,
+    Handshake,
+    KitError,
+    ServerSession,
+    ServerUnavailable,
+)
 from ticket_server.client.tools import InvalidArguments, ToolDefinition
 
 __all__ = [

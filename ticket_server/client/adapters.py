@@ -65,16 +65,26 @@ def tools_field(definitions: Sequence[tuple[str, ToolDefinition]], provider: str
     """The provider's ``tools`` field for ``(name, definition)`` pairs."""
     if provider == "openai":
         return [
-            {"type": "function", "function": {"name": n, "description": d.description, "parameters": d.input_schema}}
+            {
+                "type": "function",
+                "function": {"name": n, "description": d.description, "parameters": d.input_schema},
+            }
             for n, d in definitions
         ]
     if provider == "anthropic":
-        return [{"name": n, "description": d.description, "input_schema": d.input_schema} for n, d in definitions]
+        return [
+            {"name": n, "description": d.description, "input_schema": d.input_schema}
+            for n, d in definitions
+        ]
     if provider == "gemini":
         return [
             {
                 "functionDeclarations": [
-                    {"name": n, "description": d.description, "parametersJsonSchema": d.input_schema}
+                    {
+                        "name": n,
+                        "description": d.description,
+                        "parametersJsonSchema": d.input_schema,
+                    }
                     for n, d in definitions
                 ]
             }
@@ -104,8 +114,10 @@ class ToolBlock:
         for definition in definitions:
             name = provider_name(kit.server(definition.server).prefix, definition.name)
             if name in self.by_name:  # two tool names that differ only in illegal characters
-                raise KitError(f"tools {definition.server}.{definition.name} and "
-                               f"{self.by_name[name].server}.{self.by_name[name].name} share the provider name {name}")
+                raise KitError(
+                    f"tools {definition.server}.{definition.name} and "
+                    f"{self.by_name[name].server}.{self.by_name[name].name} share the provider name {name}"
+                )
             self.by_name[name] = definition
 
     def tools(self, provider: str) -> Any:
@@ -115,7 +127,9 @@ class ToolBlock:
     def cost(self, provider: str, usd_per_million_tokens: float | None = None) -> Cost:
         """The block's size, estimated tokens, and (given a price) cost per request."""
         size, tokens = measure(self.tools(provider))
-        usd = None if usd_per_million_tokens is None else tokens * usd_per_million_tokens / 1_000_000
+        usd = (
+            None if usd_per_million_tokens is None else tokens * usd_per_million_tokens / 1_000_000
+        )
         return Cost(provider, len(self.by_name), size, tokens, usd)
 
     async def dispatch(self, provider: str, call: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,12 +142,16 @@ class ToolBlock:
         definition = self.by_name.get(name)
         try:
             if definition is None:
-                raise KitError(f"unknown tool {name!r}: call one of {', '.join(sorted(self.by_name))}")
+                raise KitError(
+                    f"unknown tool {name!r}: call one of {', '.join(sorted(self.by_name))}"
+                )
             result = await self.kit.call(definition.server, definition.name, arguments)
         except KitError as exc:
             return _answer(provider, call_id, name, str(exc), None, is_error=True)
         text = "".join(getattr(block, "text", "") for block in result.content)
-        return _answer(provider, call_id, name, text, result.structured_content, is_error=bool(result.is_error))
+        return _answer(
+            provider, call_id, name, text, result.structured_content, is_error=bool(result.is_error)
+        )
 
 
 def _parse_call(provider: str, call: Mapping[str, Any]) -> tuple[str | None, str, Any]:
@@ -156,12 +174,29 @@ def _parse_call(provider: str, call: Mapping[str, Any]) -> tuple[str | None, str
 def _answer(
     provider: str, call_id: str | None, name: str, text: str, structured: Any, *, is_error: bool
 ) -> dict[str, Any]:
-    content = json.dumps(structured, ensure_ascii=False) if structured is not None and not is_error else text
+    content = (
+        json.dumps(structured, ensure_ascii=False)
+        if structured is not None and not is_error
+        else text
+    )
     if provider == "openai":
-        return {"role": "tool", "tool_call_id": call_id, "content": f"Error: {content}" if is_error else content}
+        return {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": f"Error: {content}" if is_error else content,
+        }
     if provider == "anthropic":
-        return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}
-    response = {"error": text} if is_error else (structured if isinstance(structured, dict) else {"result": text})
+        return {
+            "type": "tool_result",
+            "tool_use_id": call_id,
+            "content": content,
+            "is_error": is_error,
+        }
+    response = (
+        {"error": text}
+        if is_error
+        else (structured if isinstance(structured, dict) else {"result": text})
+    )
     body: dict[str, Any] = {"name": name, "response": response}
     if call_id is not None:
         body["id"] = call_id

@@ -60,7 +60,9 @@ class Audit:
     def __init__(self, sink: Sink | None = None) -> None:
         self.sink = sink if sink is not None else json_lines()
 
-    def emit(self, event: str, *, server: str | None, trace_id: str | None = None, **fields: Any) -> None:
+    def emit(
+        self, event: str, *, server: str | None, trace_id: str | None = None, **fields: Any
+    ) -> None:
         record = {
             "ts": round(time.time(), 6),
             "trace_id": trace_id or current_trace_id(),

@@ -25,7 +25,9 @@ def tools(settings: Any, args: argparse.Namespace) -> None:
     async def run() -> list[str]:
         lines = []
         # The kit's audit lines go to stderr only on --print, where stdout is the block.
-        async with Kit(load_config(args.config), audit=json_lines() if args.print else (lambda e: None)) as kit:
+        async with Kit(
+            load_config(args.config), audit=json_lines() if args.print else (lambda e: None)
+        ) as kit:
             block = await kit.tool_block()
             for provider in providers:
                 if args.print:

@@ -75,7 +75,9 @@ class Envelope(_Strict):
         only make it stricter. ``readOnlyHint: true`` never clears ``side_effecting``."""
         if annotations is None:
             return self
-        hints = annotations if isinstance(annotations, dict) else annotations.model_dump(by_alias=True)
+        hints = (
+            annotations if isinstance(annotations, dict) else annotations.model_dump(by_alias=True)
+        )
         update: dict[str, Any] = {}
         if hints.get("readOnlyHint") is False and hints.get("destructiveHint") is not False:
             update["side_effecting"] = True
@@ -119,7 +121,9 @@ class AuthConfig(_Strict):
         if self.bearer_env:
             value = os.environ.get(self.bearer_env)
             if not value:
-                raise ConfigError(f"auth.bearer_env: environment variable {self.bearer_env} is not set")
+                raise ConfigError(
+                    f"auth.bearer_env: environment variable {self.bearer_env} is not set"
+                )
             return value
         return self.bearer
 
@@ -213,7 +217,9 @@ class KitConfig(_Strict):
         seen: dict[str, str] = {}
         for name, server in self.servers.items():
             if server.prefix in seen:
-                raise ValueError(f"servers {seen[server.prefix]} and {name} share namespace {server.prefix!r}")
+                raise ValueError(
+                    f"servers {seen[server.prefix]} and {name} share namespace {server.prefix!r}"
+                )
             seen[server.prefix] = name
         return self
 
@@ -235,7 +241,8 @@ def parse_config(text: str, *, source: str = "<config>") -> KitConfig:
         return KitConfig.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            for err in exc.errors()
         )
         raise ConfigError(f"{source}: {problems}") from exc
 

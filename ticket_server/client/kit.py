@@ -72,8 +72,8 @@ class ApprovalRequest:
 Approval = bool | dict[str, Any]
 Approver = Callable[[ApprovalRequest], Approval | Awaitable[Approval]]
 
-_current_call: contextvars.ContextVar[tuple[str, Mapping[str, Any]] | None] = contextvars.ContextVar(
-    "kit_current_call", default=None
+_current_call: contextvars.ContextVar[tuple[str, Mapping[str, Any]] | None] = (
+    contextvars.ContextVar("kit_current_call", default=None)
 )
 
 
@@ -93,7 +93,9 @@ async def ask_on_terminal(request: ApprovalRequest) -> Approval:
 
 
 def _result_bytes(result: Any) -> int:
-    return len(json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True)).encode())
+    return len(
+        json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True)).encode()
+    )
 
 
 class Kit:
@@ -108,7 +110,11 @@ class Kit:
     the two, any task of the same event loop may call it."""
 
     def __init__(
-        self, config: KitConfig, *, approve: Approver | None = None, audit: Audit | Sink | None = None
+        self,
+        config: KitConfig,
+        *,
+        approve: Approver | None = None,
+        audit: Audit | Sink | None = None,
     ) -> None:
         self.config = config
         self.approve = approve
@@ -195,7 +201,9 @@ class Kit:
         config = self.server(server)
         tools = {**config.tools, tool: settings or ToolConfig()}
         updated = config.model_copy(update={"tools": tools})
-        self.config = self.config.model_copy(update={"servers": {**self.config.servers, server: updated}})
+        self.config = self.config.model_copy(
+            update={"servers": {**self.config.servers, server: updated}}
+        )
         self.sessions[server].config = updated
         self._stale.add(server)
 
@@ -209,11 +217,15 @@ class Kit:
         """The definition of a pinned ``tool``; ``CallRefused`` when unknown or inert."""
         found = next((t for t in await self.tools(server) if t.name == tool), None)
         if found is None:  # perhaps added since the last listing
-            found = next((t for t in await self.tools(server, refresh=True) if t.name == tool), None)
+            found = next(
+                (t for t in await self.tools(server, refresh=True) if t.name == tool), None
+            )
         if found is None:
             raise CallRefused(f"server {server} has no tool {tool!r}")
         if not found.pinned:
-            raise CallRefused(f"tool {server}.{tool} is not pinned in the configuration: it stays inert")
+            raise CallRefused(
+                f"tool {server}.{tool} is not pinned in the configuration: it stays inert"
+            )
         return found
 
     async def call(
@@ -234,7 +246,10 @@ class Kit:
         try:
             definition = await self.definition(server, tool)
             envelope = definition.envelope
-            if envelope.required_permission and envelope.required_permission not in self.config.permissions:
+            if (
+                envelope.required_permission
+                and envelope.required_permission not in self.config.permissions
+            ):
                 raise CallRefused(
                     f"tool {server}.{tool} needs permission {envelope.required_permission!r}, "
                     "which this application does not hold"
@@ -243,11 +258,15 @@ class Kit:
             if envelope.needs_approval:
                 await self._approve_call(definition, arguments, trace_id)
         except (CallRefused, InvalidArguments) as exc:
-            self.audit.emit("refused", server=server, tool=tool, reason=str(exc), error=type(exc).__name__)
+            self.audit.emit(
+                "refused", server=server, tool=tool, reason=str(exc), error=type(exc).__name__
+            )
             raise
         return await self._execute(definition, arguments, deadline_seconds)
 
-    async def _approve_call(self, definition: ToolDefinition, arguments: dict[str, Any], trace_id: str) -> None:
+    async def _approve_call(
+        self, definition: ToolDefinition, arguments: dict[str, Any], trace_id: str
+    ) -> None:
         envelope = definition.envelope
         reasons = tuple(
             reason
@@ -259,14 +278,27 @@ class Kit:
         )
         where = f"{definition.server}.{definition.name}"
         if self.approve is None:
-            raise CallRefused(f"tool {where} needs a person's approval ({', '.join(reasons)}) and none can be asked")
+            raise CallRefused(
+                f"tool {where} needs a person's approval ({', '.join(reasons)}) and none can be asked"
+            )
         request = ApprovalRequest(
-            kind="call", server=definition.server, tool=definition.name, arguments=arguments,
-            envelope=envelope, reasons=reasons, trace_id=trace_id,
+            kind="call",
+            server=definition.server,
+            tool=definition.name,
+            arguments=arguments,
+            envelope=envelope,
+            reasons=reasons,
+            trace_id=trace_id,
         )
         answer = await self._ask(request)
-        self.audit.emit("approval", server=definition.server, tool=definition.name, kind="call",
-                        reasons=list(reasons), approved=bool(answer))
+        self.audit.emit(
+            "approval",
+            server=definition.server,
+            tool=definition.name,
+            kind="call",
+            reasons=list(reasons),
+            approved=bool(answer),
+        )
         if not answer:
             raise CallRefused(f"tool {where}: a person refused the call")
 
@@ -277,7 +309,9 @@ class Kit:
             answer = await answer
         return answer
 
-    async def _execute(self, definition: ToolDefinition, arguments: dict[str, Any], deadline: float | None) -> Any:
+    async def _execute(
+        self, definition: ToolDefinition, arguments: dict[str, Any], deadline: float | None
+    ) -> Any:
         config = self.server(definition.server)
         deadline = deadline or config.deadline_for(definition.name)
         idempotent = definition.envelope.idempotent
@@ -290,7 +324,9 @@ class Kit:
         async def op(client: Any) -> Any:
             token = _current_call.set((definition.name, arguments))
             try:
-                return await client.call_tool(definition.name, arguments, read_timeout_seconds=deadline, meta=meta)
+                return await client.call_tool(
+                    definition.name, arguments, read_timeout_seconds=deadline, meta=meta
+                )
             finally:
                 _current_call.reset(token)
 
@@ -301,27 +337,51 @@ class Kit:
             in_flight.remove(this_call)
 
     async def _attempts(
-        self, definition: ToolDefinition, session: ServerSession, op: Any, attempts: int, deadline: float,
+        self,
+        definition: ToolDefinition,
+        session: ServerSession,
+        op: Any,
+        attempts: int,
+        deadline: float,
         idempotent: bool,
     ) -> Any:
         for attempt in range(1, attempts + 1):
             started = time.perf_counter()
             fields = {"tool": definition.name, "attempt": attempt, "idempotent": idempotent}
             try:
-                result = await session.run(op, deadline_seconds=deadline, what=f"tools/call {definition.name}")
+                result = await session.run(
+                    op, deadline_seconds=deadline, what=f"tools/call {definition.name}"
+                )
             except (ServerUnavailable, CallTimeout) as exc:
-                self.audit.emit("call", server=definition.server, outcome="failed", error=str(exc),
-                                ms=round((time.perf_counter() - started) * 1000, 1), **fields)
+                self.audit.emit(
+                    "call",
+                    server=definition.server,
+                    outcome="failed",
+                    error=str(exc),
+                    ms=round((time.perf_counter() - started) * 1000, 1),
+                    **fields,
+                )
                 if attempt == attempts:
                     raise
                 continue
             except Exception as exc:
-                self.audit.emit("call", server=definition.server, outcome="error", error=str(exc)[:300],
-                                ms=round((time.perf_counter() - started) * 1000, 1), **fields)
+                self.audit.emit(
+                    "call",
+                    server=definition.server,
+                    outcome="error",
+                    error=str(exc)[:300],
+                    ms=round((time.perf_counter() - started) * 1000, 1),
+                    **fields,
+                )
                 raise KitError(f"{definition.server}.{definition.name}: {exc}") from exc
-            self.audit.emit("call", server=definition.server, outcome="isError" if result.is_error else "ok",
-                            result_bytes=_result_bytes(result),
-                            ms=round((time.perf_counter() - started) * 1000, 1), **fields)
+            self.audit.emit(
+                "call",
+                server=definition.server,
+                outcome="isError" if result.is_error else "ok",
+                result_bytes=_result_bytes(result),
+                ms=round((time.perf_counter() - started) * 1000, 1),
+                **fields,
+            )
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -338,11 +398,21 @@ class Kit:
             if current is None and len(in_flight) == 1:
                 current = in_flight[0]
             schema = getattr(params, "requested_schema", None)
-            schema = schema.model_dump(by_alias=True, exclude_none=True) if hasattr(schema, "model_dump") else schema
+            schema = (
+                schema.model_dump(by_alias=True, exclude_none=True)
+                if hasattr(schema, "model_dump")
+                else schema
+            )
             request = ApprovalRequest(
-                kind="elicitation", server=server, tool=current[0] if current else None,
-                arguments=current[1] if current else None, envelope=None, reasons=("server asks",),
-                trace_id=current_trace_id(), message=getattr(params, "message", None), requested_schema=schema,
+                kind="elicitation",
+                server=server,
+                tool=current[0] if current else None,
+                arguments=current[1] if current else None,
+                envelope=None,
+                reasons=("server asks",),
+                trace_id=current_trace_id(),
+                message=getattr(params, "message", None),
+                requested_schema=schema,
             )
             answer: Approval = False if self.approve is None else await self._ask(request)
             self.audit.emit("elicitation", server=server, tool=request.tool, approved=bool(answer))
@@ -352,7 +422,8 @@ class Kit:
                 return ElicitResult(action="accept", content=answer)
             properties = (schema or {}).get("properties", {})
             return ElicitResult(
-                action="accept", content={k: True for k, v in properties.items() if v.get("type") == "boolean"}
+                action="accept",
+                content={k: True for k, v in properties.items() if v.get("type") == "boolean"},
             )
 
         return elicit

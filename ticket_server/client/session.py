@@ -74,7 +74,9 @@ class Handshake:
             server_name=info.name if info else None,
             server_version=info.version if info else None,
             instructions=client.instructions,
-            capabilities=client.server_capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
+            capabilities=client.server_capabilities.model_dump(
+                by_alias=True, mode="json", exclude_none=True
+            ),
             generation=generation,
         )
 
@@ -112,7 +114,14 @@ def connection_lost(exc: BaseException) -> bool:
     if isinstance(exc, MCPError):
         return exc.code == CONNECTION_CLOSED
     return isinstance(
-        exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, httpx.TransportError, OSError)
+        exc,
+        (
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            anyio.EndOfStream,
+            httpx.TransportError,
+            OSError,
+        ),
     )
 
 
@@ -204,14 +213,19 @@ class ServerSession:
 
     # -- the caller side ---------------------------------------------------------------
 
-    async def run(self, op: Callable[[Any], Awaitable[T]], *, deadline_seconds: float, what: str) -> T:
+    async def run(
+        self, op: Callable[[Any], Awaitable[T]], *, deadline_seconds: float, what: str
+    ) -> T:
         """Run ``op(client)`` on the owner task, with the connected ``mcp.Client``.
 
         Raises ``CallTimeout`` when ``deadline_seconds`` pass (connecting included),
         ``ServerUnavailable`` when the server cannot be reached or goes away, and
         whatever ``op`` raised otherwise."""
         request: _Request[T] = _Request(
-            op, deadline=anyio.current_time() + deadline_seconds, trace_id=current_trace_id(), what=what
+            op,
+            deadline=anyio.current_time() + deadline_seconds,
+            trace_id=current_trace_id(),
+            what=what,
         )
         send = await self._owner(request.trace_id)
         try:
@@ -226,7 +240,9 @@ class ServerSession:
                 request.abandon()
         if not request.finished.is_set():
             state = "" if self.handshake is not None else " (no connection was established)"
-            raise CallTimeout(f"server {self.name}: {what}: no answer within {deadline_seconds:g} s{state}")
+            raise CallTimeout(
+                f"server {self.name}: {what}: no answer within {deadline_seconds:g} s{state}"
+            )
         if request.error is not None:
             raise request.error
         return request.value
@@ -235,7 +251,9 @@ class ServerSession:
         async with self._lock:
             if self._send is None:
                 if self._tg is None:
-                    raise ServerUnavailable(f"server {self.name}: the session is not open (use it inside `async with`)")
+                    raise ServerUnavailable(
+                        f"server {self.name}: the session is not open (use it inside `async with`)"
+                    )
                 send, receive = anyio.create_memory_object_stream[_Request[Any]](math.inf)
                 self._send = send
                 self._generation += 1
@@ -253,7 +271,9 @@ class ServerSession:
 
             assert config.command
             env = {**get_default_environment(), **(config.env or {})}
-            params = StdioServerParameters(command=config.command[0], args=config.command[1:], env=env, cwd=config.cwd)
+            params = StdioServerParameters(
+                command=config.command[0], args=config.command[1:], env=env, cwd=config.cwd
+            )
             transport: Any = _watch_end(
                 stdio_client(params, **({"errlog": self.errlog} if self.errlog else {})), on_end
             )
@@ -270,7 +290,9 @@ class ServerSession:
             stack.push_async_callback(http.aclose)
             transport = streamable_http_client(config.url, http_client=http)
             shown = config.url
-        self.audit.emit("connect", server=self.name, transport=config.transport, target=shown, pid=os.getpid())
+        self.audit.emit(
+            "connect", server=self.name, transport=config.transport, target=shown, pid=os.getpid()
+        )
         return Client(
             transport,
             mode=config.mode,
@@ -284,7 +306,9 @@ class ServerSession:
             self.audit.emit("transport_error", server=self.name, error=_describe(message))
             return
         root = getattr(message, "root", message)
-        self.audit.emit("notification", server=self.name, method=getattr(root, "method", type(root).__name__))
+        self.audit.emit(
+            "notification", server=self.name, method=getattr(root, "method", type(root).__name__)
+        )
         if self.on_notification is not None:
             await self.on_notification(self, root)
 
@@ -322,8 +346,10 @@ class ServerSession:
                         async for request in receive:
                             calls.start_soon(self._serve, client, request, send, scope)
             if scope.cancelled_caught and not self._closing:
-                why = "connection lost" if self._connected(generation) else (
-                    f"could not connect within {self.config.connect_seconds:g} s"
+                why = (
+                    "connection lost"
+                    if self._connected(generation)
+                    else (f"could not connect within {self.config.connect_seconds:g} s")
                 )
         except Exception as exc:  # every failure of the connection ends this owner
             cause = exc
@@ -342,8 +368,12 @@ class ServerSession:
         """The stdio server closed its stdout (exited) while this connection was current,
         with or without a call in flight: the next call starts a new connection."""
         if self._send is send and not self._closing:
-            self.audit.emit("disconnect", server=self.name, reason="the server closed the connection",
-                            generation=generation)
+            self.audit.emit(
+                "disconnect",
+                server=self.name,
+                reason="the server closed the connection",
+                generation=generation,
+            )
             self._retire(send)
 
     def _connected(self, generation: int) -> bool:
@@ -355,7 +385,9 @@ class ServerSession:
             self._send = None
         send.close()
 
-    async def _serve(self, client: Any, request: _Request[Any], send: Any, owner: anyio.CancelScope) -> None:
+    async def _serve(
+        self, client: Any, request: _Request[Any], send: Any, owner: anyio.CancelScope
+    ) -> None:
         _trace_id.set(request.trace_id)  # this task's own context: events it causes carry the turn
         try:
             with anyio.CancelScope(deadline=request.deadline) as scope:
@@ -368,12 +400,20 @@ class ServerSession:
                     if connection_lost(exc):
                         self._retire(send)
                         owner.cancel()
-                        gone = ServerUnavailable(f"server {self.name}: went away ({_describe(exc)})")
+                        gone = ServerUnavailable(
+                            f"server {self.name}: went away ({_describe(exc)})"
+                        )
                         gone.__cause__ = exc
                         request.settle(error=gone)
                     else:
                         request.settle(error=exc)
             if scope.cancelled_caught:
-                request.settle(error=CallTimeout(f"server {self.name}: {request.what}: deadline passed"))
+                request.settle(
+                    error=CallTimeout(f"server {self.name}: {request.what}: deadline passed")
+                )
         finally:
-            request.settle(error=ServerUnavailable(f"server {self.name}: connection lost during {request.what}"))
+            request.settle(
+                error=ServerUnavailable(
+                    f"server {self.name}: connection lost during {request.what}"
+                )
+            )

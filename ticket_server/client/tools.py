@@ -56,16 +56,21 @@ class ToolDefinition:
         """``arguments`` unchanged when they fit the input schema, else ``InvalidArguments``."""
         where = f"{self.server}.{self.name}"
         if not isinstance(arguments, dict):
-            raise InvalidArguments(f"invalid arguments for {where}: expected a JSON object, got {type(arguments).__name__}")
+            raise InvalidArguments(
+                f"invalid arguments for {where}: expected a JSON object, got {type(arguments).__name__}"
+            )
         problems = []
         if self.input_schema.get("additionalProperties") is False:
             known = set(self.input_schema["properties"])
-            problems += [f"{key}: not an argument of this tool" for key in arguments if key not in known]
+            problems += [
+                f"{key}: not an argument of this tool" for key in arguments if key not in known
+            ]
         try:
             self.arguments_model.validate_python(arguments)
         except ValidationError as exc:
             problems += [
-                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in exc.errors()
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+                for err in exc.errors()
             ]
         if problems:
             raise InvalidArguments(f"invalid arguments for {where}: " + "; ".join(problems))

@@ -37,7 +37,8 @@ MAX_TOKEN_LENGTH = 64
 # without the negated contractions, which carry meaning in a support ticket
 # ("can't log in"), and with the apostrophes dropped as the analyzer drops them (less the
 # contractions that would then read as another word: "we'll", "I'd", "she'd", "let's").
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
 she her hers herself it its itself they them their theirs themselves what which who whom
 this that these those am is are was were be been being have has had having do does did
@@ -46,10 +47,13 @@ theyll thats whos whats heres theres whens wheres whys hows a an the and but if 
 with about against between into through during before after above below to from up down
 in out on off over under again further then once here there when where why how all any
 both each few more most other some such no nor not only own same so than too very
-""".split())
+""".split()
+)
 
 # Letters that NFKD does not decompose into a base letter and a mark.
-_FOLD = str.maketrans({"ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "œ": "oe", "ı": "i"})
+_FOLD = str.maketrans(
+    {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "œ": "oe", "ı": "i"}
+)
 _APOSTROPHES = re.compile(r"['\u2019\u02bc]")
 _CHUNK = re.compile(r"\w+(?:[-_./:@]\w+)*")
 _PART = re.compile(r"[^\W_]+")

@@ -23,7 +23,14 @@ class TicketStatus(StrEnum):
     CLOSED = "closed"
 
 
-OPEN_STATUSES = frozenset({TicketStatus.NEW, TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER})
+OPEN_STATUSES = frozenset(
+    {
+        TicketStatus.NEW,
+        TicketStatus.OPEN,
+        TicketStatus.IN_PROGRESS,
+        TicketStatus.WAITING_ON_CUSTOMER,
+    }
+)
 """Statuses of a ticket still being worked on (not resolved or closed)."""
 
 
@@ -89,14 +96,31 @@ async def bounded(
 # --- the write path's rules and refusals ---------------------------------------------
 
 NEXT_STATUSES: dict[TicketStatus, tuple[TicketStatus, ...]] = {
-    TicketStatus.NEW: (TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER,
-                       TicketStatus.RESOLVED, TicketStatus.CLOSED),
-    TicketStatus.OPEN: (TicketStatus.IN_PROGRESS, TicketStatus.WAITING_ON_CUSTOMER, TicketStatus.RESOLVED,
-                        TicketStatus.CLOSED),
-    TicketStatus.IN_PROGRESS: (TicketStatus.OPEN, TicketStatus.WAITING_ON_CUSTOMER, TicketStatus.RESOLVED,
-                               TicketStatus.CLOSED),
-    TicketStatus.WAITING_ON_CUSTOMER: (TicketStatus.OPEN, TicketStatus.IN_PROGRESS, TicketStatus.RESOLVED,
-                                       TicketStatus.CLOSED),
+    TicketStatus.NEW: (
+        TicketStatus.OPEN,
+        TicketStatus.IN_PROGRESS,
+        TicketStatus.WAITING_ON_CUSTOMER,
+        TicketStatus.RESOLVED,
+        TicketStatus.CLOSED,
+    ),
+    TicketStatus.OPEN: (
+        TicketStatus.IN_PROGRESS,
+        TicketStatus.WAITING_ON_CUSTOMER,
+        TicketStatus.RESOLVED,
+        TicketStatus.CLOSED,
+    ),
+    TicketStatus.IN_PROGRESS: (
+        TicketStatus.OPEN,
+        TicketStatus.WAITING_ON_CUSTOMER,
+        TicketStatus.RESOLVED,
+        TicketStatus.CLOSED,
+    ),
+    TicketStatus.WAITING_ON_CUSTOMER: (
+        TicketStatus.OPEN,
+        TicketStatus.IN_PROGRESS,
+        TicketStatus.RESOLVED,
+        TicketStatus.CLOSED,
+    ),
     TicketStatus.RESOLVED: (TicketStatus.OPEN, TicketStatus.CLOSED),
     TicketStatus.CLOSED: (),
 }
@@ -129,7 +153,9 @@ class IllegalTransition(WriteRefused):
     def __init__(self, current: TicketStatus, wanted: TicketStatus) -> None:
         allowed = NEXT_STATUSES[current]
         self.allowed = allowed
-        nexts = ", ".join(s.value for s in allowed) if allowed else "none (a closed ticket is final)"
+        nexts = (
+            ", ".join(s.value for s in allowed) if allowed else "none (a closed ticket is final)"
+        )
         super().__init__(
             f"A ticket cannot move from {current.value} to {wanted.value}; "
             f"allowed next statuses from {current.value}: {nexts}."

@@ -10,7 +10,13 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
+from ticket_server.tickets.domain import (
+    AuthorType,
+    EventField,
+    TicketPriority,
+    TicketStatus,
+    Visibility,
+)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -196,4 +202,6 @@ class WriteRequest(Base):
     result: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
-    __table_args__ = (Index("ix_write_requests_caller_key", "caller", "idempotency_key", unique=True),)
+    __table_args__ = (
+        Index("ix_write_requests_caller_key", "caller", "idempotency_key", unique=True),
+    )

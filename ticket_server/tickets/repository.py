@@ -27,7 +27,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from ticket_server.tickets.domain import OPEN_STATUSES, SearchTooCostly, bounded
 from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
-    CommentRecord, CustomerRecord, CustomerView, EventRecord, TicketRecord, TicketSummaryV2, TicketView,
+    CommentRecord,
+    CustomerRecord,
+    CustomerView,
+    EventRecord,
+    TicketRecord,
+    TicketSummaryV2,
+    TicketView,
 )
 
 if TYPE_CHECKING:  # the search module (analyzer, stemmers) loads with the first search or write
@@ -46,31 +52,51 @@ _EVENT_COLUMNS = [_EVENTS.c[name] for name in EventRecord.model_fields]
 
 
 def _count(table: Any) -> Any:
-    return (select(func.count()).select_from(table).where(table.c.ticket_id == _TICKETS.c.id)
-            .scalar_subquery())
+    return (
+        select(func.count())
+        .select_from(table)
+        .where(table.c.ticket_id == _TICKETS.c.id)
+        .scalar_subquery()
+    )
 
 
 # The full read in three statements: the ticket with its customer and both totals, one
 # page of comments, the latest events. Built once; a read only binds its values.
 _VIEW = (
     select(
-        *_RECORD_COLUMNS, _TICKETS.c.version,
+        *_RECORD_COLUMNS,
+        _TICKETS.c.version,
         *(column.label(f"customer_{column.name}") for column in _CUSTOMER_COLUMNS),
-        _count(_COMMENTS).label("comment_total"), _count(_EVENTS).label("event_total"),
+        _count(_COMMENTS).label("comment_total"),
+        _count(_EVENTS).label("event_total"),
     )
     .select_from(_TICKETS.outerjoin(_CUSTOMERS, _CUSTOMERS.c.name == _TICKETS.c.customer))
     .where(_TICKETS.c.id == bindparam("ticket_id"))
 )
 _VIEW_IN_QUEUES = _VIEW.where(_TICKETS.c.queue.in_(bindparam("queues", expanding=True)))
 _NEWEST_COMMENTS = (_COMMENTS.c.created_at.desc(), _COMMENTS.c.pk.desc())
-_COMMENTS_PAGE = (select(*_COMMENT_COLUMNS).where(_COMMENTS.c.ticket_id == bindparam("ticket_id"))
-                  .order_by(*_NEWEST_COMMENTS).limit(bindparam("comment_limit")))
-_COMMENTS_BEFORE = _COMMENTS_PAGE.where(or_(
-    _COMMENTS.c.created_at < bindparam("before_at"),
-    and_(_COMMENTS.c.created_at == bindparam("before_at"), _COMMENTS.c.pk < bindparam("before_pk")),
-))
-_EVENTS_PAGE = (select(*_EVENT_COLUMNS).where(_EVENTS.c.ticket_id == bindparam("ticket_id"))
-                .order_by(_EVENTS.c.created_at.desc(), _EVENTS.c.pk.desc()).limit(bindparam("event_limit")))
+_COMMENTS_PAGE = (
+    select(*_COMMENT_COLUMNS)
+    .where(_COMMENTS.c.ticket_id == bindparam("ticket_id"))
+    .order_by(*_NEWEST_COMMENTS)
+    .limit(bindparam("comment_limit"))
+)
+_COMMENTS_BEFORE = _COMMENTS_PAGE.where(
+    or_(
+        _COMMENTS.c.created_at < bindparam("before_at"),
+        and_(
+            _COMMENTS.c.created_at == bindparam("before_at"),
+            _COMMENTS.c.pk < bindparam("before_pk"),
+        ),
+    )
+)
+_EVENTS_PAGE = (
+    select(*_EVENT_COLUMNS)
+    .where(_EVENTS.c.ticket_id == bindparam("ticket_id"))
+    .order_by(_EVENTS.c.created_at.desc(), _EVENTS.c.pk.desc())
+    .limit(bindparam("event_limit"))
+)
+
 
 def _in_queues(stmt: Any, queues: frozenset[str] | None) -> Any:
     return stmt if queues is None else stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
@@ -79,6 +105,7 @@ def _in_queues(stmt: Any, queues: frozenset[str] | None) -> Any:
 def _prefix(column: Any, prefix: str) -> Any:
     """``column`` starts with ``prefix``, any case; ``%`` and ``_`` literal."""
     return func.lower(column).startswith(prefix.lower(), autoescape=True)
+
 
 # The distinct queues by a loose index scan (one index probe per queue), on both engines.
 _QUEUES = text("""
@@ -117,7 +144,11 @@ class TicketRepository:
     """
 
     def __init__(
-        self, engine: AsyncEngine, timeout: float, reader: Engine | None = None, point_reader: Engine | None = None,
+        self,
+        engine: AsyncEngine,
+        timeout: float,
+        reader: Engine | None = None,
+        point_reader: Engine | None = None,
     ) -> None:
         self._engine = engine
         self._reader = reader
@@ -129,7 +160,9 @@ class TicketRepository:
         # rather than on a row lock while holding a pooled connection, which starved
         # reads of connections (bench/writes.py).
         self._write_lock = asyncio.Lock()
-        self._row_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, writers holding or awaiting it
+        self._row_locks: dict[
+            str, tuple[asyncio.Lock, int]
+        ] = {}  # lock, writers holding or awaiting it
 
     @property
     def dialect(self) -> str:
@@ -264,7 +297,9 @@ class TicketRepository:
             if writers > 1:
                 self._row_locks[row] = (lock, writers - 1)
 
-    async def get(self, ticket_id: str, queues: frozenset[str] | None = None) -> TicketRecord | None:
+    async def get(
+        self, ticket_id: str, queues: frozenset[str] | None = None
+    ) -> TicketRecord | None:
         """The ticket ``ticket_id``; None when missing or outside ``queues`` (None = all)."""
         stmt = _GET if queues is None else _GET.where(_TICKETS.c.queue.in_(sorted(queues)))
 
@@ -275,8 +310,13 @@ class TicketRepository:
         return await self._read_point(read)
 
     async def ticket_view(
-        self, ticket_id: str, queues: frozenset[str] | None, *, comments_before: tuple[datetime, int] | None,
-        comment_limit: int, event_limit: int,
+        self,
+        ticket_id: str,
+        queues: frozenset[str] | None,
+        *,
+        comments_before: tuple[datetime, int] | None,
+        comment_limit: int,
+        event_limit: int,
     ) -> TicketView | None:
         """The ticket ``ticket_id`` with its customer, the ``comment_limit`` newest comments
         older than ``comments_before`` (created_at, key; None: the newest), the
@@ -285,8 +325,11 @@ class TicketRepository:
         found = _VIEW if queues is None else _VIEW_IN_QUEUES
         comments = _COMMENTS_PAGE if comments_before is None else _COMMENTS_BEFORE
         params = {
-            "ticket_id": ticket_id, "queues": sorted(queues or ()), "comment_limit": comment_limit,
-            "event_limit": event_limit, "before_at": comments_before and comments_before[0],
+            "ticket_id": ticket_id,
+            "queues": sorted(queues or ()),
+            "comment_limit": comment_limit,
+            "event_limit": event_limit,
+            "before_at": comments_before and comments_before[0],
             "before_pk": comments_before and comments_before[1],
         }
 
@@ -296,18 +339,30 @@ class TicketRepository:
                 return None
             customer = {name: row[f"customer_{name}"] for name in CustomerRecord.model_fields}
             return TicketView(
-                ticket=TicketRecord.model_validate({name: row[name] for name in TicketRecord.model_fields}),
+                ticket=TicketRecord.model_validate(
+                    {name: row[name] for name in TicketRecord.model_fields}
+                ),
                 version=row["version"],
-                customer=CustomerRecord.model_validate(customer) if customer["id"] is not None else None,
-                comments=[CommentRecord.model_validate(dict(r)) for r in conn.execute(comments, params).mappings()],
+                customer=CustomerRecord.model_validate(customer)
+                if customer["id"] is not None
+                else None,
+                comments=[
+                    CommentRecord.model_validate(dict(r))
+                    for r in conn.execute(comments, params).mappings()
+                ],
                 comment_total=row["comment_total"],
-                events=[EventRecord.model_validate(dict(r)) for r in conn.execute(_EVENTS_PAGE, params).mappings()],
+                events=[
+                    EventRecord.model_validate(dict(r))
+                    for r in conn.execute(_EVENTS_PAGE, params).mappings()
+                ],
                 event_total=row["event_total"],
             )
 
         return await self._read_point(read)
 
-    async def customer_view(self, customer_id: str, queues: frozenset[str] | None, limit: int) -> CustomerView | None:
+    async def customer_view(
+        self, customer_id: str, queues: frozenset[str] | None, limit: int
+    ) -> CustomerView | None:
         """The customer ``customer_id`` with its open and most recently updated tickets
         (at most ``limit`` each) in ``queues`` (None = all); None when missing, or when
         none of its tickets is in ``queues`` (a restricted caller learns of no other)."""
@@ -321,49 +376,82 @@ class TicketRepository:
             mine = _TICKETS.c.customer == customer.name
             is_open = _TICKETS.c.status.in_(sorted(OPEN_STATUSES))
             newest = (_TICKETS.c.updated_at.desc(), _TICKETS.c.pk.desc())
-            total = conn.execute(_in_queues(select(func.count()).select_from(_TICKETS).where(mine), queues)).scalar_one()
+            total = conn.execute(
+                _in_queues(select(func.count()).select_from(_TICKETS).where(mine), queues)
+            ).scalar_one()
             if total == 0 and queues is not None:
                 return None
 
             def tickets(*where: Any) -> list[TicketRecord]:
-                stmt = _in_queues(select(*_RECORD_COLUMNS).where(mine, *where), queues).order_by(*newest).limit(limit)
+                stmt = (
+                    _in_queues(select(*_RECORD_COLUMNS).where(mine, *where), queues)
+                    .order_by(*newest)
+                    .limit(limit)
+                )
                 return [TicketRecord.model_validate(dict(r)) for r in conn.execute(stmt).mappings()]
 
             return CustomerView(
-                customer=customer, open_tickets=tickets(is_open),
+                customer=customer,
+                open_tickets=tickets(is_open),
                 open_total=conn.execute(
-                    _in_queues(select(func.count()).select_from(_TICKETS).where(mine, is_open), queues)
+                    _in_queues(
+                        select(func.count()).select_from(_TICKETS).where(mine, is_open), queues
+                    )
                 ).scalar_one(),
-                recent_tickets=tickets(), ticket_total=total,
+                recent_tickets=tickets(),
+                ticket_total=total,
             )
 
         return await self._read(read)
 
-    async def complete_ticket_ids(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+    async def complete_ticket_ids(
+        self, prefix: str, queues: frozenset[str] | None, limit: int
+    ) -> list[str]:
         """Ticket ids starting with ``prefix`` (any case) in ``queues``, in id order."""
-        stmt = _in_queues(select(_TICKETS.c.id).where(_TICKETS.c.id.startswith(prefix.upper(), autoescape=True)), queues)
+        stmt = _in_queues(
+            select(_TICKETS.c.id).where(_TICKETS.c.id.startswith(prefix.upper(), autoescape=True)),
+            queues,
+        )
         stmt = stmt.order_by(_TICKETS.c.id).limit(limit)
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
 
-    async def complete_queues(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+    async def complete_queues(
+        self, prefix: str, queues: frozenset[str] | None, limit: int
+    ) -> list[str]:
         """Queue names starting with ``prefix`` (any case) that hold tickets in ``queues``."""
-        stmt = _in_queues(select(_TICKETS.c.queue).where(_prefix(_TICKETS.c.queue, prefix)).distinct(), queues)
+        stmt = _in_queues(
+            select(_TICKETS.c.queue).where(_prefix(_TICKETS.c.queue, prefix)).distinct(), queues
+        )
         stmt = stmt.order_by(_TICKETS.c.queue).limit(limit)
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
 
-    async def complete_owners(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+    async def complete_owners(
+        self, prefix: str, queues: frozenset[str] | None, limit: int
+    ) -> list[str]:
         """Owner logins starting with ``prefix`` (any case) of tickets in ``queues``."""
-        stmt = select(_TICKETS.c.owner).where(_TICKETS.c.owner.is_not(None), _prefix(_TICKETS.c.owner, prefix))
+        stmt = select(_TICKETS.c.owner).where(
+            _TICKETS.c.owner.is_not(None), _prefix(_TICKETS.c.owner, prefix)
+        )
         stmt = _in_queues(stmt.distinct(), queues).order_by(_TICKETS.c.owner).limit(limit)
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
 
-    async def complete_customers(self, prefix: str, queues: frozenset[str] | None, limit: int) -> list[str]:
+    async def complete_customers(
+        self, prefix: str, queues: frozenset[str] | None, limit: int
+    ) -> list[str]:
         """Ids of customers whose id or name starts with ``prefix`` (any case) and who have
         a ticket in ``queues``, in id order."""
-        has_ticket = _in_queues(select(_TICKETS.c.pk).where(_TICKETS.c.customer == _CUSTOMERS.c.name), queues)
-        stmt = (select(_CUSTOMERS.c.id)
-                .where(or_(_prefix(_CUSTOMERS.c.id, prefix), _prefix(_CUSTOMERS.c.name, prefix)), has_ticket.exists())
-                .order_by(_CUSTOMERS.c.id).limit(limit))
+        has_ticket = _in_queues(
+            select(_TICKETS.c.pk).where(_TICKETS.c.customer == _CUSTOMERS.c.name), queues
+        )
+        stmt = (
+            select(_CUSTOMERS.c.id)
+            .where(
+                or_(_prefix(_CUSTOMERS.c.id, prefix), _prefix(_CUSTOMERS.c.name, prefix)),
+                has_ticket.exists(),
+            )
+            .order_by(_CUSTOMERS.c.id)
+            .limit(limit)
+        )
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def search_subject(
@@ -376,7 +464,9 @@ class TicketRepository:
         """
         # lower(subject) LIKE lower(query), the expression the pg_trgm index is built on
         # (PostgreSQL); SQLite's lower() is Python's, registered on every connection.
-        stmt = select(*_RECORD_COLUMNS).where(func.lower(_TICKETS.c.subject).contains(query.lower(), autoescape=True))
+        stmt = select(*_RECORD_COLUMNS).where(
+            func.lower(_TICKETS.c.subject).contains(query.lower(), autoescape=True)
+        )
         if queues is not None:
             stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
         stmt = stmt.order_by(_TICKETS.c.updated_at.desc(), _TICKETS.c.pk.desc()).limit(limit)
@@ -410,14 +500,25 @@ class TicketRepository:
         return await self._read(scan)
 
     async def search(
-        self, query: str, filters: SearchFilters, sort: Sort, after: Position | None, limit: int,
+        self,
+        query: str,
+        filters: SearchFilters,
+        sort: Sort,
+        after: Position | None,
+        limit: int,
         conversation: bool = False,
     ) -> SearchResult:
         """One page of at most ``limit`` tickets of full-text search, after ``after``;
         ranking and paging are described in ``tickets.search`` (``conversation``: the
         tickets' comments are searched too)."""
         from ticket_server.tickets.search import (
-            analyze_query, best_first_applies, build_page, explain, matched_in, relevance_page, row_position,
+            analyze_query,
+            best_first_applies,
+            build_page,
+            explain,
+            matched_in,
+            relevance_page,
+            row_position,
         )
 
         dialect = self.dialect
@@ -425,17 +526,39 @@ class TicketRepository:
         def read(conn: Connection) -> SearchResult:
             analyzed = analyze_query(conn, query, conversation, filters.scope())
             if analyzed.has_words and not analyzed.words:
-                return SearchResult([], False, explain(conn, dialect, analyzed, filters, None, after is not None))
+                return SearchResult(
+                    [], False, explain(conn, dialect, analyzed, filters, None, after is not None)
+                )
             columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])
             if best_first_applies(analyzed.words, filters, sort, conversation, after):
-                rows = relevance_page(conn, dialect, columns, analyzed.words, filters, after, limit + 1)
+                rows = relevance_page(
+                    conn, dialect, columns, analyzed.words, filters, after, limit + 1
+                )
             else:
                 rows = conn.execute(
-                    build_page(dialect, columns, analyzed.words, filters, sort, after, limit + 1, conversation)
+                    build_page(
+                        dialect,
+                        columns,
+                        analyzed.words,
+                        filters,
+                        sort,
+                        after,
+                        limit + 1,
+                        conversation,
+                    )
                 ).all()
-            page = [(TicketSummaryV2.model_validate(dict(r._mapping)), row_position(r)) for r in rows[:limit]]
-            note = explain(conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None)
-            places = matched_in(conn, dialect, analyzed.words, rows[:limit]) if conversation and analyzed.words else None
+            page = [
+                (TicketSummaryV2.model_validate(dict(r._mapping)), row_position(r))
+                for r in rows[:limit]
+            ]
+            note = explain(
+                conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None
+            )
+            places = (
+                matched_in(conn, dialect, analyzed.words, rows[:limit])
+                if conversation and analyzed.words
+                else None
+            )
             return SearchResult(page, len(rows) > limit, note, places)
 
         return await self._read(read)
@@ -449,7 +572,9 @@ class TicketRepository:
             return int(await session.scalar(select(func.count()).select_from(Ticket)) or 0)
 
     async def add_all(
-        self, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
+        self,
+        tickets: Iterable[dict[str, Any]],
+        comments: Iterable[dict[str, Any]] = (),
         events: Iterable[dict[str, Any]] = (),
     ) -> int:
         """``insert_tickets`` in a transaction of its own; returns how many tickets."""
@@ -512,7 +637,9 @@ class TicketRepository:
 
 
 def insert_tickets(
-    conn: Connection, tickets: Iterable[dict[str, Any]], comments: Iterable[dict[str, Any]] = (),
+    conn: Connection,
+    tickets: Iterable[dict[str, Any]],
+    comments: Iterable[dict[str, Any]] = (),
     events: Iterable[dict[str, Any]] = (),
 ) -> int:
     """Insert tickets (dicts of column values) with their search columns (``search_terms``
@@ -526,7 +653,10 @@ def insert_tickets(
     comment_rows = list(comments)
     if comment_rows:
         bodies = comment_search_bodies(conn, [c["body"] for c in comment_rows])
-        conn.execute(insert(Comment), [{**c, "search_body": b} for c, b in zip(comment_rows, bodies, strict=True)])
+        conn.execute(
+            insert(Comment),
+            [{**c, "search_body": b} for c, b in zip(comment_rows, bodies, strict=True)],
+        )
     event_rows = list(events)
     if event_rows:
         conn.execute(insert(TicketEvent), event_rows)
@@ -547,22 +677,33 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
         conn.execute(insert(Ticket), rows)
         keys: dict[str, int] = {}  # the keys the database gave, which the postings name
         for start in range(0, len(rows), 5000):
-            ids = [r["id"] for r in rows[start:start + 5000]]
+            ids = [r["id"] for r in rows[start : start + 5000]]
             found = conn.execute(select(_TICKETS.c.id, _TICKETS.c.pk).where(_TICKETS.c.id.in_(ids)))
             keys.update((r.id, r.pk) for r in found)
         written = [{**r, "pk": keys[r["id"]]} for r in rows]
     for row in [] if insert_rows else rows:
-        old = conn.execute(
-            select(_TICKETS.c.pk, _TICKETS.c.updated_at, _TICKETS.c.search_subject, _TICKETS.c.search_body)
-            .where(_TICKETS.c.id == row["id"])
-        ).mappings().first()
+        old = (
+            conn.execute(
+                select(
+                    _TICKETS.c.pk,
+                    _TICKETS.c.updated_at,
+                    _TICKETS.c.search_subject,
+                    _TICKETS.c.search_body,
+                ).where(_TICKETS.c.id == row["id"])
+            )
+            .mappings()
+            .first()
+        )
         if old is None:
             continue
         delta.subtract(ticket_terms(dict(old)))
         delta[TOTAL] -= 1
         unpost(conn, [old])
-        conn.execute(update(Ticket).where(Ticket.id == row["id"]).values(
-            {k: row[k] for k in ("subject", "body", "search_subject", "search_body")}))
+        conn.execute(
+            update(Ticket)
+            .where(Ticket.id == row["id"])
+            .values({k: row[k] for k in ("subject", "body", "search_subject", "search_body")})
+        )
         written.append({**row, "pk": old["pk"], "updated_at": old["updated_at"]})
     for row in written:
         delta.update(ticket_terms(row))

@@ -8,7 +8,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
+from ticket_server.tickets.domain import (
+    AuthorType,
+    EventField,
+    TicketPriority,
+    TicketStatus,
+    Visibility,
+)
 
 
 class TicketRecord(BaseModel):
@@ -75,7 +81,8 @@ class SearchHit(TicketSummaryV2):
     # matched_in: where the words were found, for a search of the conversation with
     # words only (absent otherwise, so the default search's hits are as they were).
     matched_in: list[Literal["subject", "body", "comment"]] | SkipJsonSchema[None] = Field(
-        default=None, exclude_if=lambda v: v is None)
+        default=None, exclude_if=lambda v: v is None
+    )
 
 
 class SearchPage(BaseModel):

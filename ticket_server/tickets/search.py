@@ -64,21 +64,55 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    Connection, Integer, Row, Select, String, and_, any_, bindparam, case, cast, column, func, literal, literal_column, or_,
-    intersect, select, table, tuple_, union_all,
+    Connection,
+    Integer,
+    Row,
+    Select,
+    String,
+    and_,
+    any_,
+    bindparam,
+    case,
+    cast,
+    column,
+    func,
+    literal,
+    literal_column,
+    or_,
+    intersect,
+    select,
+    table,
+    tuple_,
+    union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
 from ticket_server.tickets.analyzer import (
-    MAX_WORDS, fold, has_words, index_tokens, query_words, search_text, spelling_candidates, stop_words_in,
+    MAX_WORDS,
+    fold,
+    has_words,
+    index_tokens,
+    query_words,
+    search_text,
+    spelling_candidates,
+    stop_words_in,
 )
-from ticket_server.tickets.models import Comment, SearchPosting, SearchTerm, Ticket, TicketPriority, TicketStatus
+from ticket_server.tickets.models import (
+    Comment,
+    SearchPosting,
+    SearchTerm,
+    Ticket,
+    TicketPriority,
+    TicketStatus,
+)
 
 Sort = Literal["relevance", "newest"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
 MAX_NEIGHBOURS = 5  # a typo's most frequent known neighbours tried, for a caller limited to queues
-MATCHED = 10_000_000  # above any score: 16 words x 4 x a weight of at most ~1,400 (idf of 1 in 10^6)
+MATCHED = (
+    10_000_000  # above any score: 16 words x 4 x a weight of at most ~1,400 (idf of 1 in 10^6)
+)
 TOTAL = ""  # the search_terms row that counts the tickets and comments indexed
 
 _fts = table("tickets_fts", column("rowid"))
@@ -97,7 +131,10 @@ _COMMENT_VECTOR = literal_column("comments.search_vector")
 
 def search_columns(subject: str, body: str) -> dict[str, str]:
     """The stored search columns of a ticket with this subject and body."""
-    return {"search_subject": search_text(index_tokens(subject)), "search_body": search_text(index_tokens(body))}
+    return {
+        "search_subject": search_text(index_tokens(subject)),
+        "search_body": search_text(index_tokens(body)),
+    }
 
 
 def ticket_terms(columns: dict[str, str]) -> set[str]:
@@ -124,26 +161,38 @@ def postings(columns: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _posting_rows(tickets: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{"p_term": term, "p_impact": impact, "p_at": t["updated_at"], "p_ticket": t["pk"]}
-            for t in tickets for term, impact in postings(t).items()]
+    return [
+        {"p_term": term, "p_impact": impact, "p_at": t["updated_at"], "p_ticket": t["pk"]}
+        for t in tickets
+        for term, impact in postings(t).items()
+    ]
 
 
-_POSTING_KEY = and_(_POSTINGS.c.term == bindparam("p_term"), _POSTINGS.c.impact == bindparam("p_impact"),
-                    _POSTINGS.c.updated_at == bindparam("p_at"), _POSTINGS.c.ticket_pk == bindparam("p_ticket"))
+_POSTING_KEY = and_(
+    _POSTINGS.c.term == bindparam("p_term"),
+    _POSTINGS.c.impact == bindparam("p_impact"),
+    _POSTINGS.c.updated_at == bindparam("p_at"),
+    _POSTINGS.c.ticket_pk == bindparam("p_ticket"),
+)
 
 
-def post(conn: Connection, tickets: Iterable[Mapping[str, Any]], *, missing_only: bool = False) -> None:
+def post(
+    conn: Connection, tickets: Iterable[Mapping[str, Any]], *, missing_only: bool = False
+) -> None:
     """Write the postings of ``tickets`` (mappings with ``pk``, ``updated_at`` and the
     search columns) in the caller's transaction. Every ticket written goes through here.
     ``missing_only``: postings stored already are left as they are."""
     rows = _posting_rows(tickets)
     stmt = _dialect_insert(conn)(_POSTINGS).values(
-        term=bindparam("p_term"), impact=bindparam("p_impact"), updated_at=bindparam("p_at"),
-        ticket_pk=bindparam("p_ticket"))
+        term=bindparam("p_term"),
+        impact=bindparam("p_impact"),
+        updated_at=bindparam("p_at"),
+        ticket_pk=bindparam("p_ticket"),
+    )
     if missing_only:
         stmt = stmt.on_conflict_do_nothing()
     for start in range(0, len(rows), 5000):
-        conn.execute(stmt, rows[start:start + 5000])
+        conn.execute(stmt, rows[start : start + 5000])
 
 
 def post_unposted_tickets(conn: Connection, after: int, batch: int) -> tuple[int, int]:
@@ -154,10 +203,16 @@ def post_unposted_tickets(conn: Connection, after: int, batch: int) -> tuple[int
     A posting of an old ``updated_at`` that such a change left behind stays: a search
     scores every ticket it reads from the ticket's row, so it costs a read, never a
     wrong answer."""
-    rows = conn.execute(
-        select(Ticket.pk, Ticket.updated_at, Ticket.search_subject, Ticket.search_body)
-        .where(Ticket.pk > after).order_by(Ticket.pk).limit(batch)
-    ).mappings().all()
+    rows = (
+        conn.execute(
+            select(Ticket.pk, Ticket.updated_at, Ticket.search_subject, Ticket.search_body)
+            .where(Ticket.pk > after)
+            .order_by(Ticket.pk)
+            .limit(batch)
+        )
+        .mappings()
+        .all()
+    )
     if not rows:
         return 0, 0
     post(conn, rows, missing_only=True)
@@ -176,11 +231,15 @@ def move_postings(conn: Connection, ticket: Mapping[str, Any], updated_at: datet
     had) to its new ``updated_at``, in the transaction that changes it."""
     rows = _posting_rows([ticket])
     if rows:
-        conn.execute(_POSTINGS.update().where(_POSTING_KEY).values(updated_at=bindparam("p_new")),
-                     [{**r, "p_new": updated_at} for r in rows])
+        conn.execute(
+            _POSTINGS.update().where(_POSTING_KEY).values(updated_at=bindparam("p_new")),
+            [{**r, "p_new": updated_at} for r in rows],
+        )
 
 
-def count_terms(conn: Connection, delta: Counter[str], of: Literal["tickets", "comments"] = "tickets") -> None:
+def count_terms(
+    conn: Connection, delta: Counter[str], of: Literal["tickets", "comments"] = "tickets"
+) -> None:
     """Add ``delta`` (term -> change in the number of tickets, or comments, holding it)
     to ``search_terms``. Terms are written in sorted order, so concurrent writers lock
     rows in the same order."""
@@ -193,7 +252,7 @@ def count_terms(conn: Connection, delta: Counter[str], of: Literal["tickets", "c
         index_elements=[_TERMS.c.term], set_={of: _TERMS.c[of] + stmt.excluded[of]}
     )
     for start in range(0, len(rows), 5000):
-        conn.execute(stmt, rows[start:start + 5000])
+        conn.execute(stmt, rows[start : start + 5000])
 
 
 def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
@@ -221,7 +280,8 @@ def analyze_unindexed_comments(conn: Connection, after: int, batch: int) -> tupl
     rows = conn.execute(
         select(_COMMENTS.c.pk, _COMMENTS.c.body)
         .where(_COMMENTS.c.pk > after, _COMMENTS.c.search_body == search_text([]))
-        .order_by(_COMMENTS.c.pk).limit(batch)
+        .order_by(_COMMENTS.c.pk)
+        .limit(batch)
     ).all()
     if not rows:
         return 0, 0
@@ -344,11 +404,16 @@ def _holders(conversation: bool) -> ColumnElement[int]:
 @lru_cache(maxsize=None)
 def _terms_statement(conversation: bool) -> Select[Any]:
     """How many tickets (``conversation``: and comments) hold each of ``terms``."""
-    return select(_TERMS.c.term, _holders(conversation)).where(_TERMS.c.term.in_(bindparam("terms", expanding=True)))
+    return select(_TERMS.c.term, _holders(conversation)).where(
+        _TERMS.c.term.in_(bindparam("terms", expanding=True))
+    )
 
 
 def analyze_query(
-    conn: Connection, text: str, conversation: bool = False, scope: Sequence[ColumnElement[bool]] = (),
+    conn: Connection,
+    text: str,
+    conversation: bool = False,
+    scope: Sequence[ColumnElement[bool]] = (),
 ) -> Query:
     """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
     word no ticket holds, for its one-letter neighbours, for the first
@@ -385,14 +450,21 @@ def analyze_query(
         candidates = spelling_candidates(typed) if corrections > 0 else {}
         candidates.pop(token, None)
         corrections -= 1
-        near = conn.execute(
-            select(_TERMS.c.term, holders.label("holding"))
-            .where(_TERMS.c.term.in_(sorted(candidates)), holders > 0)
-            .order_by(holders.desc(), _TERMS.c.term).limit(MAX_NEIGHBOURS if scope else 1)
-        ).all() if candidates else []
+        near = (
+            conn.execute(
+                select(_TERMS.c.term, holders.label("holding"))
+                .where(_TERMS.c.term.in_(sorted(candidates)), holders > 0)
+                .order_by(holders.desc(), _TERMS.c.term)
+                .limit(MAX_NEIGHBOURS if scope else 1)
+            ).all()
+            if candidates
+            else []
+        )
         best = next((n for n in near if visible(n.term)), None)
         if best is not None and best.term not in tokens:
-            query.words.append(Word(best.term, typed, _weight(total, best.holding), instead=candidates[best.term]))
+            query.words.append(
+                Word(best.term, typed, _weight(total, best.holding), instead=candidates[best.term])
+            )
         else:
             query.missing.append(Word(token, typed, 0))
     return query
@@ -408,9 +480,14 @@ def _has(dialect: str, column_: Any, token: str | ColumnElement[str]) -> ColumnE
 
 def _tsquery(query: Sequence[Word] | ColumnElement[str], every: bool = False) -> Any:
     """``query`` (words, or a parameter holding ``_match_text``) as a PostgreSQL tsquery."""
-    from sqlalchemy.dialects.postgresql import TSQUERY  # only where PostgreSQL is in use (see count_terms)
+    from sqlalchemy.dialects.postgresql import (
+        TSQUERY,
+    )  # only where PostgreSQL is in use (see count_terms)
 
-    return cast(literal(_match_text("postgresql", query, every)) if isinstance(query, Sequence) else query, TSQUERY)
+    return cast(
+        literal(_match_text("postgresql", query, every)) if isinstance(query, Sequence) else query,
+        TSQUERY,
+    )
 
 
 def _fts_match(query: Sequence[Word] | ColumnElement[str], every: bool = False) -> Any:
@@ -421,7 +498,9 @@ def _fts_match(query: Sequence[Word] | ColumnElement[str], every: bool = False) 
 def _match_text(dialect: str, words: Sequence[Word], every: bool = False) -> str:
     """The engine's full-text query of ``words``: any of them (``every``: all)."""
     if dialect == "sqlite":
-        return (" AND " if every else " OR ").join(f'"{w.token}"' for w in words)  # tokens hold no quotes
+        return (" AND " if every else " OR ").join(
+            f'"{w.token}"' for w in words
+        )  # tokens hold no quotes
     return (" & " if every else " | ").join(f"'{w.token}'" for w in words)
 
 
@@ -429,7 +508,9 @@ def _candidates(dialect: str, words: Sequence[Word], every: bool = False) -> Col
     """Tickets holding any of ``words`` (``every``: all of them), from the engine's
     full-text index."""
     if dialect == "sqlite":
-        return Ticket.pk.in_(select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(_fts_match(words, every))))
+        return Ticket.pk.in_(
+            select(_fts.c.rowid).where(_FTS_TABLE.op("MATCH")(_fts_match(words, every)))
+        )
     if dialect == "postgresql":
         return _VECTOR.op("@@")(_tsquery(words, every))
     raise NotImplementedError(f"full-text search is not implemented for {dialect}")
@@ -440,8 +521,9 @@ def _commented(dialect: str, words: Sequence[Word] | ColumnElement[str]) -> Colu
     parameter holds), from the comments' full-text index (an uncorrelated subquery: the
     engine evaluates it once)."""
     if dialect == "sqlite":
-        found = _COMMENTS.c.pk.in_(select(_comments_fts.c.rowid).where(
-            _COMMENTS_FTS_TABLE.op("MATCH")(_fts_match(words))))
+        found = _COMMENTS.c.pk.in_(
+            select(_comments_fts.c.rowid).where(_COMMENTS_FTS_TABLE.op("MATCH")(_fts_match(words)))
+        )
     elif dialect == "postgresql":
         found = _COMMENT_VECTOR.op("@@")(_tsquery(words))
     else:
@@ -457,15 +539,24 @@ def _conversation_candidates(dialect: str, words: Sequence[Word]) -> ColumnEleme
         # `text @@ q OR id IN (subquery)` is planned as a scan of every ticket; with the
         # commented tickets' ids as one array (computed once), `id = ANY(array)` is an
         # index condition and the two sides are one bitmap OR of index scans.
-        ids = select(func.array_agg(_COMMENTS.c.ticket_id)).where(_COMMENT_VECTOR.op("@@")(_tsquery(words)))
+        ids = select(func.array_agg(_COMMENTS.c.ticket_id)).where(
+            _COMMENT_VECTOR.op("@@")(_tsquery(words))
+        )
         # (cast: an array value, not the `= ANY (subquery)` form, which compares row by row)
-        return or_(_candidates(dialect, words), Ticket.id == any_(cast(ids.scalar_subquery(), ARRAY(String))))
+        return or_(
+            _candidates(dialect, words),
+            Ticket.id == any_(cast(ids.scalar_subquery(), ARRAY(String))),
+        )
     # SQLite answers the OR with one index lookup per side (a multi-index OR).
     return or_(_candidates(dialect, words), _commented(dialect, words))
 
 
 def sort_keys(
-    dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False, every: bool = False,
+    dialect: str,
+    words: Sequence[Word],
+    sort: Sort,
+    conversation: bool = False,
+    every: bool = False,
 ) -> tuple[ColumnElement[bool] | None, list[Any]]:
     """(the candidates' condition, the sort key's columns, best first and all descending).
 
@@ -473,16 +564,33 @@ def sort_keys(
     holding every word are candidates (not with ``conversation``)."""
     if not words:
         return None, [Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
-    rank = _rank(dialect, len(words), sort, conversation).params(rank_parameters(dialect, words, sort, conversation))
-    candidates = _conversation_candidates(dialect, words) if conversation else _candidates(dialect, words, every)
-    return candidates, [rank.label("rank"), Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
+    rank = _rank(dialect, len(words), sort, conversation).params(
+        rank_parameters(dialect, words, sort, conversation)
+    )
+    candidates = (
+        _conversation_candidates(dialect, words)
+        if conversation
+        else _candidates(dialect, words, every)
+    )
+    return candidates, [
+        rank.label("rank"),
+        Ticket.updated_at.label("updated_at"),
+        Ticket.pk.label("pk"),
+    ]
 
 
 def _impact_sums(conversation: bool) -> list[int]:
     """Every score a word can have in a ticket before its weight (its impact): the sums
     of the weights of the places holding it."""
-    return sorted({a + b + c for a in (0, SUBJECT_WEIGHT) for b in (0, BODY_WEIGHT)
-                   for c in ((0, COMMENT_WEIGHT) if conversation else (0,))} - {0})
+    return sorted(
+        {
+            a + b + c
+            for a in (0, SUBJECT_WEIGHT)
+            for b in (0, BODY_WEIGHT)
+            for c in ((0, COMMENT_WEIGHT) if conversation else (0,))
+        }
+        - {0}
+    )
 
 
 @lru_cache(maxsize=None)
@@ -496,21 +604,37 @@ def _rank(dialect: str, count: int, sort: Sort, conversation: bool) -> ColumnEle
     parts = []
     for i in range(count):
         token = bindparam(f"rank_word{i}", type_=String)
-        places = [(_has(dialect, Ticket.search_subject, token), SUBJECT_WEIGHT),
-                  (_has(dialect, Ticket.search_body, token), BODY_WEIGHT)]
+        places = [
+            (_has(dialect, Ticket.search_subject, token), SUBJECT_WEIGHT),
+            (_has(dialect, Ticket.search_body, token), BODY_WEIGHT),
+        ]
         if conversation:
-            places.append((_commented(dialect, bindparam(f"rank_match{i}", type_=String)), COMMENT_WEIGHT))
+            places.append(
+                (_commented(dialect, bindparam(f"rank_match{i}", type_=String)), COMMENT_WEIGHT)
+            )
         if sort == "newest":
             parts.append(case((or_(*(found for found, _ in places)), MATCHED), else_=0))
             continue
-        where = sum((case((found, weight), else_=0) for found, weight in places[1:]),
-                    case((places[0][0], places[0][1]), else_=0))
-        parts.append(case({n: bindparam(f"rank_score{i}_{n}", type_=Integer) for n in _impact_sums(conversation)},
-                          value=where, else_=0))
+        where = sum(
+            (case((found, weight), else_=0) for found, weight in places[1:]),
+            case((places[0][0], places[0][1]), else_=0),
+        )
+        parts.append(
+            case(
+                {
+                    n: bindparam(f"rank_score{i}_{n}", type_=Integer)
+                    for n in _impact_sums(conversation)
+                },
+                value=where,
+                else_=0,
+            )
+        )
     return sum(parts[1:], parts[0])
 
 
-def rank_parameters(dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False) -> dict[str, Any]:
+def rank_parameters(
+    dialect: str, words: Sequence[Word], sort: Sort, conversation: bool = False
+) -> dict[str, Any]:
     """The parameters of ``_rank`` for ``words``."""
     values: dict[str, Any] = {}
     for i, w in enumerate(words):
@@ -518,28 +642,42 @@ def rank_parameters(dialect: str, words: Sequence[Word], sort: Sort, conversatio
         if conversation:
             values[f"rank_match{i}"] = _match_text(dialect, [w])
         if sort == "relevance":
-            values.update({f"rank_score{i}_{n}": MATCHED + n * w.weight for n in _impact_sums(conversation)})
+            values.update(
+                {f"rank_score{i}_{n}": MATCHED + n * w.weight for n in _impact_sums(conversation)}
+            )
     return values
 
 
 @lru_cache(maxsize=256)
-def _by_key_statement(dialect: str, count: int, names: tuple[str, ...], filters: SearchFilters) -> Select[Any]:
+def _by_key_statement(
+    dialect: str, count: int, names: tuple[str, ...], filters: SearchFilters
+) -> Select[Any]:
     """The tickets' columns ``names`` and the relevance sort key over their own text
     (parameters from ``rank_parameters``) of the tickets whose keys are ``pks`` (an
     expanding parameter), among those ``filters`` leave."""
-    keys = [_rank(dialect, count, "relevance", False).label("rank"), Ticket.updated_at.label("updated_at"),
-            Ticket.pk.label("pk")]
+    keys = [
+        _rank(dialect, count, "relevance", False).label("rank"),
+        Ticket.updated_at.label("updated_at"),
+        Ticket.pk.label("pk"),
+    ]
     taken = {k.name for k in keys}
     return select(*(Ticket.__table__.c[n] for n in names if n not in taken), *keys).where(
-        Ticket.pk.in_(bindparam("pks", expanding=True)), *filters.conditions())
+        Ticket.pk.in_(bindparam("pks", expanding=True)), *filters.conditions()
+    )
 
 
 def _read_page(
-    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], pks: Sequence[int],
+    conn: Connection,
+    dialect: str,
+    columns: Sequence[Any],
+    words: Sequence[Word],
+    pks: Sequence[int],
 ) -> list[Row[Any]]:
     """``columns`` and the relevance sort key of the tickets ``pks``, best first."""
     stmt = _by_key_statement(dialect, len(words), tuple(c.name for c in columns), SearchFilters())
-    rows = conn.execute(stmt, {**rank_parameters(dialect, words, "relevance"), "pks": list(pks)}).all()
+    rows = conn.execute(
+        stmt, {**rank_parameters(dialect, words, "relevance"), "pks": list(pks)}
+    ).all()
     return sorted(rows, key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
 
 
@@ -552,12 +690,23 @@ def _after(keys: list[Any], values: list[Any]) -> ColumnElement[bool]:
 
 
 def position_values(position: Position, ranked: bool) -> list[Any]:
-    return [position.rank, position.updated_at, position.pk] if ranked else [position.updated_at, position.pk]
+    return (
+        [position.rank, position.updated_at, position.pk]
+        if ranked
+        else [position.updated_at, position.pk]
+    )
 
 
 def build_page(
-    dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters, sort: Sort,
-    after: Position | None, limit: int, conversation: bool = False, every: bool = False,
+    dialect: str,
+    columns: Sequence[Any],
+    words: Sequence[Word],
+    filters: SearchFilters,
+    sort: Sort,
+    after: Position | None,
+    limit: int,
+    conversation: bool = False,
+    every: bool = False,
 ) -> Select[Any]:
     """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the
     next ``limit`` tickets after ``after``, in page order (``conversation``: comments
@@ -569,7 +718,9 @@ def build_page(
         stmt = select(*selected, *keys).where(*filters.conditions())
         sort_columns = [Ticket.updated_at, Ticket.pk]
     else:  # the rank is computed once per candidate, in the subquery
-        ranked = select(*selected, *keys).where(*filters.conditions(), candidates).subquery("ranked")
+        ranked = (
+            select(*selected, *keys).where(*filters.conditions(), candidates).subquery("ranked")
+        )
         stmt = select(ranked)
         sort_columns = [ranked.c[k.name] for k in keys]
     if after is not None:
@@ -583,16 +734,28 @@ _EVALUATED = 2000  # tickets scored per statement
 
 
 def best_first_applies(
-    words: Sequence[Word], filters: SearchFilters, sort: Sort, conversation: bool, after: Position | None,
+    words: Sequence[Word],
+    filters: SearchFilters,
+    sort: Sort,
+    conversation: bool,
+    after: Position | None,
 ) -> bool:
     """Whether ``relevance_page`` answers this search: relevance order over the tickets'
     own text, filtered at most by scope, queue, status and priority (each leaves a good
     share of a word's holders, so reading them best first soon fills a page; an owner,
     customer or date filter may leave few, which the engines' own plan finds faster),
     after a position with a rank (a page after one found without words has none)."""
-    return (bool(words) and sort == "relevance" and not conversation and (after is None or after.rank is not None)
-            and filters.owner is None and filters.customer is None and filters.created_after is None
-            and filters.updated_after is None and filters.updated_before is None)
+    return (
+        bool(words)
+        and sort == "relevance"
+        and not conversation
+        and (after is None or after.rank is not None)
+        and filters.owner is None
+        and filters.customer is None
+        and filters.created_after is None
+        and filters.updated_after is None
+        and filters.updated_before is None
+    )
 
 
 @lru_cache(maxsize=None)
@@ -602,10 +765,17 @@ def _postings_statement(after: bool) -> Select[Any]:
     p = _POSTINGS.c
     stmt = select(p.impact, p.updated_at, p.ticket_pk).where(p.term == bindparam("term"))
     if after:
-        stmt = stmt.where(tuple_(p.impact, p.updated_at, p.ticket_pk) < tuple_(
-            bindparam("impact", type_=p.impact.type), bindparam("at", type_=p.updated_at.type),
-            bindparam("pk", type_=p.ticket_pk.type)))
-    return stmt.order_by(p.impact.desc(), p.updated_at.desc(), p.ticket_pk.desc()).limit(bindparam("n"))
+        stmt = stmt.where(
+            tuple_(p.impact, p.updated_at, p.ticket_pk)
+            < tuple_(
+                bindparam("impact", type_=p.impact.type),
+                bindparam("at", type_=p.updated_at.type),
+                bindparam("pk", type_=p.ticket_pk.type),
+            )
+        )
+    return stmt.order_by(p.impact.desc(), p.updated_at.desc(), p.ticket_pk.desc()).limit(
+        bindparam("n")
+    )
 
 
 @dataclass
@@ -628,8 +798,14 @@ class _Holders:
 
 
 def relevance_page(
-    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
-    after: Position | None, limit: int, budget: int | None = None,
+    conn: Connection,
+    dialect: str,
+    columns: Sequence[Any],
+    words: Sequence[Word],
+    filters: SearchFilters,
+    after: Position | None,
+    limit: int,
+    budget: int | None = None,
 ) -> list[Row[Any]]:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
     by the cheapest of four ways that give them, tried in turn:
@@ -648,26 +824,56 @@ def relevance_page(
        cost per ticket, and a caller limited to a small queue reads most of them in vain).
     ``budget`` None: each plan's own (``EVERY_WORD_BUDGET``, ``BEST_FIRST_BUDGET``); 0
     leaves plans 1 and 2 out."""
-    rows = every_word_page(conn, dialect, columns, words, filters, after, limit,
-                           budget=EVERY_WORD_BUDGET if budget is None else budget)
+    rows = every_word_page(
+        conn,
+        dialect,
+        columns,
+        words,
+        filters,
+        after,
+        limit,
+        budget=EVERY_WORD_BUDGET if budget is None else budget,
+    )
     if rows is not None:
         return rows
-    rows = best_first_page(conn, dialect, columns, words, filters, after, limit,
-                           budget=BEST_FIRST_BUDGET if budget is None else budget)
+    rows = best_first_page(
+        conn,
+        dialect,
+        columns,
+        words,
+        filters,
+        after,
+        limit,
+        budget=BEST_FIRST_BUDGET if budget is None else budget,
+    )
     if rows is not None:
         return rows
     if len(words) > 1:
-        rows = conn.execute(build_page(dialect, columns, words, filters, "relevance", after, limit, every=True)).all()
+        rows = conn.execute(
+            build_page(dialect, columns, words, filters, "relevance", after, limit, every=True)
+        ).all()
         if len(rows) == limit:
             return rows
-    return conn.execute(build_page(dialect, columns, words, filters, "relevance", after, limit)).all()
+    return conn.execute(
+        build_page(dialect, columns, words, filters, "relevance", after, limit)
+    ).all()
 
 
-EVERY_WORD_BUDGET = 16_384  # postings read from the smallest lists of a search of the tickets holding every word
-_GROUPS = 3 ** 5  # groups of impacts a search of the tickets holding every word may have (5 words, each anywhere)
-MERGE_RATIO = 6  # SQLite merges long lists that hold at most this many times the postings of the smallest
+EVERY_WORD_BUDGET = (
+    16_384  # postings read from the smallest lists of a search of the tickets holding every word
+)
+_GROUPS = (
+    3**5
+)  # groups of impacts a search of the tickets holding every word may have (5 words, each anywhere)
+MERGE_RATIO = (
+    6  # SQLite merges long lists that hold at most this many times the postings of the smallest
+)
 _SIZED = 1024  # postings counted per list (newest first) before a search of the tickets holding every word starts
-_STORED_IMPACTS = (SUBJECT_WEIGHT + BODY_WEIGHT, SUBJECT_WEIGHT, BODY_WEIGHT)  # a posting's impact, highest first
+_STORED_IMPACTS = (
+    SUBJECT_WEIGHT + BODY_WEIGHT,
+    SUBJECT_WEIGHT,
+    BODY_WEIGHT,
+)  # a posting's impact, highest first
 _DRIVE = _POSTINGS.alias("drive")
 
 
@@ -682,13 +888,29 @@ def _sizes_statement(lists: int, oldest: bool) -> Any:
     def held(n: int) -> Any:
         return and_(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
 
-    return union_all(*(select(
-        literal(n).label("n"),
-        select(func.count()).select_from(select(p.ticket_pk).where(held(n)).limit(bindparam("cap")).subquery())
-        .scalar_subquery(),
-        *([select(p.updated_at).where(held(n)).order_by(p.updated_at.desc(), p.ticket_pk.desc())
-           .offset(bindparam("last")).limit(1).scalar_subquery()] if oldest else []),
-    ) for n in range(lists)))
+    return union_all(
+        *(
+            select(
+                literal(n).label("n"),
+                select(func.count())
+                .select_from(select(p.ticket_pk).where(held(n)).limit(bindparam("cap")).subquery())
+                .scalar_subquery(),
+                *(
+                    [
+                        select(p.updated_at)
+                        .where(held(n))
+                        .order_by(p.updated_at.desc(), p.ticket_pk.desc())
+                        .offset(bindparam("last"))
+                        .limit(1)
+                        .scalar_subquery()
+                    ]
+                    if oldest
+                    else []
+                ),
+            )
+            for n in range(lists)
+        )
+    )
 
 
 def _looked_up(subquery: Select[Any]) -> ColumnElement[bool]:
@@ -707,15 +929,29 @@ def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
     t1, i1, ... and limit; ``after``: older than (at, pk) only; ``since``: the first
     list read back to ``updated_at`` ``since`` only)."""
     drive = _DRIVE.c
-    stmt = select(drive.updated_at, drive.ticket_pk).where(drive.term == bindparam("t0"), drive.impact == bindparam("i0"))
+    stmt = select(drive.updated_at, drive.ticket_pk).where(
+        drive.term == bindparam("t0"), drive.impact == bindparam("i0")
+    )
     for n in range(1, lists):
         probe = _POSTINGS.alias(f"probe{n}").c
-        stmt = stmt.where(_looked_up(select(probe.ticket_pk).where(
-            probe.term == bindparam(f"t{n}"), probe.impact == bindparam(f"i{n}"),
-            probe.updated_at == drive.updated_at, probe.ticket_pk == drive.ticket_pk)))
+        stmt = stmt.where(
+            _looked_up(
+                select(probe.ticket_pk).where(
+                    probe.term == bindparam(f"t{n}"),
+                    probe.impact == bindparam(f"i{n}"),
+                    probe.updated_at == drive.updated_at,
+                    probe.ticket_pk == drive.ticket_pk,
+                )
+            )
+        )
     if after:
-        stmt = stmt.where(tuple_(drive.updated_at, drive.ticket_pk) < tuple_(
-            bindparam("at", type_=drive.updated_at.type), bindparam("pk", type_=drive.ticket_pk.type)))
+        stmt = stmt.where(
+            tuple_(drive.updated_at, drive.ticket_pk)
+            < tuple_(
+                bindparam("at", type_=drive.updated_at.type),
+                bindparam("pk", type_=drive.ticket_pk.type),
+            )
+        )
     if since:
         stmt = stmt.where(drive.updated_at >= bindparam("since", type_=drive.updated_at.type))
     return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
@@ -726,15 +962,29 @@ def _join_statement(lists: int, after: bool) -> Select[Any]:
     """``_group_statement`` as a join of the lists on (``updated_at``, key), for
     PostgreSQL to merge (see ``_merge_only``); parameters as there."""
     drive = _DRIVE.c
-    stmt = select(drive.updated_at, drive.ticket_pk).where(drive.term == bindparam("t0"), drive.impact == bindparam("i0"))
+    stmt = select(drive.updated_at, drive.ticket_pk).where(
+        drive.term == bindparam("t0"), drive.impact == bindparam("i0")
+    )
     for n in range(1, lists):
         other = _POSTINGS.alias(f"other{n}").c
-        stmt = stmt.join_from(_DRIVE, other.term.table, and_(
-            other.term == bindparam(f"t{n}"), other.impact == bindparam(f"i{n}"),
-            other.updated_at == drive.updated_at, other.ticket_pk == drive.ticket_pk))
+        stmt = stmt.join_from(
+            _DRIVE,
+            other.term.table,
+            and_(
+                other.term == bindparam(f"t{n}"),
+                other.impact == bindparam(f"i{n}"),
+                other.updated_at == drive.updated_at,
+                other.ticket_pk == drive.ticket_pk,
+            ),
+        )
     if after:
-        stmt = stmt.where(tuple_(drive.updated_at, drive.ticket_pk) < tuple_(
-            bindparam("at", type_=drive.updated_at.type), bindparam("pk", type_=drive.ticket_pk.type)))
+        stmt = stmt.where(
+            tuple_(drive.updated_at, drive.ticket_pk)
+            < tuple_(
+                bindparam("at", type_=drive.updated_at.type),
+                bindparam("pk", type_=drive.ticket_pk.type),
+            )
+        )
     return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
@@ -748,19 +998,35 @@ def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any
 
     def arm(n: int) -> Select[Any]:
         p = _DRIVE.c if n == 0 else _POSTINGS.alias(f"other{n}").c
-        stmt = select(p.updated_at, p.ticket_pk).where(p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}"))
+        stmt = select(p.updated_at, p.ticket_pk).where(
+            p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}")
+        )
         if after:
-            stmt = stmt.where(tuple_(p.updated_at, p.ticket_pk) < tuple_(
-                bindparam("at", type_=p.updated_at.type), bindparam("pk", type_=p.ticket_pk.type)))
+            stmt = stmt.where(
+                tuple_(p.updated_at, p.ticket_pk)
+                < tuple_(
+                    bindparam("at", type_=p.updated_at.type),
+                    bindparam("pk", type_=p.ticket_pk.type),
+                )
+            )
         if n == 0 and conditions:
-            stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == p.ticket_pk, *conditions)))
+            stmt = stmt.where(
+                _looked_up(select(Ticket.pk).where(Ticket.pk == p.ticket_pk, *conditions))
+            )
         return stmt
 
-    return intersect(*(arm(n) for n in range(lists))).order_by(
-        literal_column("updated_at").desc(), literal_column("ticket_pk").desc()).limit(bindparam("limit"))
+    return (
+        intersect(*(arm(n) for n in range(lists)))
+        .order_by(literal_column("updated_at").desc(), literal_column("ticket_pk").desc())
+        .limit(bindparam("limit"))
+    )
 
 
-_MERGE_ONLY = {"enable_nestloop": "off", "enable_hashjoin": "off", "max_parallel_workers_per_gather": "0"}
+_MERGE_ONLY = {
+    "enable_nestloop": "off",
+    "enable_hashjoin": "off",
+    "max_parallel_workers_per_gather": "0",
+}
 
 
 def _merge_only(conn: Connection) -> dict[str, str]:
@@ -775,8 +1041,12 @@ def _merge_only(conn: Connection) -> dict[str, str]:
     Configuration"; ``set_config`` with ``is_local``.)"""
     # One statement: PostgreSQL evaluates a select list in order, each current value read
     # before it is replaced.
-    values = conn.execute(select(*(func.current_setting(name) for name in _MERGE_ONLY),
-                                 *(func.set_config(name, value, True) for name, value in _MERGE_ONLY.items()))).one()
+    values = conn.execute(
+        select(
+            *(func.current_setting(name) for name in _MERGE_ONLY),
+            *(func.set_config(name, value, True) for name, value in _MERGE_ONLY.items()),
+        )
+    ).one()
     return dict(zip(_MERGE_ONLY, values))
 
 
@@ -785,19 +1055,31 @@ def _restore(conn: Connection, settings: Mapping[str, str]) -> None:
 
 
 def _list_sizes(
-    conn: Connection, lists: Sequence[tuple[str, int]], cap: int, oldest: bool = False,
+    conn: Connection,
+    lists: Sequence[tuple[str, int]],
+    cap: int,
+    oldest: bool = False,
 ) -> dict[tuple[str, int], tuple[int, datetime | None]]:
     """How many postings each (token, impact) list holds, counted up to ``cap`` (a count
     of ``cap`` means at least that many), and (``oldest``) the ``updated_at`` of its
     ``cap``-th newest posting (None when it holds fewer, or without ``oldest``)."""
     params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
-    rows = conn.execute(_sizes_statement(len(lists), oldest), {**params, "cap": cap, "last": cap - 1})
+    rows = conn.execute(
+        _sizes_statement(len(lists), oldest), {**params, "cap": cap, "last": cap - 1}
+    )
     return {lists[n]: (size, at[0] if at else None) for n, size, *at in rows}
 
 
 def every_word_page(
-    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
-    after: Position | None, limit: int, budget: int = EVERY_WORD_BUDGET, first: int = _SIZED,
+    conn: Connection,
+    dialect: str,
+    columns: Sequence[Any],
+    words: Sequence[Word],
+    filters: SearchFilters,
+    after: Position | None,
+    limit: int,
+    budget: int = EVERY_WORD_BUDGET,
+    first: int = _SIZED,
 ) -> list[Row[Any]] | None:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``)
     of two words or more, when the tickets holding every word fill the page; None when
@@ -823,24 +1105,40 @@ def every_word_page(
     2006), exact here: every group scoring above the page's end is read to its end. The
     page is checked against the tickets' rows and the same SQL rank as ``build_page``:
     a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
-    if len(words) < 2 or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED)):
+    if len(words) < 2 or (
+        after is not None and (after.rank is None or after.rank < len(words) * MATCHED)
+    ):
         return None
-    counted = _list_sizes(conn, [(w.token, impact) for w in words for impact in _STORED_IMPACTS], first,
-                          oldest=dialect != "postgresql")  # PostgreSQL merges long lists instead
+    counted = _list_sizes(
+        conn,
+        [(w.token, impact) for w in words for impact in _STORED_IMPACTS],
+        first,
+        oldest=dialect != "postgresql",
+    )  # PostgreSQL merges long lists instead
     sizes = {key: size for key, (size, _) in counted.items()}
     held = [[i for i in _STORED_IMPACTS if sizes[(w.token, i)]] for w in words]
     if math.prod(len(impacts) for impacts in held) > _GROUPS:
         return None
-    groups = sorted(((sum(w.weight * i for w, i in zip(words, impacts)), impacts) for impacts in product(*held)),
-                    reverse=True)
-    skip = None if after is None else after.rank - len(words) * MATCHED  # the score of the last page's end
+    groups = sorted(
+        (
+            (sum(w.weight * i for w, i in zip(words, impacts)), impacts)
+            for impacts in product(*held)
+        ),
+        reverse=True,
+    )
+    skip = (
+        None if after is None else after.rank - len(words) * MATCHED
+    )  # the score of the last page's end
     conditions = filters.conditions()
     found: list[tuple[int, datetime, int]] = []
     spent = 0
     merging: dict[str, str] = {}  # the planner settings replaced while merging (PostgreSQL)
 
     def newest(
-        lists: list[tuple[str, int]], score: int, since: datetime | None = None, merge: bool = False,
+        lists: list[tuple[str, int]],
+        score: int,
+        since: datetime | None = None,
+        merge: bool = False,
     ) -> list[Row[Any]]:
         if merge and dialect != "postgresql":
             stmt = _intersect_statement(len(lists), skip is not None and score == skip, filters)
@@ -848,10 +1146,18 @@ def every_word_page(
             if merge:
                 stmt = _join_statement(len(lists), skip is not None and score == skip)
             else:
-                stmt = _group_statement(len(lists), skip is not None and score == skip, since is not None)
+                stmt = _group_statement(
+                    len(lists), skip is not None and score == skip, since is not None
+                )
             if conditions:
-                stmt = stmt.where(_looked_up(select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions)))
-        params: dict[str, Any] = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
+                stmt = stmt.where(
+                    _looked_up(
+                        select(Ticket.pk).where(Ticket.pk == _DRIVE.c.ticket_pk, *conditions)
+                    )
+                )
+        params: dict[str, Any] = {
+            f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)
+        }
         if skip is not None and score == skip:
             params.update(at=after.updated_at, pk=after.pk)
         if since is not None:
@@ -865,7 +1171,9 @@ def every_word_page(
         for index, (score, impacts) in enumerate(groups):
             if skip is not None and score > skip:
                 continue
-            lists = sorted(((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key])
+            lists = sorted(
+                ((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key]
+            )
             rows = []
             if sizes[lists[0]] >= first and dialect == "postgresql":
                 # Only long lists, on PostgreSQL: merged (``_merge_only``), each read as far as
@@ -874,7 +1182,9 @@ def every_word_page(
             elif sizes[lists[0]] >= first:
                 # Only long lists: their ``first`` newest postings (those counted) often hold
                 # the group's page; else they are counted up to the budget left, and read to the end.
-                lists.sort(key=lambda key: counted[key][1])  # the one whose first postings go back furthest
+                lists.sort(
+                    key=lambda key: counted[key][1]
+                )  # the one whose first postings go back furthest
                 spent += first
                 if spent > budget:
                     return None
@@ -882,7 +1192,9 @@ def every_word_page(
                 uncounted = [key for key in lists if sizes[key] == first]
                 cap = budget + 1
                 if len(rows) < limit and uncounted:
-                    sizes.update({key: size for key, (size, _) in _list_sizes(conn, uncounted, cap).items()})
+                    sizes.update(
+                        {key: size for key, (size, _) in _list_sizes(conn, uncounted, cap).items()}
+                    )
                 lists.sort(key=lambda key: sizes[key])
                 if len(rows) < limit:
                     spent += sizes[lists[0]]
@@ -892,7 +1204,8 @@ def every_word_page(
                     # less than looking each posting of the smallest up in the others: a merged
                     # posting costs several times less than a lookup.
                     merge = all(sizes[key] < cap for key in lists) and (
-                        sum(sizes[key] for key in lists) <= MERGE_RATIO * sizes[lists[0]])
+                        sum(sizes[key] for key in lists) <= MERGE_RATIO * sizes[lists[0]]
+                    )
                     rows = newest(lists, score, merge=merge)
             else:
                 spent += sizes[lists[0]]
@@ -911,14 +1224,22 @@ def every_word_page(
         if merging:
             _restore(conn, merging)
     page = _read_page(conn, dialect, columns, words, [pk for *_, pk in found])
-    if [(r.rank, r.updated_at, r.pk) for r in page] != [(len(words) * MATCHED + s, at, pk) for s, at, pk in found]:
+    if [(r.rank, r.updated_at, r.pk) for r in page] != [
+        (len(words) * MATCHED + s, at, pk) for s, at, pk in found
+    ]:
         return None
     return page
 
 
 def best_first_page(
-    conn: Connection, dialect: str, columns: Sequence[Any], words: Sequence[Word], filters: SearchFilters,
-    after: Position | None, limit: int, budget: int | None = None,
+    conn: Connection,
+    dialect: str,
+    columns: Sequence[Any],
+    words: Sequence[Word],
+    filters: SearchFilters,
+    after: Position | None,
+    limit: int,
+    budget: int | None = None,
 ) -> list[Row[Any]] | None:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
     found by reading each word's postings best first and stopping once no ticket not
@@ -944,10 +1265,12 @@ def best_first_page(
             return None
         read = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch)]
         read_so_far += len(read)
-        fresh = [pk for pk in dict.fromkeys(read) if pk not in seen]  # a ticket may come in two words' batches
+        fresh = [
+            pk for pk in dict.fromkeys(read) if pk not in seen
+        ]  # a ticket may come in two words' batches
         seen.update(fresh)
         for start in range(0, len(fresh), _EVALUATED):
-            rows = conn.execute(scored, {**ranking, "pks": fresh[start:start + _EVALUATED]})
+            rows = conn.execute(scored, {**ranking, "pks": fresh[start : start + _EVALUATED]})
             best.extend(k for k in map(tuple, rows) if bound_after is None or k < bound_after)
         best = sorted(best, reverse=True)[:limit]
         unread = [h for h in holders if not h.done]
@@ -964,7 +1287,9 @@ def best_first_page(
     return _read_page(conn, dialect, columns, words, [k[2] for k in best])
 
 
-def matched_in(conn: Connection, dialect: str, words: Sequence[Word], rows: Sequence[Any]) -> dict[str, list[str]]:
+def matched_in(
+    conn: Connection, dialect: str, words: Sequence[Word], rows: Sequence[Any]
+) -> dict[str, list[str]]:
     """Where the query's words were found in each ticket of ``rows`` (which hold ``id``,
     ``search_subject`` and ``search_body``): ``{ticket id: ["subject", "body", "comment"]}``,
     in that order, only the places holding a word. One read of the tickets' comments."""
@@ -972,14 +1297,24 @@ def matched_in(conn: Connection, dialect: str, words: Sequence[Word], rows: Sequ
     ids = [r._mapping["id"] for r in rows]
     commented: set[str] = set()
     if tokens and ids:
-        commented = set(conn.execute(select(_COMMENTS.c.ticket_id).distinct().where(
-            _COMMENTS.c.ticket_id.in_(ids), or_(*(_has(dialect, _COMMENTS.c.search_body, t) for t in tokens)),
-        )).scalars())
+        commented = set(
+            conn.execute(
+                select(_COMMENTS.c.ticket_id)
+                .distinct()
+                .where(
+                    _COMMENTS.c.ticket_id.in_(ids),
+                    or_(*(_has(dialect, _COMMENTS.c.search_body, t) for t in tokens)),
+                )
+            ).scalars()
+        )
     out: dict[str, list[str]] = {}
     for r in rows:
         m = r._mapping
-        places = [name for name, text in (("subject", m["search_subject"]), ("body", m["search_body"]))
-                  if any(f" {t} " in text for t in tokens)]
+        places = [
+            name
+            for name, text in (("subject", m["search_subject"]), ("body", m["search_body"]))
+            if any(f" {t} " in text for t in tokens)
+        ]
         out[m["id"]] = places + (["comment"] if m["id"] in commented else [])
     return out
 
@@ -994,7 +1329,12 @@ def _quoted(words: Iterable[Word | str]) -> str:
 
 
 def explain(
-    conn: Connection, dialect: str, query: Query, filters: SearchFilters, first: Any | None, continued: bool,
+    conn: Connection,
+    dialect: str,
+    query: Query,
+    filters: SearchFilters,
+    first: Any | None,
+    continued: bool,
 ) -> str | None:
     """A note for the model on what the search did with its words and filters, or None
     when the page simply holds tickets with every word. ``first`` is the page's first
@@ -1002,10 +1342,14 @@ def explain(
     notes: list[str] = []
     holder = "ticket or comment" if query.conversation else "ticket"
     if query.text.strip() and not query.has_words:
-        notes.append("The query holds no letters or digits, so no word was searched: these are the "
-                     "newest tickets, as for an empty query.")
+        notes.append(
+            "The query holds no letters or digits, so no word was searched: these are the "
+            "newest tickets, as for an empty query."
+        )
     if query.beyond:
-        notes.append(f"Only the first {MAX_WORDS} words are searched; left out {_quoted(query.beyond)}.")
+        notes.append(
+            f"Only the first {MAX_WORDS} words are searched; left out {_quoted(query.beyond)}."
+        )
     for w in query.words:
         if w.instead:
             notes.append(f"No {holder} contains '{w.typed}'; searched '{w.instead}' instead.")
@@ -1013,20 +1357,29 @@ def explain(
         notes.append(f"No {holder} contains {_quoted(query.missing)}; left out of the search.")
     if query.has_words and not query.words:
         if query.missing:
-            notes.append(f"No {holder} contains any of {_quoted(query.missing)}. Try other words or synonyms; "
-                         "for a known ticket id use get_ticket_status_v2.")
+            notes.append(
+                f"No {holder} contains any of {_quoted(query.missing)}. Try other words or synonyms; "
+                "for a known ticket id use get_ticket_status_v2."
+            )
         else:
-            notes.append(f"The query has only common words ({_quoted(query.stop_words)}), which are not "
-                         "searched; add a more specific word.")
+            notes.append(
+                f"The query has only common words ({_quoted(query.stop_words)}), which are not "
+                "searched; add a more specific word."
+            )
         return " ".join(notes)
-    matched = first._mapping["rank"] // MATCHED if first is not None and query.words else len(query.words)
+    matched = (
+        first._mapping["rank"] // MATCHED if first is not None and query.words else len(query.words)
+    )
     if matched < len(query.words):
-        notes.append(f"No ticket matches all of {_quoted(query.words)} with these filters; "
-                     f"first are tickets with {matched} of the {len(query.words)} words.")
+        notes.append(
+            f"No ticket matches all of {_quoted(query.words)} with these filters; "
+            f"first are tickets with {matched} of the {len(query.words)} words."
+        )
     if first is None and not continued:
         named = filters.named_conditions()
         candidates, _ = sort_keys(dialect, query.words, "newest", query.conversation)
         base = filters.scope() + ([candidates] if candidates is not None else [])
+
         def some(*where: ColumnElement[bool]) -> bool:
             return conn.execute(select(Ticket.pk).where(*where).limit(1)).first() is not None
 
@@ -1034,11 +1387,15 @@ def explain(
             alone = [n for n, c in named.items() if not some(*base, c)]
             what = "the words" if query.words else "the tickets you can see"
             if alone:
-                notes.append(f"Some of {what} match, but none with {' and none with '.join(alone)} as given; "
-                             f"drop or widen {', '.join(alone)}.")
+                notes.append(
+                    f"Some of {what} match, but none with {' and none with '.join(alone)} as given; "
+                    f"drop or widen {', '.join(alone)}."
+                )
             else:
-                notes.append(f"Some of {what} match each filter, but none all of {', '.join(named)} together; "
-                             "drop one of them.")
+                notes.append(
+                    f"Some of {what} match each filter, but none all of {', '.join(named)} together; "
+                    "drop one of them."
+                )
         elif not query.words:
             notes.append("No tickets in the queues you can see.")
     return " ".join(notes) or None

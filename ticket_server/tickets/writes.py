@@ -31,8 +31,19 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, insert, select, update
 
 from ticket_server.tickets.domain import (
-    NEXT_STATUSES, AuthorType, ConfirmationSpent, EventField, IdempotencyConflict, IllegalTransition, NoChange, QueueNotWritable,
-    StaleVersion, TicketNotWritable, TicketPriority, TicketStatus, Visibility,
+    NEXT_STATUSES,
+    AuthorType,
+    ConfirmationSpent,
+    EventField,
+    IdempotencyConflict,
+    IllegalTransition,
+    NoChange,
+    QueueNotWritable,
+    StaleVersion,
+    TicketNotWritable,
+    TicketPriority,
+    TicketStatus,
+    Visibility,
 )
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent, WriteRequest
 from ticket_server.tickets.repository import TicketRepository
@@ -41,7 +52,11 @@ from ticket_server.tickets.search import comment_search_bodies, move_postings
 _TICKETS, _COMMENTS, _EVENTS = Ticket.__table__, Comment.__table__, TicketEvent.__table__
 _REQUESTS = WriteRequest.__table__
 _STATE = ("status", "priority", "owner", "queue", "version", "updated_at")
-_POSTED = (_TICKETS.c.pk, _TICKETS.c.search_subject, _TICKETS.c.search_body)  # what move_postings needs
+_POSTED = (
+    _TICKETS.c.pk,
+    _TICKETS.c.search_subject,
+    _TICKETS.c.search_body,
+)  # what move_postings needs
 
 
 @dataclass(frozen=True)
@@ -113,13 +128,22 @@ class TicketWrites:
         self.repository = repository
 
     async def add_comment(
-        self, ctx: WriteContext, ticket_id: str, body: str, visibility: Visibility, audit: Audit,
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        body: str,
+        visibility: Visibility,
+        audit: Audit,
     ) -> tuple[WriteOutcome, bool]:
         """An internal note (``INTERNAL``) or a reply the customer sees (``PUBLIC``)."""
         return await self._write(ctx, ticket_id, lambda row: _Plan({}, (body, visibility)), audit)
 
     async def set_status(
-        self, ctx: WriteContext, ticket_id: str, status: TicketStatus, audit: Audit,
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        status: TicketStatus,
+        audit: Audit,
     ) -> tuple[WriteOutcome, bool]:
         """Move the ticket to ``status``; ``IllegalTransition`` names the allowed ones."""
 
@@ -132,19 +156,30 @@ class TicketWrites:
         return await self._write(ctx, ticket_id, plan, audit)
 
     async def assign(
-        self, ctx: WriteContext, ticket_id: str, owner: str | None, audit: Audit,
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        owner: str | None,
+        audit: Audit,
     ) -> tuple[WriteOutcome, bool]:
         """Make ``owner`` (a login) the ticket's owner; None unassigns it."""
 
         def plan(row: dict[str, Any]) -> _Plan:
             if row["owner"] == owner:
-                raise NoChange(f"The ticket's owner is already {owner or 'nobody'}; nothing was changed.")
+                raise NoChange(
+                    f"The ticket's owner is already {owner or 'nobody'}; nothing was changed."
+                )
             return _Plan({EventField.OWNER: owner})
 
         return await self._write(ctx, ticket_id, plan, audit)
 
     async def escalate(
-        self, ctx: WriteContext, ticket_id: str, priority: TicketPriority | None, queue: str | None, reason: str,
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        priority: TicketPriority | None,
+        queue: str | None,
+        reason: str,
         audit: Audit,
     ) -> tuple[WriteOutcome, bool]:
         """Raise the priority and/or move the ticket to ``queue``; ``reason`` is kept as an
@@ -177,7 +212,9 @@ class TicketWrites:
             raise ValueError("no confirmation nonce to spend")
 
         def work(conn: Connection) -> None:
-            self._locked(conn, ticket_id)  # the same order as a write: an accept racing this one waits
+            self._locked(
+                conn, ticket_id
+            )  # the same order as a write: an accept racing this one waits
             if _spent(conn, ctx):
                 raise ConfirmationSpent()
             _spend(conn, ctx, ticket_id, '{"confirmed": false}', datetime.now(UTC))
@@ -187,13 +224,19 @@ class TicketWrites:
     def _locked(self, conn: Connection, ticket_id: str) -> Any:
         """The ticket's state, its row locked until the transaction ends (PostgreSQL;
         SQLite's ``BEGIN IMMEDIATE`` already holds the database's write lock)."""
-        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE), *_POSTED).where(_TICKETS.c.id == ticket_id)
+        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE), *_POSTED).where(
+            _TICKETS.c.id == ticket_id
+        )
         if self.repository.dialect == "postgresql":
             found = found.with_for_update()
         return conn.execute(found).mappings().first()
 
     async def _write(
-        self, ctx: WriteContext, ticket_id: str, plan: Callable[[dict[str, Any]], _Plan], audit: Audit,
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        plan: Callable[[dict[str, Any]], _Plan],
+        audit: Audit,
     ) -> tuple[WriteOutcome, bool]:
         def work(conn: Connection) -> tuple[WriteOutcome, bool]:
             row = self._locked(conn, ticket_id)
@@ -201,8 +244,10 @@ class TicketWrites:
             # same key waits for the first and then finds its result.
             if ctx.idempotency_key is not None:
                 first = conn.execute(
-                    select(_REQUESTS.c.request_sha256, _REQUESTS.c.result)
-                    .where(_REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == ctx.idempotency_key)
+                    select(_REQUESTS.c.request_sha256, _REQUESTS.c.result).where(
+                        _REQUESTS.c.caller == ctx.actor,
+                        _REQUESTS.c.idempotency_key == ctx.idempotency_key,
+                    )
                 ).first()
                 if first is not None:
                     if first.request_sha256 != ctx.request_sha256:
@@ -211,7 +256,9 @@ class TicketWrites:
             if _spent(conn, ctx):  # before anything else can refuse: a replay is named as one
                 raise ConfirmationSpent()
             if row is None or (ctx.queues is not None and row["queue"] not in ctx.queues):
-                raise TicketNotWritable(f"No ticket {ticket_id} in a queue this caller may write; nothing was changed.")
+                raise TicketNotWritable(
+                    f"No ticket {ticket_id} in a queue this caller may write; nothing was changed."
+                )
             state = dict(row)
             if ctx.expected_version is not None and state["version"] != ctx.expected_version:
                 raise StaleVersion(ctx.expected_version, _current(state))
@@ -227,27 +274,53 @@ class TicketWrites:
                 raise StaleVersion(state["version"], _current(state))
             move_postings(conn, state, now)
             changes = [
-                FieldChange(field=field, old_value=_text(state[field.value]), new_value=_text(value))
+                FieldChange(
+                    field=field, old_value=_text(state[field.value]), new_value=_text(value)
+                )
                 for field, value in change.fields.items()
             ]
             if changes:
-                conn.execute(insert(_EVENTS), [
-                    {"ticket_id": ticket_id, "field": c.field, "old_value": c.old_value, "new_value": c.new_value,
-                     "actor": ctx.actor, "actor_type": AuthorType.AGENT, "created_at": now}
-                    for c in changes
-                ])
+                conn.execute(
+                    insert(_EVENTS),
+                    [
+                        {
+                            "ticket_id": ticket_id,
+                            "field": c.field,
+                            "old_value": c.old_value,
+                            "new_value": c.new_value,
+                            "actor": ctx.actor,
+                            "actor_type": AuthorType.AGENT,
+                            "created_at": now,
+                        }
+                        for c in changes
+                    ],
+                )
             comment = None
             if change.comment is not None:
                 body, visibility = change.comment
-                pk = conn.execute(insert(_COMMENTS).values(
-                    ticket_id=ticket_id, author=ctx.actor, author_type=AuthorType.AGENT, visibility=visibility,
-                    body=body, created_at=now, search_body=comment_search_bodies(conn, [body])[0],
-                )).inserted_primary_key[0]
+                pk = conn.execute(
+                    insert(_COMMENTS).values(
+                        ticket_id=ticket_id,
+                        author=ctx.actor,
+                        author_type=AuthorType.AGENT,
+                        visibility=visibility,
+                        body=body,
+                        created_at=now,
+                        search_body=comment_search_bodies(conn, [body])[0],
+                    )
+                ).inserted_primary_key[0]
                 comment = AddedComment(id=pk, visibility=visibility, created_at=now)
             after = {**state, **values}
             outcome = WriteOutcome(
-                ticket_id=ticket_id, status=after["status"], priority=after["priority"], owner=after["owner"],
-                queue=after["queue"], version=state["version"] + 1, updated_at=now, changes=changes, comment=comment,
+                ticket_id=ticket_id,
+                status=after["status"],
+                priority=after["priority"],
+                owner=after["owner"],
+                queue=after["queue"],
+                version=state["version"] + 1,
+                updated_at=now,
+                changes=changes,
+                comment=comment,
             )
             result = outcome.model_dump_json()
             if ctx.idempotency_key is not None:
@@ -261,9 +334,16 @@ class TicketWrites:
 
 def _spent(conn: Connection, ctx: WriteContext) -> bool:
     """Whether ``ctx.confirmation_nonce`` was used already (False without one)."""
-    return ctx.confirmation_nonce is not None and conn.execute(select(_REQUESTS.c.pk).where(
-        _REQUESTS.c.caller == ctx.actor, _REQUESTS.c.idempotency_key == f"confirmation:{ctx.confirmation_nonce}",
-    )).first() is not None
+    return (
+        ctx.confirmation_nonce is not None
+        and conn.execute(
+            select(_REQUESTS.c.pk).where(
+                _REQUESTS.c.caller == ctx.actor,
+                _REQUESTS.c.idempotency_key == f"confirmation:{ctx.confirmation_nonce}",
+            )
+        ).first()
+        is not None
+    )
 
 
 def _spend(conn: Connection, ctx: WriteContext, ticket_id: str, result: str, now: datetime) -> None:
@@ -273,14 +353,22 @@ def _spend(conn: Connection, ctx: WriteContext, ticket_id: str, result: str, now
         _record_request(conn, ctx, f"confirmation:{ctx.confirmation_nonce}", ticket_id, result, now)
 
 
-def _record_request(conn: Connection, ctx: WriteContext, key: str, ticket_id: str, result: str,
-                    now: datetime) -> None:
+def _record_request(
+    conn: Connection, ctx: WriteContext, key: str, ticket_id: str, result: str, now: datetime
+) -> None:
     """The ``write_requests`` row of ``key`` for this caller (an idempotency key, or a
     spent confirmation): a second row with the key breaks the unique index."""
-    conn.execute(insert(_REQUESTS).values(
-        caller=ctx.actor, idempotency_key=key, tool=ctx.tool, request_sha256=ctx.request_sha256,
-        ticket_id=ticket_id, result=result, created_at=now,
-    ))
+    conn.execute(
+        insert(_REQUESTS).values(
+            caller=ctx.actor,
+            idempotency_key=key,
+            tool=ctx.tool,
+            request_sha256=ctx.request_sha256,
+            ticket_id=ticket_id,
+            result=result,
+            created_at=now,
+        )
+    )
 
 
 def _text(value: Any) -> str | None:

@@ -8,7 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from fastmcp import FastMCP
-from mcp.types import CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
+from mcp.types import (
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceTemplateReference,
+)
 
 from ticket_server.tickets.domain import DatabaseUnavailable
 from ticket_server.tools.full_read import CUSTOMER_URI, TICKET_URI
@@ -32,7 +37,9 @@ ARGUMENTS = {
 
 
 def register(
-    mcp: FastMCP, repo: TicketRepository, readable_queues: Callable[[], Awaitable[frozenset[str] | None]],
+    mcp: FastMCP,
+    repo: TicketRepository,
+    readable_queues: Callable[[], Awaitable[frozenset[str] | None]],
 ) -> None:
     """Set ``mcp``'s completion handler; ``readable_queues()`` gives the caller's queues
     (None = every queue, empty = none)."""
@@ -45,7 +52,8 @@ def register(
 
     @mcp.completion
     async def complete(
-        ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
         context: CompletionContext | None,
     ) -> list[str]:
         key = ref.name if isinstance(ref, PromptReference) else ref.uri

@@ -95,7 +95,11 @@ class CursorCodec:
         return AESSIV(self._key())
 
     def encode(self, position: Position, search: str) -> str:
-        payload: dict[str, Any] = {"f": search, "k": position.pk, "t": position.updated_at.isoformat()}
+        payload: dict[str, Any] = {
+            "f": search,
+            "k": position.pk,
+            "t": position.updated_at.isoformat(),
+        }
         if position.rank is not None:
             payload["r"] = position.rank
         body = json.dumps(payload, separators=(",", ":")).encode()

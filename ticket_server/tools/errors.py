@@ -60,7 +60,10 @@ def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> 
     defs = defs or {}
     ref = schema.get("$ref", "")
     if ref.startswith("#/$defs/"):
-        schema = {**defs.get(ref.removeprefix("#/$defs/"), {}), **{k: v for k, v in schema.items() if k != "$ref"}}
+        schema = {
+            **defs.get(ref.removeprefix("#/$defs/"), {}),
+            **{k: v for k, v in schema.items() if k != "$ref"},
+        }
     if "anyOf" in schema:
         parts = [_expectation(s, defs) for s in schema["anyOf"]]
         return " or ".join(dict.fromkeys(parts))
@@ -73,7 +76,11 @@ def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> 
         lo, hi = schema.get("minimum"), schema.get("maximum")
         if lo is not None and hi is not None:
             return f"an integer from {lo} to {hi}"
-        return "an integer" + (f" >= {lo}" if lo is not None else "") + (f" <= {hi}" if hi is not None else "")
+        return (
+            "an integer"
+            + (f" >= {lo}" if lo is not None else "")
+            + (f" <= {hi}" if hi is not None else "")
+        )
     if kind == "string":
         text = "a string"
         if schema.get("format") == "date-time":
@@ -132,7 +139,9 @@ def describe_invalid_arguments(
             known = ", ".join(properties) or "none"
             problems.append(f"{_shown(name)} is not an argument of this tool (arguments: {known})")
         elif name in properties:
-            problems.append(f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})")
+            problems.append(
+                f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})"
+            )
         else:
             problems.append(f"the arguments must be an object with: {', '.join(properties)}")
     unique = list(dict.fromkeys(problems))
@@ -160,7 +169,11 @@ def _unusable(value: Any, depth: int = 0) -> str | None:
     if depth > MAX_DEPTH:
         return f"is nested more than {MAX_DEPTH} levels deep"
     if isinstance(value, str):
-        return "contains a lone UTF-16 surrogate (not valid Unicode text)" if _lone_surrogate(value) else None
+        return (
+            "contains a lone UTF-16 surrogate (not valid Unicode text)"
+            if _lone_surrogate(value)
+            else None
+        )
     if isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str) and _lone_surrogate(key):
@@ -184,7 +197,11 @@ MAX_ARGUMENT_CHARS = 65_536
 
 
 def describe_refused_arguments(
-    tool: str, arguments: dict[str, Any], known: Iterable[str], *, sent: int | None = None,
+    tool: str,
+    arguments: dict[str, Any],
+    known: Iterable[str],
+    *,
+    sent: int | None = None,
 ) -> str | None:
     """A sentence when ``arguments`` has a key the tool does not take or is larger than
     any tool takes (``MAX_ARGUMENT_VALUES``, ``MAX_ARGUMENT_CHARS``), else None.
@@ -208,8 +225,10 @@ def describe_refused_arguments(
         item = stack.pop()
         values += 1
         if values > MAX_ARGUMENT_VALUES:
-            return (f"Invalid arguments for {tool}: more than {MAX_ARGUMENT_VALUES} values in all. "
-                    "Nothing was done.")
+            return (
+                f"Invalid arguments for {tool}: more than {MAX_ARGUMENT_VALUES} values in all. "
+                "Nothing was done."
+            )
         if isinstance(item, tuple):  # an object member: its key, then its value
             chars += len(item[0]) if isinstance(item[0], str) else 0
             stack.append(item[1])
@@ -220,8 +239,10 @@ def describe_refused_arguments(
         elif isinstance(item, list):
             stack.extend(item[: MAX_ARGUMENT_VALUES + 1])
         if chars > MAX_ARGUMENT_CHARS:
-            return (f"Invalid arguments for {tool}: more than {MAX_ARGUMENT_CHARS} characters of text "
-                    "in all. Nothing was done.")
+            return (
+                f"Invalid arguments for {tool}: more than {MAX_ARGUMENT_CHARS} characters of text "
+                "in all. Nothing was done."
+            )
     return None
 
 

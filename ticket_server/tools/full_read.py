@@ -23,7 +23,13 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
-from ticket_server.tickets.domain import AuthorType, EventField, TicketPriority, TicketStatus, Visibility
+from ticket_server.tickets.domain import (
+    AuthorType,
+    EventField,
+    TicketPriority,
+    TicketStatus,
+    Visibility,
+)
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
@@ -122,8 +128,18 @@ class FullTicket(BaseModel):
 
 
 TicketField = Literal[
-    "subject", "status", "priority", "owner", "queue", "created_at", "updated_at", "version",
-    "body", "customer", "conversation", "history",
+    "subject",
+    "status",
+    "priority",
+    "owner",
+    "queue",
+    "created_at",
+    "updated_at",
+    "version",
+    "body",
+    "customer",
+    "conversation",
+    "history",
 ]
 TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
 
@@ -170,35 +186,58 @@ def fit(text: str, limit: int, is_untrusted: bool = True) -> Text:
 
 def _comment(c: CommentRecord, limit: int = MAX_COMMENT_BYTES) -> Comment:
     return Comment(
-        author=c.author, author_type=c.author_type, visibility=c.visibility, created_at=c.created_at,
+        author=c.author,
+        author_type=c.author_type,
+        visibility=c.visibility,
+        created_at=c.created_at,
         body=fit(c.body, limit, c.author_type == AuthorType.CUSTOMER),
     )
 
 
-def ticket_json(view: TicketView, fields: set[str], cursor_for: Any = None, limit: int = 10) -> dict[str, Any]:
+def ticket_json(
+    view: TicketView, fields: set[str], cursor_for: Any = None, limit: int = 10
+) -> dict[str, Any]:
     """The ticket as JSON: ``id`` and exactly ``fields``. The conversation holds the
     newest ``limit`` comments of ``view`` that fit in ``MAX_PAGE_BYTES`` with the rest;
     ``cursor_for(comment)`` makes the cursor to the comments older than ``comment``."""
     t: TicketRecord = view.ticket
     full = FullTicket(
-        id=t.id, subject=fit(t.subject, MAX_SUBJECT_BYTES), status=t.status, priority=t.priority,
-        owner=t.owner, queue=t.queue, created_at=t.created_at, updated_at=t.updated_at, version=view.version,
+        id=t.id,
+        subject=fit(t.subject, MAX_SUBJECT_BYTES),
+        status=t.status,
+        priority=t.priority,
+        owner=t.owner,
+        queue=t.queue,
+        created_at=t.created_at,
+        updated_at=t.updated_at,
+        version=view.version,
         body=fit(t.body, MAX_BODY_BYTES),
         customer=CustomerSummary(
-            id=view.customer.id, name=view.customer.name, plan=view.customer.plan, region=view.customer.region,
+            id=view.customer.id,
+            name=view.customer.name,
+            plan=view.customer.plan,
+            region=view.customer.region,
             uri=CUSTOMER_URI.format(view.customer.id),
-        ) if view.customer is not None else None,
+        )
+        if view.customer is not None
+        else None,
         history=History(
             events=[Event.model_validate(e, from_attributes=True) for e in view.events],
-            total=view.event_total, truncated=view.event_total > len(view.events),
+            total=view.event_total,
+            truncated=view.event_total > len(view.events),
         ),
     )
     out = full.model_dump(mode="json", include={"id", *fields} - {"conversation"})
     if "conversation" not in fields:
         return out
     # Room for the empty conversation with a full-length cursor, then comments that fit.
-    frame = {"comments": [], "total": view.comment_total, "returned": 0, "truncated": True,
-             "next_cursor": "x" * MAX_CURSOR_LENGTH}
+    frame = {
+        "comments": [],
+        "total": view.comment_total,
+        "returned": 0,
+        "truncated": True,
+        "next_cursor": "x" * MAX_CURSOR_LENGTH,
+    }
     size = _size({**out, "conversation": frame})
     page: list[dict[str, Any]] = []
     for record in view.comments[:limit]:
@@ -212,25 +251,44 @@ def ticket_json(view: TicketView, fields: set[str], cursor_for: Any = None, limi
         size += _size(item) + 1
     more = len(view.comments) > len(page)
     out["conversation"] = {  # the shape of Conversation; its comments are dumped already
-        "comments": page, "total": view.comment_total, "returned": len(page), "truncated": more,
-        "next_cursor": cursor_for(view.comments[len(page) - 1]) if more and page and cursor_for else None,
+        "comments": page,
+        "total": view.comment_total,
+        "returned": len(page),
+        "truncated": more,
+        "next_cursor": cursor_for(view.comments[len(page) - 1])
+        if more and page and cursor_for
+        else None,
     }
     return out
 
 
 def _customer_ticket(t: TicketRecord) -> CustomerTicket:
-    return CustomerTicket(id=t.id, subject=fit(t.subject, 400), status=t.status, priority=t.priority,
-                          queue=t.queue, updated_at=t.updated_at, uri=TICKET_URI.format(t.id))
+    return CustomerTicket(
+        id=t.id,
+        subject=fit(t.subject, 400),
+        status=t.status,
+        priority=t.priority,
+        queue=t.queue,
+        updated_at=t.updated_at,
+        uri=TICKET_URI.format(t.id),
+    )
 
 
 def customer_json(view: CustomerView) -> dict[str, Any]:
     c = view.customer
     return CustomerRead(
-        id=c.id, name=c.name, plan=c.plan, region=c.region, billing_reference=c.billing_reference,
-        created_at=c.created_at, open_tickets=[_customer_ticket(t) for t in view.open_tickets],
-        open_total=view.open_total, recent_tickets=[_customer_ticket(t) for t in view.recent_tickets],
+        id=c.id,
+        name=c.name,
+        plan=c.plan,
+        region=c.region,
+        billing_reference=c.billing_reference,
+        created_at=c.created_at,
+        open_tickets=[_customer_ticket(t) for t in view.open_tickets],
+        open_total=view.open_total,
+        recent_tickets=[_customer_ticket(t) for t in view.recent_tickets],
         ticket_total=view.ticket_total,
-        truncated=view.open_total > len(view.open_tickets) or view.ticket_total > len(view.recent_tickets),
+        truncated=view.open_total > len(view.open_tickets)
+        or view.ticket_total > len(view.recent_tickets),
     ).model_dump(mode="json")
 
 
@@ -245,7 +303,11 @@ def has_untrusted(value: Any) -> bool:
 
 def meta_for(value: Any) -> dict[str, Any] | None:
     """The result ``_meta`` flag: present when ``value`` holds customer-written text."""
-    return {UNTRUSTED_META: {"untrusted": True, "note": UNTRUSTED_NOTE}} if has_untrusted(value) else None
+    return (
+        {UNTRUSTED_META: {"untrusted": True, "note": UNTRUSTED_NOTE}}
+        if has_untrusted(value)
+        else None
+    )
 
 
 def normalise_customer_id(customer_id: str) -> str:
@@ -253,24 +315,35 @@ def normalise_customer_id(customer_id: str) -> str:
 
 
 def customer_not_found(customer_id: str) -> ToolError:
-    shown = customer_id if len(customer_id) <= MAX_ID_LENGTH else customer_id[:MAX_ID_LENGTH] + "..."
+    shown = (
+        customer_id if len(customer_id) <= MAX_ID_LENGTH else customer_id[:MAX_ID_LENGTH] + "..."
+    )
     return model_error(
         f"No customer with id {shown!r}. Customer ids look like CUS-1042; "
         "get_ticket's customer field gives a ticket's customer."
     )
 
 
-async def read_ticket(repo: TicketRepository, ticket_id: str, queues: frozenset[str] | None, *,
-                      before: tuple[datetime, int] | None = None, limit: int = 10) -> TicketView | None:
+async def read_ticket(
+    repo: TicketRepository,
+    ticket_id: str,
+    queues: frozenset[str] | None,
+    *,
+    before: tuple[datetime, int] | None = None,
+    limit: int = 10,
+) -> TicketView | None:
     key = normalise_ticket_id(ticket_id)
     if len(key) > MAX_ID_LENGTH:
         return None
     # One comment more than the page, to know whether there are older ones.
-    return await repo.ticket_view(key, queues, comments_before=before, comment_limit=limit + 1,
-                                  event_limit=HISTORY_LIMIT)
+    return await repo.ticket_view(
+        key, queues, comments_before=before, comment_limit=limit + 1, event_limit=HISTORY_LIMIT
+    )
 
 
-async def read_customer(repo: TicketRepository, customer_id: str, queues: frozenset[str] | None) -> CustomerView | None:
+async def read_customer(
+    repo: TicketRepository, customer_id: str, queues: frozenset[str] | None
+) -> CustomerView | None:
     key = normalise_customer_id(customer_id)
     if len(key) > MAX_ID_LENGTH:
         return None
@@ -288,11 +361,15 @@ def comment_cursors(cursors: CursorCodec, ticket_id: str) -> Callable[[CommentRe
 
     search = comments_search(ticket_id)
     # A comment's place: its time in the position's time field, its key as the tiebreak.
-    return lambda comment: cursors.encode(Position(updated_at=comment.created_at, pk=comment.pk), search)
+    return lambda comment: cursors.encode(
+        Position(updated_at=comment.created_at, pk=comment.pk), search
+    )
 
 
 def _result(value: dict[str, Any], links: list[ResourceLink]) -> ToolResult:
-    text = TextContent(type="text", text=json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    text = TextContent(
+        type="text", text=json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    )
     return ToolResult(content=[text, *links], structured_content=value, meta=meta_for(value))
 
 
@@ -305,7 +382,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
 
     async def get_ticket(
         ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
-        fields: Annotated[Omittable[list[TicketField]], Field(description="Keys to return besides id; null: all.")] = None,
+        fields: Annotated[
+            Omittable[list[TicketField]], Field(description="Keys to return besides id; null: all.")
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Comments per page.")] = 10,
         cursor: Annotated[
             Omittable[Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)]],
@@ -339,12 +418,24 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))
         return _result(value, links)  # type: ignore[return-value]
 
-    mcp.add_tool(drop_null_defaults(
-        Tool.from_function(get_ticket, name="get_ticket", annotations=READ_ONLY, tags={"tickets:read"},
-                           output_schema=output_schema(FullTicket))
-    ))
+    mcp.add_tool(
+        drop_null_defaults(
+            Tool.from_function(
+                get_ticket,
+                name="get_ticket",
+                annotations=READ_ONLY,
+                tags={"tickets:read"},
+                output_schema=output_schema(FullTicket),
+            )
+        )
+    )
 
-    @mcp.tool(name="get_customer", annotations=READ_ONLY, tags={"tickets:read"}, output_schema=output_schema(CustomerRead))
+    @mcp.tool(
+        name="get_customer",
+        annotations=READ_ONLY,
+        tags={"tickets:read"},
+        output_schema=output_schema(CustomerRead),
+    )
     async def get_customer(
         customer_id: Annotated[str, Field(description="e.g. CUS-1042")],
     ) -> CustomerRead:

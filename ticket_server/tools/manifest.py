@@ -27,7 +27,9 @@ class Manifest(BaseModel):
     tools: list[ToolEntry]
 
 
-def register(mcp: FastMCP, versions: ToolVersions, caller: Callable[[], Awaitable[Caller | None]]) -> None:
+def register(
+    mcp: FastMCP, versions: ToolVersions, caller: Callable[[], Awaitable[Caller | None]]
+) -> None:
     """Add the manifest; it lists only the tools ``caller()`` (the caller of the read) may call."""
 
     @mcp.resource(
@@ -42,12 +44,25 @@ def register(mcp: FastMCP, versions: ToolVersions, caller: Callable[[], Awaitabl
         today = versions.clock()
         entries = []
         reader = await caller()
-        tools = [t for t in await mcp.list_tools(run_middleware=False) if reader is not None and reader.may_call(t.tags)]
+        tools = [
+            t
+            for t in await mcp.list_tools(run_middleware=False)
+            if reader is not None and reader.may_call(t.tags)
+        ]
         for tool in sorted(tools, key=lambda t: t.name):
             d = versions.get(tool.name)
             if d is None:
                 entries.append(ToolEntry(name=tool.name, status="current"))
             else:
                 status = "retired" if d.retired(today) else "deprecated"
-                entries.append(ToolEntry(name=tool.name, status=status, replacement=d.replacement, sunset=d.sunset.isoformat()))
-        return Manifest(server=mcp.name, version=__version__, tools=entries).model_dump_json(indent=2)
+                entries.append(
+                    ToolEntry(
+                        name=tool.name,
+                        status=status,
+                        replacement=d.replacement,
+                        sunset=d.sunset.isoformat(),
+                    )
+                )
+        return Manifest(server=mcp.name, version=__version__, tools=entries).model_dump_json(
+            indent=2
+        )

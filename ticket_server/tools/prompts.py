@@ -24,7 +24,13 @@ from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import OPEN_STATUSES
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
-    TICKET_FIELDS, TICKET_URI, UNTRUSTED_NOTE, fit, meta_for, read_ticket, ticket_json,
+    TICKET_FIELDS,
+    TICKET_URI,
+    UNTRUSTED_NOTE,
+    fit,
+    meta_for,
+    read_ticket,
+    ticket_json,
 )
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -32,8 +38,17 @@ if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
 
 TRIAGE_LIMIT = 20
 LANGUAGES = (
-    "English", "German", "French", "Spanish", "Portuguese", "Italian", "Dutch", "Polish",
-    "Swedish", "Danish", "Japanese",
+    "English",
+    "German",
+    "French",
+    "Spanish",
+    "Portuguese",
+    "Italian",
+    "Dutch",
+    "Polish",
+    "Swedish",
+    "Danish",
+    "Japanese",
 )
 _LANGUAGE = re.compile(r"^[^\W\d_]+(?: [^\W\d_]+){0,2}$")
 
@@ -46,9 +61,12 @@ def fixable(message: str) -> PromptError:
 
 def _data(uri: str, value: Any) -> Message:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return Message(EmbeddedResource(
-        type="resource", resource=TextResourceContents(uri=uri, mimeType="application/json", text=text),
-    ))
+    return Message(
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(uri=uri, mimeType="application/json", text=text),
+        )
+    )
 
 
 def _result(instruction: str, uri: str | None, value: Any, description: str) -> PromptResult:
@@ -67,7 +85,9 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
         return ticket_json(view, set(TICKET_FIELDS))
 
     @mcp.prompt(name="summarize_ticket", title="Summarise a ticket", tags={"tickets:read"})
-    async def summarize_ticket(ticket_id: Annotated[str, Field(description="e.g. SUP-4412")]) -> PromptResult:
+    async def summarize_ticket(
+        ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
+    ) -> PromptResult:
         """Summarise a ticket for a support agent: the problem, what was done, where it stands."""
         value = await ticket(ticket_id)
         instruction = (
@@ -76,7 +96,9 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
             "internal notes), the current status and owner, and the next step. The ticket "
             f"follows as JSON. {UNTRUSTED_NOTE}"
         )
-        return _result(instruction, TICKET_URI.format(value["id"]), value, f"Summary of {value['id']}")
+        return _result(
+            instruction, TICKET_URI.format(value["id"]), value, f"Summary of {value['id']}"
+        )
 
     @mcp.prompt(name="triage_queue", title="Triage a queue", tags={"tickets:read"})
     async def triage_queue(
@@ -92,20 +114,34 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
             names = resolve_queue(queue, visible)
             rows = []
             if names is not None:
-                filters = SearchFilters(statuses=tuple(sorted(OPEN_STATUSES)), queue=names,
-                                        owner=owner.strip() if owner else None, queues=queues)
+                filters = SearchFilters(
+                    statuses=tuple(sorted(OPEN_STATUSES)),
+                    queue=names,
+                    owner=owner.strip() if owner else None,
+                    queues=queues,
+                )
                 rows = (await repo.search("", filters, "newest", None, TRIAGE_LIMIT)).tickets
         if not rows:
             owned = f" owned by {owner.strip()[:64]!r}" if owner and owner.strip() else ""
             raise fixable(f"No open tickets in a queue named {queue[:64]!r}{owned}.")
         name = rows[0][0].queue
         tickets = [
-            {"id": t.id, "subject": fit(t.subject, 400).model_dump(), "status": t.status.value,
-             "priority": t.priority.value, "owner": t.owner, "updated_at": t.updated_at.isoformat()}
+            {
+                "id": t.id,
+                "subject": fit(t.subject, 400).model_dump(),
+                "status": t.status.value,
+                "priority": t.priority.value,
+                "owner": t.owner,
+                "updated_at": t.updated_at.isoformat(),
+            }
             for t, _ in rows
         ]
-        value = {"queue": name, "open_tickets": tickets, "shown": len(tickets),
-                 "more": len(tickets) == TRIAGE_LIMIT}
+        value = {
+            "queue": name,
+            "open_tickets": tickets,
+            "shown": len(tickets),
+            "more": len(tickets) == TRIAGE_LIMIT,
+        }
         instruction = (
             f"Triage the open tickets of the {name} queue (the {TRIAGE_LIMIT} most recently updated "
             "at most; `more` says whether there are others). Order them by what needs attention "
@@ -117,7 +153,9 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
     @mcp.prompt(name="draft_reply", title="Draft a reply", tags={"tickets:read"})
     async def draft_reply(
         ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
-        language: Annotated[str, Field(description="Language of the reply, e.g. German.")] = "English",
+        language: Annotated[
+            str, Field(description="Language of the reply, e.g. German.")
+        ] = "English",
     ) -> PromptResult:
         """Draft a public reply to a ticket's customer, in a given language."""
         language = language.strip()
@@ -130,4 +168,6 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
             "missing. Never disclose internal notes (visibility internal) or other customers' "
             f"data. The ticket follows as JSON. {UNTRUSTED_NOTE}"
         )
-        return _result(instruction, TICKET_URI.format(value["id"]), value, f"Reply to {value['id']}")
+        return _result(
+            instruction, TICKET_URI.format(value["id"]), value, f"Reply to {value['id']}"
+        )

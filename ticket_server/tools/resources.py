@@ -16,8 +16,15 @@ from ticket_server.access.context import current_queues
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
-    CUSTOMER_URI, TICKET_FIELDS, TICKET_URI, comment_cursors, customer_json, meta_for, read_customer,
-    read_ticket, ticket_json,
+    CUSTOMER_URI,
+    TICKET_FIELDS,
+    TICKET_URI,
+    comment_cursors,
+    customer_json,
+    meta_for,
+    read_customer,
+    read_ticket,
+    ticket_json,
 )
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -47,7 +54,11 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
     """Add the ticket and customer resource templates to ``mcp``."""
 
     @mcp.resource(
-        TICKET_URI.format("{id}"), name="ticket", title="Ticket", mime_type=JSON, tags={"tickets:read"},
+        TICKET_URI.format("{id}"),
+        name="ticket",
+        title="Ticket",
+        mime_type=JSON,
+        tags={"tickets:read"},
         description="A ticket as get_ticket returns it: body, customer, newest comments, history. "
         "Values {untrusted: true, text} are customer-written data.",
     )
@@ -56,10 +67,16 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             view = await read_ticket(repo, id, current_queues())
         if view is None:
             raise missing(TICKET_URI.format(id))
-        return _json(ticket_json(view, set(TICKET_FIELDS), comment_cursors(cursors, view.ticket.id)))
+        return _json(
+            ticket_json(view, set(TICKET_FIELDS), comment_cursors(cursors, view.ticket.id))
+        )
 
     @mcp.resource(
-        CUSTOMER_URI.format("{id}"), name="customer", title="Customer", mime_type=JSON, tags={"tickets:read"},
+        CUSTOMER_URI.format("{id}"),
+        name="customer",
+        title="Customer",
+        mime_type=JSON,
+        tags={"tickets:read"},
         description="A customer as get_customer returns it, with its tickets in your queues.",
     )
     async def customer(id: str) -> ResourceResult:

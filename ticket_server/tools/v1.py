@@ -35,8 +35,11 @@ def register(mcp: FastMCP, repo: TicketRepository, versions: ToolVersions) -> No
     def tool(fn):  # type: ignore[no-untyped-def]
         d = versions.deprecations[fn.__name__]
         return mcp.tool(
-            name=fn.__name__, description=_described(fn, d), meta=d.meta(),
-            annotations=READ_ONLY, tags={"tickets:read"},
+            name=fn.__name__,
+            description=_described(fn, d),
+            meta=d.meta(),
+            annotations=READ_ONLY,
+            tags={"tickets:read"},
         )(fn)
 
     @tool

@@ -34,8 +34,12 @@ Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
     """Add the current (v2) tools to ``mcp``."""
 
-    @mcp.tool(name="get_ticket_status_v2", annotations=READ_ONLY, tags={"tickets:read"},
-              output_schema=output_schema(TicketStatusV2))
+    @mcp.tool(
+        name="get_ticket_status_v2",
+        annotations=READ_ONLY,
+        tags={"tickets:read"},
+        output_schema=output_schema(TicketStatusV2),
+    )
     async def get_ticket_status_v2(
         ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     ) -> TicketStatusV2:
@@ -61,13 +65,16 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             Omittable[Annotated[str, Field(max_length=MAX_CURSOR_LENGTH)]],
             Field(description="next_cursor of the last page."),
         ] = None,
-        sort: Annotated[Omittable[Literal["relevance", "newest"]], Field(description="Default relevance.")] = None,
+        sort: Annotated[
+            Omittable[Literal["relevance", "newest"]], Field(description="Default relevance.")
+        ] = None,
         priority: Annotated[
             Omittable[Annotated[list[TicketPriority], Field(min_length=1, max_length=4)]],
             Field(description="Any of these."),
         ] = None,
         customer: Annotated[
-            Omittable[Annotated[str, Field(max_length=200)]], Field(description="Part of the customer name.")
+            Omittable[Annotated[str, Field(max_length=200)]],
+            Field(description="Part of the customer name."),
         ] = None,
         created_after: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
         updated_before: Annotated[Omittable[Time], Field(description="RFC 3339 time.")] = None,
@@ -104,16 +111,26 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         filters = SearchFilters(
             statuses=tuple(dict.fromkeys(status)) if status else None,
             priorities=tuple(dict.fromkeys(priority)) if priority else None,
-            queue=queue_names, owner=owner or None, customer=customer or None,
-            created_after=created_after, updated_after=updated_after, updated_before=updated_before,
+            queue=queue_names,
+            owner=owner or None,
+            customer=customer or None,
+            created_after=created_after,
+            updated_after=updated_after,
+            updated_before=updated_before,
             queues=queues,
         )
         order = sort or "relevance"
         conversation = search_in == "conversation"
         search = fingerprint(
-            query=query.strip(), sort=order, status=sorted(filters.statuses or ()),
-            priority=sorted(filters.priorities or ()), queue=queue_names, owner=filters.owner,
-            customer=filters.customer, created_after=created_after, updated_after=updated_after,
+            query=query.strip(),
+            sort=order,
+            status=sorted(filters.statuses or ()),
+            priority=sorted(filters.priorities or ()),
+            queue=queue_names,
+            owner=filters.owner,
+            customer=filters.customer,
+            created_after=created_after,
+            updated_after=updated_after,
             updated_before=updated_before,
             # Only when given, so cursors of the default search stay valid.
             **({"search_in": "conversation"} if conversation else {}),
@@ -130,7 +147,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         with domain_errors():
             result = await repo.search(query, filters, order, after, limit, conversation)
         tickets: list[SearchHit] = []
-        size = len(json.dumps({"tickets": [], "next_cursor": "x" * MAX_CURSOR_LENGTH, "note": result.note}))
+        size = len(
+            json.dumps({"tickets": [], "next_cursor": "x" * MAX_CURSOR_LENGTH, "note": result.note})
+        )
         for found, _ in result.tickets:
             places = result.matched_in.get(found.id) if result.matched_in is not None else None
             item = SearchHit(**found.model_dump(), matched_in=places)
@@ -140,11 +159,18 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             tickets.append(item)
             size += item_size
         more = result.more or len(tickets) < len(result.tickets)
-        next_cursor = cursors.encode(result.tickets[len(tickets) - 1][1], search) if more and tickets else None
+        next_cursor = (
+            cursors.encode(result.tickets[len(tickets) - 1][1], search)
+            if more and tickets
+            else None
+        )
         return SearchPage(tickets=tickets, next_cursor=next_cursor, note=result.note)
 
     tool = Tool.from_function(
-        search_tickets_v2, name="search_tickets_v2", annotations=READ_ONLY, tags={"tickets:read"},
+        search_tickets_v2,
+        name="search_tickets_v2",
+        annotations=READ_ONLY,
+        tags={"tickets:read"},
         output_schema=output_schema(SearchPage),
     )
     mcp.add_tool(drop_null_defaults(tool))

@@ -40,7 +40,13 @@ class Deprecation:
         return f"DEPRECATED, retires {self.sunset.isoformat()}: use {self.replacement}."
 
     def meta(self) -> dict[str, object]:
-        return {META_KEY: {"deprecated": True, "replacement": self.replacement, "sunset": self.sunset.isoformat()}}
+        return {
+            META_KEY: {
+                "deprecated": True,
+                "replacement": self.replacement,
+                "sunset": self.sunset.isoformat(),
+            }
+        }
 
     def retired(self, today: date) -> bool:
         return today >= self.sunset
@@ -55,12 +61,16 @@ class Deprecation:
 # Release 0.2.0 (2026-11-30) deprecated the original tools, retiring them one quarter later.
 DEPRECATED: tuple[Deprecation, ...] = (
     Deprecation(
-        "get_ticket_status", "get_ticket_status_v2", date(2027, 2, 28),
+        "get_ticket_status",
+        "get_ticket_status_v2",
+        date(2027, 2, 28),
         "pass the same ticket_id; the result has status, owner and updated_at (an RFC 3339 "
         "time) in place of updated (a date), plus subject, priority, queue and created_at.",
     ),
     Deprecation(
-        "search_tickets", "search_tickets_v2", date(2027, 2, 28),
+        "search_tickets",
+        "search_tickets_v2",
+        date(2027, 2, 28),
         "pass the same query and limit; v2 matches words in subject and body, returns the "
         "tickets under `tickets` and a next_cursor for further pages.",
     ),
@@ -76,10 +86,13 @@ class ToolVersions:
     clock: Clock = utc_today
 
     @classmethod
-    def with_dates(cls, retirement_dates: Mapping[str, date], clock: Clock = utc_today) -> ToolVersions:
+    def with_dates(
+        cls, retirement_dates: Mapping[str, date], clock: Clock = utc_today
+    ) -> ToolVersions:
         """``DEPRECATED`` with each date in ``retirement_dates`` (by tool name) moved."""
         return cls(
-            {d.tool: replace(d, sunset=retirement_dates.get(d.tool, d.sunset)) for d in DEPRECATED}, clock
+            {d.tool: replace(d, sunset=retirement_dates.get(d.tool, d.sunset)) for d in DEPRECATED},
+            clock,
         )
 
     def get(self, tool: str) -> Deprecation | None:
@@ -94,4 +107,6 @@ class ToolVersions:
     def retired(self, tool: str) -> Deprecation | None:
         """The deprecation of ``tool`` if it has retired by today, else None."""
         deprecation = self.deprecations.get(tool)
-        return deprecation if deprecation is not None and deprecation.retired(self.clock()) else None
+        return (
+            deprecation if deprecation is not None and deprecation.retired(self.clock()) else None
+        )

@@ -35,12 +35,23 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools import ToolResult
-from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
 from ticket_server.tickets.domain import (
-    DatabaseUnavailable, EventField, TicketPriority, TicketStatus, Visibility, WriteRefused,
+    DatabaseUnavailable,
+    EventField,
+    TicketPriority,
+    TicketStatus,
+    Visibility,
+    WriteRefused,
 )
 from ticket_server.tools.errors import UnavailableError
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
@@ -66,23 +77,39 @@ CONFIRM_REQUEST = "confirm"
 INVALID_REQUEST_STATE = "invalid"
 """What a tool finds as its request state when the one the client sent failed the SDK's
 verification (``compat.hand_invalid_request_state_to``): refused here, so audited."""
-TOOLS = ("add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket", "escalate_ticket")
+TOOLS = (
+    "add_internal_note",
+    "reply_to_customer",
+    "set_ticket_status",
+    "assign_ticket",
+    "escalate_ticket",
+)
 AUDIT_DIGESTS = {"add_internal_note": ("note",), "reply_to_customer": ("reply",)}
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
 # refusal. Only the reply reaches outside the ticket database: the customer.
-NOTE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
-REPLY = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True)
-UPDATE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
-ESCALATE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+NOTE = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
+)
+REPLY = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True
+)
+UPDATE = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+)
+ESCALATE = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False
+)
 
 TicketId = Annotated[str, Field(max_length=MAX_ID_LENGTH, description="Ticket id, e.g. SUP-4412.")]
 Body = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
 Key = Annotated[
     Annotated[str, Field(min_length=1, max_length=128)] | None,
-    Field(description="Any unique string; retrying with the same key and arguments returns the first result."),
+    Field(
+        description="Any unique string; retrying with the same key and arguments returns the first result."
+    ),
 ]
 Version = Annotated[
     Annotated[int, Field(ge=1)] | None,
@@ -128,20 +155,28 @@ class TicketChanged(BaseModel):
 
 def _state(outcome: WriteOutcome) -> TicketState:
     return TicketState(
-        id=outcome.ticket_id, status=outcome.status, priority=outcome.priority, owner=outcome.owner,
-        queue=outcome.queue, version=outcome.version, updated_at=outcome.updated_at,
+        id=outcome.ticket_id,
+        status=outcome.status,
+        priority=outcome.priority,
+        owner=outcome.owner,
+        queue=outcome.queue,
+        version=outcome.version,
+        updated_at=outcome.updated_at,
     )
 
 
 def _changes(outcome: WriteOutcome) -> list[Change]:
-    return [Change(field=c.field, old_value=c.old_value, new_value=c.new_value) for c in outcome.changes]
+    return [
+        Change(field=c.field, old_value=c.old_value, new_value=c.new_value) for c in outcome.changes
+    ]
 
 
 def _result(model: BaseModel, replayed: bool) -> ToolResult:
     data = model.model_dump(mode="json")
     return ToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data, meta={REPLAY_META: True} if replayed else None,
+        structured_content=data,
+        meta={REPLAY_META: True} if replayed else None,
     )
 
 
@@ -149,7 +184,9 @@ def request_hash(tool: str, arguments: dict[str, Any]) -> str:
     """SHA-256 of the tool and its arguments without the idempotency key (what a key is
     bound to: the same key with other arguments is refused)."""
     shown = {k: v for k, v in arguments.items() if k != "idempotency_key" and v is not None}
-    return hashlib.sha256(json.dumps([tool, shown], sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps([tool, shown], sort_keys=True, default=str).encode()
+    ).hexdigest()
 
 
 class ConfirmationState:
@@ -186,7 +223,9 @@ class Writer:
     """Runs one write tool call: confirmation, the transaction with its audit row, the
     mapping of refusals to ``isError`` results."""
 
-    def __init__(self, repository: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]) -> None:
+    def __init__(
+        self, repository: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
+    ) -> None:
         self.repository = repository
         self.confirm = confirm
         self.states = ConfirmationState(key)
@@ -201,8 +240,14 @@ class Writer:
             self._writes = TicketWrites(self.repository)
         return self._writes
 
-    def context(self, ctx: Context, tool: str, arguments: dict[str, Any], key: str | None,
-                expected_version: int | None) -> WriteContext:
+    def context(
+        self,
+        ctx: Context,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        expected_version: int | None,
+    ) -> WriteContext:
         from ticket_server.tickets.writes import WriteContext
 
         record = current_call.get()
@@ -216,12 +261,21 @@ class Writer:
             if isinstance(value, str) and 0 < len(value) <= 128:
                 key = value
         return WriteContext(
-            actor=caller.name, tool=tool, request_sha256=request_hash(tool, arguments), queues=caller.writable_queues,
-            idempotency_key=key, expected_version=expected_version,
+            actor=caller.name,
+            tool=tool,
+            request_sha256=request_hash(tool, arguments),
+            queues=caller.writable_queues,
+            idempotency_key=key,
+            expected_version=expected_version,
         )
 
     async def confirmed(
-        self, ctx: Context, action: str, question: str, wctx: WriteContext, ticket_id: str,
+        self,
+        ctx: Context,
+        action: str,
+        question: str,
+        wctx: WriteContext,
+        ticket_id: str,
     ) -> tuple[WriteContext, str] | InputRequiredResult:
         """``(wctx, "not required" | "accepted")`` (``wctx`` then carries the single-use
         nonce of a 2026-07-28 confirmation), or (2026-07-28, first round) the
@@ -230,7 +284,11 @@ class Writer:
         client cannot ask, or when the returned request state is not valid."""
         record = current_call.get()
         caller = record.caller if record is not None else None
-        policy = caller.confirm_writes if caller is not None and caller.confirm_writes is not None else self.confirm
+        policy = (
+            caller.confirm_writes
+            if caller is not None and caller.confirm_writes is not None
+            else self.confirm
+        )
         if action not in policy:
             return wctx, "not required"
         rc = ctx.request_context
@@ -247,25 +305,42 @@ class Writer:
         binding = {"c": wctx.actor, "t": wctx.tool, "k": ticket_id, "h": wctx.request_sha256}
         state = ctx.request_state
         if state is None:
-            claims = {**binding, "e": int(time.time()) + CONFIRM_SECONDS, "n": secrets.token_urlsafe(16)}
-            schema = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
-                      "required": ["confirm"]}
-            ask = ElicitRequest(params=ElicitRequestFormParams(message=question, requested_schema=schema))
+            claims = {
+                **binding,
+                "e": int(time.time()) + CONFIRM_SECONDS,
+                "n": secrets.token_urlsafe(16),
+            }
+            schema = {
+                "type": "object",
+                "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
+                "required": ["confirm"],
+            }
+            ask = ElicitRequest(
+                params=ElicitRequestFormParams(message=question, requested_schema=schema)
+            )
             _note(f"confirmation requested ({action})")
-            return InputRequiredResult(input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims))
+            return InputRequiredResult(
+                input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims)
+            )
         if state == INVALID_REQUEST_STATE:
             _note(f"confirmation state invalid ({action})")
-            raise ToolError("The request state is not valid (altered, expired, or sent with other arguments); "
-                            "nothing was changed. Call the tool again without request state to ask the person "
-                            "afresh.")
+            raise ToolError(
+                "The request state is not valid (altered, expired, or sent with other arguments); "
+                "nothing was changed. Call the tool again without request state to ask the person "
+                "afresh."
+            )
         claims = self.states.unseal(state)
         if claims is None or any(claims.get(k) != v for k, v in binding.items()):
             _note(f"confirmation state invalid ({action})")
-            raise ToolError("The confirmation does not match this request; nothing was changed. Call the tool "
-                            "again to ask the person afresh.")
+            raise ToolError(
+                "The confirmation does not match this request; nothing was changed. Call the tool "
+                "again to ask the person afresh."
+            )
         if not isinstance(claims.get("e"), int) or claims["e"] <= time.time():
             _note(f"confirmation expired ({action})")
-            raise ToolError("The confirmation expired; nothing was changed. Call the tool again to ask afresh.")
+            raise ToolError(
+                "The confirmation expired; nothing was changed. Call the tool again to ask afresh."
+            )
         responses = ctx.input_responses or {}
         answer = responses.get(CONFIRM_REQUEST)
         outcome = getattr(answer, "action", "cancel")
@@ -291,26 +366,45 @@ class Writer:
     @staticmethod
     def _answered(action: str, outcome: str) -> str:
         if outcome != "accept":
-            _note(f"confirmation {outcome}d ({action})" if outcome == "decline"
-                  else f"confirmation cancelled ({action})")
+            _note(
+                f"confirmation {outcome}d ({action})"
+                if outcome == "decline"
+                else f"confirmation cancelled ({action})"
+            )
             raise ToolError(f"The person did not confirm ({outcome}); nothing was changed.")
         return "accepted"
 
     async def perform(
-        self, ctx: Context, tool: str, ticket_id: str, arguments: dict[str, Any], key: str | None,
-        expected_version: int | None, question: str, operation: Any, *args: Any, action: str | None = None,
+        self,
+        ctx: Context,
+        tool: str,
+        ticket_id: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        expected_version: int | None,
+        question: str,
+        operation: Any,
+        *args: Any,
+        action: str | None = None,
     ) -> tuple[WriteOutcome, bool] | InputRequiredResult:
         """One write call: its context, the confirmation ``action`` (default: ``tool``)
         needs, then ``operation(wctx, ticket_id, *args)``; or the input request to send."""
-        wctx = self.context(ctx, tool, {"ticket_id": ticket_id, **arguments, "expected_version": expected_version},
-                            key, expected_version)
+        wctx = self.context(
+            ctx,
+            tool,
+            {"ticket_id": ticket_id, **arguments, "expected_version": expected_version},
+            key,
+            expected_version,
+        )
         asked = await self.confirmed(ctx, action or tool, question, wctx, ticket_id)
         if isinstance(asked, InputRequiredResult):
             return asked
         wctx, confirmation = asked
         return await self.run(operation, wctx, confirmation, ticket_id, *args)
 
-    async def run(self, operation: Any, ctx: WriteContext, confirmation: str, *args: Any) -> tuple[WriteOutcome, bool]:
+    async def run(
+        self, operation: Any, ctx: WriteContext, confirmation: str, *args: Any
+    ) -> tuple[WriteOutcome, bool]:
         record = current_call.get()
 
         def audit(conn: Connection, outcome: WriteOutcome) -> None:
@@ -323,15 +417,26 @@ class Writer:
             before = {c.field.value: c.old_value for c in outcome.changes}
             after: dict[str, Any] = {c.field.value: c.new_value for c in outcome.changes}
             if outcome.comment is not None:
-                after["comment"] = {"id": outcome.comment.id, "visibility": outcome.comment.visibility.value}
+                after["comment"] = {
+                    "id": outcome.comment.id,
+                    "visibility": outcome.comment.visibility.value,
+                }
             change = {
-                "ticket_id": outcome.ticket_id, "version": outcome.version, "before": before, "after": after,
-                "idempotency_key": ctx.idempotency_key, "confirmation": confirmation,
+                "ticket_id": outcome.ticket_id,
+                "version": outcome.version,
+                "before": before,
+                "after": after,
+                "idempotency_key": ctx.idempotency_key,
+                "confirmation": confirmation,
             }
             # The call is not over: its duration so far; its result size is not known yet.
             record.duration_ms = round((time.monotonic() - record.started) * 1000, 3)
             row = record.as_row(datetime.now(UTC))
-            conn.execute(insert(AuditEvent.__table__).values(**row, change=json.dumps(change, ensure_ascii=False)))
+            conn.execute(
+                insert(AuditEvent.__table__).values(
+                    **row, change=json.dumps(change, ensure_ascii=False)
+                )
+            )
             record.audited = True
 
         outcome, replayed = await self.guarded(operation(ctx, *args, audit=audit))
@@ -346,16 +451,25 @@ def _note(detail: str) -> None:
         record.detail = detail
 
 
-def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]) -> None:
+def register(
+    mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
+) -> None:
     """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's
     confirmation; ``key``: the secret sealing confirmation request state."""
     writer = Writer(repo, confirm, key)
     tags = {WRITE_SCOPE}
 
-    @mcp.tool(name="add_internal_note", annotations=NOTE, tags=tags, output_schema=NoteAdded.model_json_schema())
+    @mcp.tool(
+        name="add_internal_note",
+        annotations=NOTE,
+        tags=tags,
+        output_schema=NoteAdded.model_json_schema(),
+    )
     async def add_internal_note(
         ticket_id: TicketId,
-        note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.")],
+        note: Annotated[
+            Body, Field(description="Note for agents only; the customer never sees it.")
+        ],
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
@@ -363,16 +477,33 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         """Add an internal note (agents only, never sent to the customer). Returns the
         ticket's new state and the note id."""
         tid = normalise_ticket_id(ticket_id)
-        done = await writer.perform(ctx, "add_internal_note", tid, {"note": note}, idempotency_key, expected_version,
-                                    f"Add an internal note to {tid}?", writer.writes.add_comment, note,
-                                    Visibility.INTERNAL)
+        done = await writer.perform(
+            ctx,
+            "add_internal_note",
+            tid,
+            {"note": note},
+            idempotency_key,
+            expected_version,
+            f"Add an internal note to {tid}?",
+            writer.writes.add_comment,
+            note,
+            Visibility.INTERNAL,
+        )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]  (FastMCP sends it as the input request)
         outcome, replayed = done
         assert outcome.comment is not None
-        return _result(NoteAdded(ticket=_state(outcome), note_id=outcome.comment.id, visibility="internal"), replayed)
+        return _result(
+            NoteAdded(ticket=_state(outcome), note_id=outcome.comment.id, visibility="internal"),
+            replayed,
+        )
 
-    @mcp.tool(name="reply_to_customer", annotations=REPLY, tags=tags, output_schema=ReplySent.model_json_schema())
+    @mcp.tool(
+        name="reply_to_customer",
+        annotations=REPLY,
+        tags=tags,
+        output_schema=ReplySent.model_json_schema(),
+    )
     async def reply_to_customer(
         ticket_id: TicketId,
         reply: Annotated[Body, Field(description="Message the customer receives.")],
@@ -383,17 +514,33 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         """Send a public reply: the CUSTOMER receives it. Not for internal notes. May ask
         the person to confirm first. Returns the ticket's new state and the reply id."""
         tid = normalise_ticket_id(ticket_id)
-        done = await writer.perform(ctx, "reply_to_customer", tid, {"reply": reply}, idempotency_key, expected_version,
-                                    f"Send this reply to the customer of {tid}?\n\n{reply}",
-                                    writer.writes.add_comment, reply, Visibility.PUBLIC)
+        done = await writer.perform(
+            ctx,
+            "reply_to_customer",
+            tid,
+            {"reply": reply},
+            idempotency_key,
+            expected_version,
+            f"Send this reply to the customer of {tid}?\n\n{reply}",
+            writer.writes.add_comment,
+            reply,
+            Visibility.PUBLIC,
+        )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
         outcome, replayed = done
         assert outcome.comment is not None
-        return _result(ReplySent(ticket=_state(outcome), reply_id=outcome.comment.id, visibility="public"), replayed)
+        return _result(
+            ReplySent(ticket=_state(outcome), reply_id=outcome.comment.id, visibility="public"),
+            replayed,
+        )
 
-    @mcp.tool(name="set_ticket_status", annotations=UPDATE, tags=tags,
-              output_schema=TicketChanged.model_json_schema())
+    @mcp.tool(
+        name="set_ticket_status",
+        annotations=UPDATE,
+        tags=tags,
+        output_schema=TicketChanged.model_json_schema(),
+    )
     async def set_ticket_status(
         ticket_id: TicketId,
         status: TicketStatus,
@@ -404,15 +551,29 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         """Move a ticket to another status; an illegal move is an error naming the allowed
         next statuses (closed is final). Closing may ask the person to confirm."""
         tid = normalise_ticket_id(ticket_id)
-        done = await writer.perform(ctx, "set_ticket_status", tid, {"status": status.value}, idempotency_key,
-                                    expected_version, f"Set {tid} to {status.value}?", writer.writes.set_status,
-                                    status, action="close_ticket" if status is TicketStatus.CLOSED else None)
+        done = await writer.perform(
+            ctx,
+            "set_ticket_status",
+            tid,
+            {"status": status.value},
+            idempotency_key,
+            expected_version,
+            f"Set {tid} to {status.value}?",
+            writer.writes.set_status,
+            status,
+            action="close_ticket" if status is TicketStatus.CLOSED else None,
+        )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
         outcome, replayed = done
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
-    @mcp.tool(name="assign_ticket", annotations=UPDATE, tags=tags, output_schema=TicketChanged.model_json_schema())
+    @mcp.tool(
+        name="assign_ticket",
+        annotations=UPDATE,
+        tags=tags,
+        output_schema=TicketChanged.model_json_schema(),
+    )
     async def assign_ticket(
         ticket_id: TicketId,
         owner: Annotated[
@@ -425,23 +586,39 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
     ) -> ToolResult:
         """Assign a ticket to an owner (login), or unassign it with null."""
         tid = normalise_ticket_id(ticket_id)
-        done = await writer.perform(ctx, "assign_ticket", tid, {"owner": owner or ""}, idempotency_key,
-                                    expected_version, f"Assign {tid} to {owner or 'nobody'}?", writer.writes.assign,
-                                    owner)
+        done = await writer.perform(
+            ctx,
+            "assign_ticket",
+            tid,
+            {"owner": owner or ""},
+            idempotency_key,
+            expected_version,
+            f"Assign {tid} to {owner or 'nobody'}?",
+            writer.writes.assign,
+            owner,
+        )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
         outcome, replayed = done
         return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
-    @mcp.tool(name="escalate_ticket", annotations=ESCALATE, tags=tags,
-              output_schema=TicketChanged.model_json_schema())
+    @mcp.tool(
+        name="escalate_ticket",
+        annotations=ESCALATE,
+        tags=tags,
+        output_schema=TicketChanged.model_json_schema(),
+    )
     async def escalate_ticket(
         ticket_id: TicketId,
-        reason: Annotated[str, Field(min_length=1, max_length=2_000, description="Why; kept as an internal note.")],
+        reason: Annotated[
+            str, Field(min_length=1, max_length=2_000, description="Why; kept as an internal note.")
+        ],
         ctx: Context,
         priority: TicketPriority | None = None,
-        queue: Annotated[Annotated[str, Field(min_length=1, max_length=64)] | None,
-                         Field(description="Target queue, e.g. engineering.")] = None,
+        queue: Annotated[
+            Annotated[str, Field(min_length=1, max_length=64)] | None,
+            Field(description="Target queue, e.g. engineering."),
+        ] = None,
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
@@ -450,9 +627,24 @@ def register(mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key:
         tid = normalise_ticket_id(ticket_id)
         if priority is None and queue is None:
             raise ToolError("Give a priority, a queue, or both; nothing was changed.")
-        arguments = {"reason": reason, "priority": priority.value if priority else None, "queue": queue}
-        done = await writer.perform(ctx, "escalate_ticket", tid, arguments, idempotency_key, expected_version,
-                                    f"Escalate {tid}?", writer.writes.escalate, priority, queue, reason)
+        arguments = {
+            "reason": reason,
+            "priority": priority.value if priority else None,
+            "queue": queue,
+        }
+        done = await writer.perform(
+            ctx,
+            "escalate_ticket",
+            tid,
+            arguments,
+            idempotency_key,
+            expected_version,
+            f"Escalate {tid}?",
+            writer.writes.escalate,
+            priority,
+            queue,
+            reason,
+        )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
         outcome, replayed = done

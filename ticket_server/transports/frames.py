@@ -28,7 +28,11 @@ def problem(message: Any) -> str | None:
     if not {"method", "result", "error"} & message.keys():
         return "expected a request, a notification or a response"
     request_id = message.get("id")
-    if "method" in message and "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
+    if (
+        "method" in message
+        and "id" in message
+        and (isinstance(request_id, bool) or not isinstance(request_id, str | int))
+    ):
         return NULL_ID
     return None
 

@@ -44,7 +44,11 @@ from ticket_server import compat
 from ticket_server.access.audit import storable
 from ticket_server.access.callers import Caller
 from ticket_server.access.context import CallRecord, Cause, Outcome
-from ticket_server.access.identity import build_token_verifier, caller_from_access_token, unverifiable
+from ticket_server.access.identity import (
+    build_token_verifier,
+    caller_from_access_token,
+    unverifiable,
+)
 from ticket_server.access.ratelimit import HttpLimiter, HttpVerdict
 from ticket_server.metrics import CONTENT_TYPE_LATEST, Metrics
 from ticket_server.server import Runtime, build_runtime, build_server
@@ -58,8 +62,13 @@ LOOPBACK = ("127.", "::1")
 # Browser pages served from this machine (the MCP Inspector's web UI, any port).
 LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
 EXPOSED_HEADERS = [
-    "Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate", "Retry-After",
-    "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+    "Mcp-Session-Id",
+    "MCP-Protocol-Version",
+    "WWW-Authenticate",
+    "Retry-After",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
 ]
 HOW_TO_GET_A_TOKEN = (
     "Tokens are issued by this server's operator: `ticket-server callers add NAME` makes one, "
@@ -97,14 +106,22 @@ def params_problem(message: dict[str, Any]) -> str | None:
     return None
 
 
-def jsonrpc_error(status: int, code: int, message: str, request_id: Any = None,
-                  headers: dict[str, str] | None = None, data: Any = None) -> Response:
+def jsonrpc_error(
+    status: int,
+    code: int,
+    message: str,
+    request_id: Any = None,
+    headers: dict[str, str] | None = None,
+    data: Any = None,
+) -> Response:
     """An HTTP error answer whose body is a JSON-RPC 2.0 error response."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     body = {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
+    return Response(
+        json.dumps(body), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 class SessionQuota:
@@ -115,7 +132,9 @@ class SessionQuota:
 
     def __init__(self, per_caller: int, idle_seconds: float) -> None:
         self.per_caller, self.idle_seconds = per_caller, idle_seconds
-        self.sessions: dict[str, dict[str, list[float]]] = {}  # caller -> id -> [last seen, in flight]
+        self.sessions: dict[
+            str, dict[str, list[float]]
+        ] = {}  # caller -> id -> [last seen, in flight]
 
     def open_count(self, caller: str) -> int:
         held = self.sessions.get(caller, {})
@@ -153,9 +172,23 @@ class BodyRefused(Exception):
 class McpGate:
     """ASGI, for /mcp: the checks listed in this module's docstring, in that order."""
 
-    def __init__(self, app: ASGIApp, runtime: Runtime, metrics: Metrics, limiter: HttpLimiter,
-                 sessions: SessionQuota, may_call_any: Callable[[Caller], Awaitable[bool]], metadata_url: str) -> None:
-        self.app, self.runtime, self.metrics, self.limiter, self.sessions = app, runtime, metrics, limiter, sessions
+    def __init__(
+        self,
+        app: ASGIApp,
+        runtime: Runtime,
+        metrics: Metrics,
+        limiter: HttpLimiter,
+        sessions: SessionQuota,
+        may_call_any: Callable[[Caller], Awaitable[bool]],
+        metadata_url: str,
+    ) -> None:
+        self.app, self.runtime, self.metrics, self.limiter, self.sessions = (
+            app,
+            runtime,
+            metrics,
+            limiter,
+            sessions,
+        )
         self.may_call_any = may_call_any
         self.metadata_url = metadata_url
         settings = runtime.settings
@@ -163,17 +196,33 @@ class McpGate:
         self.stateful = not settings.stateless_http
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].rstrip("/") != MCP_PATH or scope["method"] == "OPTIONS":
+        if (
+            scope["type"] != "http"
+            or scope["path"].rstrip("/") != MCP_PATH
+            or scope["method"] == "OPTIONS"
+        ):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         access = getattr(scope.get("user"), "access_token", None)
         started = monotonic()
         if access is not None and unverifiable(access):
-            self._record(headers, None, _unread_tool(headers), Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE, None,
-                         started)
-            await jsonrpc_error(503, -32603, f"Service Unavailable: the bearer token could not be checked. "
-                                f"{DATABASE_UNAVAILABLE}", headers={"Retry-After": "5"})(scope, receive, send)
+            self._record(
+                headers,
+                None,
+                _unread_tool(headers),
+                Outcome.TOOL_ERROR,
+                Cause.CALLERS_UNAVAILABLE,
+                None,
+                started,
+            )
+            await jsonrpc_error(
+                503,
+                -32603,
+                f"Service Unavailable: the bearer token could not be checked. "
+                f"{DATABASE_UNAVAILABLE}",
+                headers={"Retry-After": "5"},
+            )(scope, receive, send)
             return
         caller = caller_from_access_token(access) if access is not None else None
         call = _header_call(headers)  # (is it a tools/call, its tool name) as far as headers say
@@ -186,9 +235,17 @@ class McpGate:
             address = scope["client"][0] if scope.get("client") else "unknown"
             verdict = await self.limiter.hit(f"address:{address}")
             if verdict.allowed:
-                answer, outcome, cause = self._unauthorized(headers), Outcome.DENIED, Cause.UNAUTHENTICATED
+                answer, outcome, cause = (
+                    self._unauthorized(headers),
+                    Outcome.DENIED,
+                    Cause.UNAUTHENTICATED,
+                )
             else:
-                answer, outcome, cause = self._too_many(verdict, None), Outcome.RATE_LIMITED, Cause.HTTP_LIMIT
+                answer, outcome, cause = (
+                    self._too_many(verdict, None),
+                    Outcome.RATE_LIMITED,
+                    Cause.HTTP_LIMIT,
+                )
             self.metrics.unauthenticated.labels(str(answer.status_code)).inc()
             self._record(headers, None, _unread_tool(headers), outcome, cause, None, started)
             await answer(scope, receive, send)
@@ -212,15 +269,27 @@ class McpGate:
             body = b"".join(m.get("body", b"") for m in received if m["type"] == "http.request")
             if frames.too_many_tokens(body):
                 record(Outcome.TOOL_ERROR, Cause.TOO_LARGE, TOO_MANY_TOKENS)
-                await jsonrpc_error(413, -32600, f"Request body too large: {TOO_MANY_TOKENS}; no request to this "
-                                    "server needs so many")(scope, receive, send)
+                await jsonrpc_error(
+                    413,
+                    -32600,
+                    f"Request body too large: {TOO_MANY_TOKENS}; no request to this "
+                    "server needs so many",
+                )(scope, receive, send)
                 return
             message, parse_error = frames.parse(body)
             if isinstance(message, dict) and message.get("method") == "tools/call":
-                name = (message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None
+                name = (
+                    (message.get("params") or {}).get("name")
+                    if isinstance(message.get("params"), dict)
+                    else None
+                )
                 call = (True, name if isinstance(name, str) else call[1])
         request_id = message.get("id") if isinstance(message, dict) else None
-        request_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+        request_id = (
+            request_id
+            if isinstance(request_id, str | int) and not isinstance(request_id, bool)
+            else None
+        )
 
         if not verdict.allowed:
             record(Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
@@ -243,28 +312,50 @@ class McpGate:
 
     # --- legacy sessions -------------------------------------------------------
 
-    async def _with_session(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str],
-                            caller: Caller, message: Any, request_id: Any) -> None:
+    async def _with_session(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        caller: Caller,
+        message: Any,
+        request_id: Any,
+    ) -> None:
         sid = headers.get("mcp-session-id")
         if sid is None and scope["method"] in ("GET", "DELETE"):
             # Only initialize opens a session; the SDK would open one for this request too.
-            await jsonrpc_error(400, -32600, f"Bad Request: {scope['method']} /mcp needs the Mcp-Session-Id "
-                                "header that the answer to initialize carried")(scope, receive, send)
+            await jsonrpc_error(
+                400,
+                -32600,
+                f"Bad Request: {scope['method']} /mcp needs the Mcp-Session-Id "
+                "header that the answer to initialize carried",
+            )(scope, receive, send)
             return
-        opening = sid is None and isinstance(message, dict) and message.get("method") == "initialize"
+        opening = (
+            sid is None and isinstance(message, dict) and message.get("method") == "initialize"
+        )
         if opening:
             if not await self.may_call_any(caller):
-                await jsonrpc_error(403, UNAUTHORIZED, "Forbidden: this caller's scopes allow no tool on this "
-                                    "server, so no session is opened. An operator grants scopes with "
-                                    "`ticket-server callers add|rotate`.", request_id)(scope, receive, send)
+                await jsonrpc_error(
+                    403,
+                    UNAUTHORIZED,
+                    "Forbidden: this caller's scopes allow no tool on this "
+                    "server, so no session is opened. An operator grants scopes with "
+                    "`ticket-server callers add|rotate`.",
+                    request_id,
+                )(scope, receive, send)
                 return
             if self.sessions.open_count(caller.name) >= self.sessions.per_caller:
                 wait = max(1, round(self.sessions.idle_seconds))
                 await jsonrpc_error(
-                    429, TOO_MANY_REQUESTS,
+                    429,
+                    TOO_MANY_REQUESTS,
                     f"Too many open sessions: this caller may hold {self.sessions.per_caller} at once. Close one "
                     f"(DELETE /mcp with its Mcp-Session-Id) or let an idle one expire (within {wait} seconds).",
-                    request_id, headers={"Retry-After": str(wait)}, data={"retry_after_seconds": wait},
+                    request_id,
+                    headers={"Retry-After": str(wait)},
+                    data={"retry_after_seconds": wait},
                 )(scope, receive, send)
                 return
         elif sid is not None:
@@ -312,13 +403,23 @@ class McpGate:
                     if not message.get("more_body", False):
                         return received
         except TimeoutError:
-            raise BodyRefused(jsonrpc_error(
-                408, -32600, f"Request Timeout: the body was not sent within {self.read_timeout:g} seconds",
-                headers={"Connection": "close"}), Cause.READ_TIMEOUT) from None
+            raise BodyRefused(
+                jsonrpc_error(
+                    408,
+                    -32600,
+                    f"Request Timeout: the body was not sent within {self.read_timeout:g} seconds",
+                    headers={"Connection": "close"},
+                ),
+                Cause.READ_TIMEOUT,
+            ) from None
 
     def _too_large(self) -> Response:
-        return jsonrpc_error(413, -32600, f"Request body too large: the limit is {self.max_bytes} bytes",
-                             headers={"Connection": "close"})
+        return jsonrpc_error(
+            413,
+            -32600,
+            f"Request body too large: the limit is {self.max_bytes} bytes",
+            headers={"Connection": "close"},
+        )
 
     @staticmethod
     def _malformed(message: Any, request_id: Any) -> tuple[Response, str] | None:
@@ -340,8 +441,10 @@ class McpGate:
         given = headers.get("authorization", "")[:7].lower() == "bearer "
         if given:
             text = f"HTTP 401 Unauthorized: the bearer token is unknown or revoked. {HOW_TO_GET_A_TOKEN}"
-            challenge = (f'Bearer error="invalid_token", error_description="The bearer token is unknown or '
-                         f'revoked", resource_metadata="{self.metadata_url}"')
+            challenge = (
+                f'Bearer error="invalid_token", error_description="The bearer token is unknown or '
+                f'revoked", resource_metadata="{self.metadata_url}"'
+            )
         else:
             text = f"HTTP 401 Unauthorized: this server needs a bearer token. {HOW_TO_GET_A_TOKEN}"
             challenge = f'Bearer resource_metadata="{self.metadata_url}"'
@@ -349,19 +452,42 @@ class McpGate:
 
     @staticmethod
     def _too_many(verdict: HttpVerdict, request_id: Any, caller: Caller | None = None) -> Response:
-        who = "this caller" if caller is not None else "a client without a valid token, per address,"
-        text = (f"Too many requests: {who} may send {verdict.limit} requests per window of the HTTP limit; "
-                f"nothing was done; retry in {verdict.reset_seconds} seconds.")
-        return jsonrpc_error(429, TOO_MANY_REQUESTS, text, request_id, headers=verdict.headers(),
-                             data={"retry_after_seconds": verdict.reset_seconds})
+        who = (
+            "this caller" if caller is not None else "a client without a valid token, per address,"
+        )
+        text = (
+            f"Too many requests: {who} may send {verdict.limit} requests per window of the HTTP limit; "
+            f"nothing was done; retry in {verdict.reset_seconds} seconds."
+        )
+        return jsonrpc_error(
+            429,
+            TOO_MANY_REQUESTS,
+            text,
+            request_id,
+            headers=verdict.headers(),
+            data={"retry_after_seconds": verdict.reset_seconds},
+        )
 
-    def _record(self, headers: dict[str, str], caller: Caller | None, tool: str | None, outcome: Outcome,
-                cause: Cause, detail: str | None, started: float) -> None:
+    def _record(
+        self,
+        headers: dict[str, str],
+        caller: Caller | None,
+        tool: str | None,
+        outcome: Outcome,
+        cause: Cause,
+        detail: str | None,
+        started: float,
+    ) -> None:
         """The audit record of a request refused here (the pipeline never saw it); one
         without a caller goes to the sample of unauthenticated refusals."""
         version = headers.get("mcp-protocol-version")  # as sent: any text, of any length
-        record = CallRecord(tool=storable(tool or "unknown", 128), transport="http", caller=caller, started=started,
-                            protocol_version=storable(version, 32) if version is not None else None)
+        record = CallRecord(
+            tool=storable(tool or "unknown", 128),
+            transport="http",
+            caller=caller,
+            started=started,
+            protocol_version=storable(version, 32) if version is not None else None,
+        )
         record.fail(outcome, cause, detail)
         record.duration_ms = round((monotonic() - started) * 1000, 3)
         if caller is None:
@@ -406,10 +532,13 @@ def export_to_workers(settings: Settings) -> None:
     in one worker's memory, so several workers always serve them stateless."""
     import os
 
-    os.environ.update({
-        "TICKET_SERVER_HOST": settings.host, "TICKET_SERVER_PORT": str(settings.port),
-        "TICKET_SERVER_STATELESS_HTTP": "true",
-    })
+    os.environ.update(
+        {
+            "TICKET_SERVER_HOST": settings.host,
+            "TICKET_SERVER_PORT": str(settings.port),
+            "TICKET_SERVER_STATELESS_HTTP": "true",
+        }
+    )
 
 
 def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
@@ -430,12 +559,16 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
     mcp = build_server(runtime)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
     mcp.auth = build_token_verifier(settings, runtime.callers)
-    metadata_url = str(build_resource_metadata_url(AnyHttpUrl(settings.base_url.rstrip("/") + MCP_PATH)))
+    metadata_url = str(
+        build_resource_metadata_url(AnyHttpUrl(settings.base_url.rstrip("/") + MCP_PATH))
+    )
     tool_scopes: list[frozenset[str]] = []
 
     async def may_call_any(caller: Caller) -> bool:
         if not tool_scopes:
-            tool_scopes.extend(required_scopes(t) for t in await mcp.list_tools(run_middleware=False))
+            tool_scopes.extend(
+                required_scopes(t) for t in await mcp.list_tools(run_middleware=False)
+            )
         return any(needed and needed <= caller.scopes for needed in tool_scopes)
 
     @mcp.custom_route("/healthz", methods=["GET"], include_in_schema=False)
@@ -443,7 +576,9 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
         try:
             await runtime.repository.ping()
         except DatabaseUnavailable:
-            return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
+            return JSONResponse(
+                {"status": "unavailable", "database": "unavailable"}, status_code=503
+            )
         return JSONResponse({"status": "ok", "database": "ok"})
 
     @mcp.custom_route("/metrics", methods=["GET"], include_in_schema=False)
@@ -456,11 +591,19 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
         path=MCP_PATH,
         middleware=[
             AsgiMiddleware(
-                CORSMiddleware, allow_origins=settings.allowed_origins, allow_origin_regex=LOOPBACK_ORIGINS,
-                allow_methods=["GET", "POST", "DELETE"], allow_headers=["*"], expose_headers=EXPOSED_HEADERS,
+                CORSMiddleware,
+                allow_origins=settings.allowed_origins,
+                allow_origin_regex=LOOPBACK_ORIGINS,
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=["*"],
+                expose_headers=EXPOSED_HEADERS,
             ),
             AsgiMiddleware(
-                McpGate, runtime=runtime, metrics=metrics, limiter=HttpLimiter(settings), metadata_url=metadata_url,
+                McpGate,
+                runtime=runtime,
+                metrics=metrics,
+                limiter=HttpLimiter(settings),
+                metadata_url=metadata_url,
                 sessions=SessionQuota(settings.sessions_per_caller, settings.session_idle_timeout),
                 may_call_any=may_call_any,
             ),
@@ -477,7 +620,8 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
 # For `--workers N` (``uvicorn.run`` with a factory): each worker process imports its
 # protocol by name, since a class made in the parent cannot be handed over.
 WORKER_OPTIONS = {
-    "server_header": False, "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+    "server_header": False,
+    "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
     "http": f"{__name__}:worker_h11_protocol",
 }
 
@@ -498,7 +642,13 @@ def serve(app, host: str, port: int, header_timeout: float) -> None:
     import uvicorn
 
     config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, timeout_graceful_shutdown=10, server_header=False,
-        http=compat.h11_with_header_deadline(header_timeout), h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        timeout_graceful_shutdown=10,
+        server_header=False,
+        http=compat.h11_with_header_deadline(header_timeout),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     compat.graceful_uvicorn_server(config).run()

@@ -52,7 +52,10 @@ def frame_error(exc: Exception) -> ErrorData | None:
     if any(e.get("type") == "json_invalid" for e in errors):  # the SDK's JSON parser said so
         return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
     message, _ = frames.parse(raw) if isinstance(raw, (str, bytes)) else (raw, None)
-    return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.problem(message) or frames.NOT_A_MESSAGE}")
+    return ErrorData(
+        code=INVALID_REQUEST,
+        message=f"Invalid Request: {frames.problem(message) or frames.NOT_A_MESSAGE}",
+    )
 
 
 NOT_UTF8 = "\x00 not UTF-8\n"  # a line no JSON parser accepts, answered -32700
@@ -66,7 +69,12 @@ def _null_id_request(line: str) -> bool:
     if _NULL_ID.search(line) is None:
         return False
     message, parse_error = frames.parse(line)
-    return parse_error is None and isinstance(message, dict) and "method" in message and message.get("id", 0) is None
+    return (
+        parse_error is None
+        and isinstance(message, dict)
+        and "method" in message
+        and message.get("id", 0) is None
+    )
 
 
 class StrictUtf8Lines:
@@ -112,7 +120,9 @@ async def run_stdio(mcp: FastMCP) -> None:
                         if error is None:
                             continue
                         log.warning("unreadable stdio frame", extra={"code": error.code})
-                        await write_stream.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+                        await write_stream.send(
+                            SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
+                        )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(relay)

@@ -17,14 +17,26 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 
 def connection_for(config: dict) -> dict:
     if config["transport"] == "stdio":
-        return {"transport": "stdio", "command": config["command"], "args": config["args"], "env": config["env"]}
-    return {"transport": "streamable_http", "url": config["url"],
-            "headers": {"Authorization": f"Bearer {config['token']}"}}
+        return {
+            "transport": "stdio",
+            "command": config["command"],
+            "args": config["args"],
+            "env": config["env"],
+        }
+    return {
+        "transport": "streamable_http",
+        "url": config["url"],
+        "headers": {"Authorization": f"Bearer {config['token']}"},
+    }
 
 
 async def main(config: dict) -> dict:
-    out: dict = {"framework": "langchain", "tools": {}, "calls": [],
-                 "versions": {p: version(p) for p in ("langchain-mcp-adapters", "langchain-core", "mcp")}}
+    out: dict = {
+        "framework": "langchain",
+        "tools": {},
+        "calls": [],
+        "versions": {p: version(p) for p in ("langchain-mcp-adapters", "langchain-core", "mcp")},
+    }
     client = MultiServerMCPClient({"tickets": connection_for(config)})
     # One session for all calls (client.get_tools() alone opens one per call: a new
     # server process per call over stdio).
@@ -34,12 +46,22 @@ async def main(config: dict) -> dict:
 
 async def use(out: dict, config: dict, tools: dict) -> dict:
     for name, tool in tools.items():
-        out["tools"][name] = {"schema": convert_to_openai_tool(tool)["function"]["parameters"],
-                              "strict_schema": convert_to_openai_tool(tool, strict=True)["function"]["parameters"]}
+        out["tools"][name] = {
+            "schema": convert_to_openai_tool(tool)["function"]["parameters"],
+            "strict_schema": convert_to_openai_tool(tool, strict=True)["function"]["parameters"],
+        }
     for n, call in enumerate(config["plan"]):
         message = await tools[call["tool"]].ainvoke(
-            {"type": "tool_call", "id": f"call_{n}", "name": call["tool"], "args": call["arguments"]})
-        content = message.content if isinstance(message.content, str) else json.dumps(message.content)
+            {
+                "type": "tool_call",
+                "id": f"call_{n}",
+                "name": call["tool"],
+                "args": call["arguments"],
+            }
+        )
+        content = (
+            message.content if isinstance(message.content, str) else json.dumps(message.content)
+        )
         out["calls"].append({"is_error": message.status == "error", "text": content})
     return out
 

@@ -22,15 +22,23 @@ def toolset_for(config: dict) -> MCPToolset:
     if config["transport"] == "stdio":
         from fastmcp.client.transports import StdioTransport
 
-        transport = StdioTransport(command=config["command"], args=config["args"], env=config["env"])
+        transport = StdioTransport(
+            command=config["command"], args=config["args"], env=config["env"]
+        )
         return MCPToolset(transport, **timeouts)
-    return MCPToolset(config["url"], headers={"Authorization": f"Bearer {config['token']}"}, **timeouts)
+    return MCPToolset(
+        config["url"], headers={"Authorization": f"Bearer {config['token']}"}, **timeouts
+    )
 
 
 async def main(config: dict) -> dict:
     ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
-    out: dict = {"framework": "pydantic-ai", "versions": {p: version(p) for p in ("pydantic-ai-slim", "mcp", "fastmcp-slim")},
-                 "tools": {}, "calls": []}
+    out: dict = {
+        "framework": "pydantic-ai",
+        "versions": {p: version(p) for p in ("pydantic-ai-slim", "mcp", "fastmcp-slim")},
+        "tools": {},
+        "calls": [],
+    }
     async with toolset_for(config) as toolset:
         tools = await toolset.get_tools(ctx)
         for name, tool in tools.items():
@@ -39,7 +47,9 @@ async def main(config: dict) -> dict:
             out["tools"][name] = {"schema": schema, "strict_schema": strict}
         for call in config["plan"]:
             try:
-                result = await toolset.call_tool(call["tool"], call["arguments"], ctx, tools[call["tool"]])
+                result = await toolset.call_tool(
+                    call["tool"], call["arguments"], ctx, tools[call["tool"]]
+                )
                 out["calls"].append({"is_error": False, "text": json.dumps(result, default=str)})
             except ModelRetry as exc:
                 out["calls"].append({"is_error": True, "text": str(exc)})
