@@ -3,7 +3,7 @@
 #   make test   create .venv, install, install the services the tests need
 #               (.ci/install-services.sh: PostgreSQL, redis-server, npm; root needed,
 #               else it stops naming what is missing), run the whole test suite: the
-#               published tool contract check, the MCP conformance suite against the HTTP server
+#               formatter, linter and type checker (make lint), the published tool contract check, the MCP conformance suite against the HTTP server
 #               (.ci/conformance), then pytest
 #               (which also drives the pinned MCP Inspector CLI from .ci/inspector)
 PYTHON ?= python3
@@ -11,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test install bench
+.PHONY: run test install bench lint
 
 install: $(STAMP)
 
@@ -35,10 +35,16 @@ test: $(STAMP)
 	bash .ci/frameworks/install.sh all "$$($(BIN)/python -c 'import sys; print(sys._base_executable)')" \
 		>.cache/frameworks-install.log 2>&1 & frameworks=$$!; \
 	status=0; \
-	$(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh || status=$$?; \
+	$(MAKE) --no-print-directory lint && $(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh || status=$$?; \
 	wait $$frameworks || { cat .cache/frameworks-install.log >&2; echo "make test: installing the agent frameworks failed" >&2; exit 1; }; \
 	exit $$status
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The formatter and the linter (ruff) and the type checker, each failing on a finding;
+# `make test` runs this first. `ruff format .` and `ruff check --fix .` repair most findings.
+lint: $(STAMP)
+	$(BIN)/ruff format --check --quiet .
+	$(BIN)/ruff check --quiet .
 
 # Benchmarks (bench/README.md): by hand, never in CI; about 30 minutes, more the first
 # time (the 1M-ticket data sets are generated once into .cache/bench/).

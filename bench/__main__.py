@@ -17,10 +17,10 @@ import time
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-from bench import calls, coldstart, full_read, memory, schema, search  # noqa: E402
-from bench.relevance import run as relevance  # noqa: E402
-from bench.common import CACHE, ROOT, log, machine  # noqa: E402
-from bench.report import render  # noqa: E402
+from bench import calls, coldstart, full_read, memory, schema, search
+from bench.common import CACHE, ROOT, log, machine
+from bench.relevance import run as relevance
+from bench.report import render
 
 ALL = ("schema", "coldstart", "calls", "memory", "search", "fullread", "relevance")
 

@@ -51,9 +51,10 @@ def free_port() -> int:
 
 
 def machine() -> dict[str, str]:
+    from importlib.metadata import version
+
     import fastmcp
     import mcp  # noqa: F401
-    from importlib.metadata import version
 
     cpu = "unknown"
     try:
@@ -90,8 +91,8 @@ def seed_database(url: str, count: int | None) -> None:
     """Migrate the empty database at ``url`` and seed ``count`` generated tickets (None:
     the sample in seed/)."""
     from ticket_server import db
-    from ticket_server.settings import Settings
     from ticket_server.admin.seeding import seed
+    from ticket_server.settings import Settings
 
     db.upgrade(url)
     t = time.perf_counter()

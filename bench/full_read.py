@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-from bench.common import Postgres, engines_ready, log, percentile, sqlite_copy, sqlite_url  # noqa: E402
+from bench.common import Postgres, engines_ready, log, percentile, sqlite_copy, sqlite_url
 
 TICKET = "SUP-4412"
 COMMENTS = 50

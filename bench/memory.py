@@ -12,8 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.coldstart import _read_response, _send, list_tools, stop
 from bench.calls import UNLIMITED
+from bench.coldstart import _read_response, _send, list_tools, stop
 from bench.common import PYTHON, ROOT, log, sqlite_copy, sqlite_url
 
 CALLS = 10_000

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.full_read import COMMENTS, TICKET as TICKET_ID
+from bench.full_read import COMMENTS
+from bench.full_read import TICKET as TICKET_ID
 
 TARGET_SIZE = 1_000_000  # the data set size the speed targets are set at
 

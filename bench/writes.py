@@ -21,12 +21,12 @@ from pathlib import Path
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-from bench.common import log, percentile, sqlite_copy, sqlite_url  # noqa: E402
+from bench.common import log, percentile, sqlite_copy, sqlite_url
 
 TICKET = "SUP-4412"
 
 
-async def _reads(client, stop: asyncio.Event | None, count: int) -> list[float]:  # noqa: ANN001
+async def _reads(client, stop: asyncio.Event | None, count: int) -> list[float]:
     times: list[float] = []
     while (stop is None and len(times) < count) or (stop is not None and not stop.is_set()):
         t = time.perf_counter()

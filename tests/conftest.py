@@ -14,19 +14,19 @@ import asyncio
 import itertools
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from fastmcp import Client, FastMCP
 
-from ticket_server import db
-from ticket_server.server import build_server
-from ticket_server.settings import Settings
-from ticket_server.admin.seeding import seed
 from tests.policy import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (hooks: no test may skip)
 from tests.postgres import PostgresServer, postgres_for_tests
+from ticket_server import db
+from ticket_server.admin.seeding import seed
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
 
 MODES = ["legacy", "2026-07-28"]
 BACKENDS = ["sqlite", "postgresql"]

@@ -76,9 +76,8 @@ async def call_any(client, name: str, arguments: dict | None = None):  # type: i
     """``client.call_tool`` that also returns a protocol error (an unknown or refused tool
     is a JSON-RPC error, C13) as ``(True, its message)``; a result as
     ``(result.is_error, its text)``."""
-    from mcp.shared.exceptions import MCPError
-
     import fastmcp
+    from mcp.shared.exceptions import MCPError
 
     try:
         if isinstance(client, fastmcp.Client):

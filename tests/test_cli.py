@@ -17,9 +17,9 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 
-from ticket_server.cli import collector_paused
 from tests.transports.conftest import TICKET_SERVER, free_port, server_env, stop
 from tests.transports.test_stdio import stdio_params
+from ticket_server.cli import collector_paused
 
 
 def cli(database_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

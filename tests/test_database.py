@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
+from tests.helpers import assert_no_leak, text_of
 from ticket_server import db
-from ticket_server.settings import Settings
-from ticket_server.admin.generator import generate_tickets
 from ticket_server.admin.conversations import generate_conversations, generate_customers
+from ticket_server.admin.generator import generate_tickets
 from ticket_server.admin.seeding import (
     SAMPLE_COUNT,
     SAMPLE_FILE,
@@ -22,7 +22,7 @@ from ticket_server.admin.seeding import (
     read_records,
     seed,
 )
-from tests.helpers import assert_no_leak, text_of
+from ticket_server.settings import Settings
 
 
 async def schema(url: str) -> set[str]:
@@ -88,7 +88,7 @@ def test_sample_conversations_are_the_generators_output() -> None:
     assert all(t["customer"] in names for t, _, _ in generated)
     assert max(len(cs) for _, cs, _ in generated) >= 20
     assert any(not c["body"].isascii() for _, cs, _ in generated for c in cs)
-    ticket, comments, events = next(row for row in generated if row[0]["id"] == "SUP-4412")
+    ticket, _, events = next(row for row in generated if row[0]["id"] == "SUP-4412")
     assert events[-1]["new_value"] == ticket["status"] == "waiting_on_customer"
     assert events[-1]["created_at"] == ticket["updated_at"]
 

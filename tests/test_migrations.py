@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_head_constant_is_alembics_head() -> None:
-    assert HEAD == db.head_revision("sqlite://"), "update HEAD in migrations/__init__.py"
+    assert db.head_revision("sqlite://") == HEAD, "update HEAD in migrations/__init__.py"
 
 
 async def test_autogenerate_proposes_nothing_after_upgrade(empty_database_url: str) -> None:

@@ -217,11 +217,10 @@ def downgrade(database_url: str, revision: str) -> None:
 
 
 def _migrate(step, database_url: str, revision: str) -> None:  # type: ignore[no-untyped-def]
-    from alembic.util.exc import CommandError as AlembicError
-    from sqlalchemy.exc import SQLAlchemyError
-
     from alembic.script import ScriptDirectory
     from alembic.script.revision import RevisionError
+    from alembic.util.exc import CommandError as AlembicError
+    from sqlalchemy.exc import SQLAlchemyError
 
     config = alembic_config(database_url)
     try:

@@ -7,13 +7,12 @@ runtime made here; nothing else constructs these parts.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
-
-import logging
 
 import anyio
 from fastmcp import FastMCP

@@ -6,8 +6,8 @@ Everything the deployment decides lives here; nothing comes from a client's requ
 from __future__ import annotations
 
 import json
-from functools import cached_property
 from datetime import date
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 

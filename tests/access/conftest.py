@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from fastmcp import FastMCP
 
-from tests.helpers import create_caller, scalar  # noqa: F401  (re-exported)
+from tests.helpers import create_caller, scalar
 from tests.transports.conftest import http_server  # noqa: F401  (a real HTTP server fixture)
-from ticket_server.admin.reports import query
 from ticket_server.access.callers import open_store
+from ticket_server.admin.reports import query
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
 

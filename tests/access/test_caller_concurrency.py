@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
-from tests.helpers import text_of
 from tests.access.conftest import audit_rows, modern_call
+from tests.helpers import text_of
 from tests.transports.conftest import add_caller as add_caller_sync
 from tests.transports.conftest import start_http_server, stop
 

@@ -20,7 +20,7 @@ async def test_lookups_of_one_token_arriving_together_share_one_read(
     reads: list[str] = []
 
     @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
-    def count(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:
         if "FROM callers" in statement:
             reads.append(statement)
 

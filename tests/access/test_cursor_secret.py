@@ -12,8 +12,8 @@ from pydantic import SecretStr
 
 from tests.helpers import text_of
 from ticket_server.server import build_runtime, build_server, cursor_secret
-from ticket_server.tools.cursor import cursor_key
 from ticket_server.settings import default_data_dir
+from ticket_server.tools.cursor import cursor_key
 
 
 @pytest.fixture(autouse=True)

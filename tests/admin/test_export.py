@@ -13,8 +13,8 @@ import pytest
 from fastmcp import Client
 
 from tests.transports.conftest import TICKET_SERVER, add_caller, as_url
-from ticket_server.server import build_server
 from ticket_server.admin.export import measure
+from ticket_server.server import build_server
 
 NAME = {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}
 OBJECT_SCHEMA = {  # a JSON Schema whose instances are argument objects

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from fastmcp import Client
 
-from ticket_server.server import build_server
-from ticket_server.settings import Settings
 from tests.helpers import column, scalar
 from tests.test_operator_cli import run
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
 
 # What a revision-0006 server inserts: every column it knows, none of the search text.
 OLD_SERVER_COMMENT = """INSERT INTO comments (ticket_id, author, author_type, visibility, body, created_at)

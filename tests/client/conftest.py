@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.transports.conftest import (  # noqa: F401  (re-exported fixtures)
     TICKET_SERVER,
     http_server,

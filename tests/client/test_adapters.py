@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tests.client.conftest import TICKET_SERVER, TIME_SERVER, kit_server, ours_stdio
 from tests.admin.test_export import ANTHROPIC_TOOLS, GEMINI_TOOLS, OPENAI_TOOLS
+from tests.client.conftest import TICKET_SERVER, TIME_SERVER, kit_server, ours_stdio
 from ticket_server.client import KitConfig, ServerConfig, ToolConfig
 from ticket_server.client.adapters import measure, provider_name
 from ticket_server.client.kit import Kit

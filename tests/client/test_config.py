@@ -57,8 +57,9 @@ def test_a_listed_tool_inherits_its_servers_envelope_field_by_field():
 
 def test_unknown_server_and_unknown_tool_get_the_most_restrictive_envelope():
     config = parse_config(CONFIG)
-    assert MOST_RESTRICTIVE == Envelope(
-        surface="human_controlled", side_effecting=True, reversible=False
+    assert (
+        Envelope(surface="human_controlled", side_effecting=True, reversible=False)
+        == MOST_RESTRICTIVE
     )
     assert config.envelope_for("nobody", "anything") == MOST_RESTRICTIVE
     assert config.envelope_for("tickets", "delete_everything") == MOST_RESTRICTIVE

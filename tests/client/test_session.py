@@ -14,9 +14,9 @@ from tests.client.conftest import (
     LEGACY_SERVER,
     REVISIONS,
     TIME_SERVER,
+    kit_server,
     ours_stdio,
     stdio,
-    kit_server,
 )
 from ticket_server.client import ServerConfig
 from ticket_server.client.audit import Audit

@@ -8,8 +8,8 @@ import asyncio
 import json
 import re
 import threading
-from contextlib import AsyncExitStack
 from collections.abc import Coroutine
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,7 +56,7 @@ class BackgroundClients:
         self._done: asyncio.Event | None = None
         self._holder: Any = None
 
-    def __enter__(self) -> "BackgroundClients":
+    def __enter__(self) -> BackgroundClients:
         opened: asyncio.Future[None] = self.run(self._future())
 
         async def hold() -> None:

@@ -6,7 +6,6 @@ the bound that says "no hang"."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -96,8 +95,8 @@ def private_postgres():
         import asyncio
 
         from ticket_server import db
-        from ticket_server.settings import Settings
         from ticket_server.admin.seeding import seed
+        from ticket_server.settings import Settings
 
         server.psql("CREATE DATABASE tickets")
         db.upgrade(server.url("tickets"))

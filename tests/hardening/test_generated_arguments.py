@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from fastmcp import FastMCP
-from hypothesis import given, note, strategies as st
+from hypothesis import given, note
+from hypothesis import strategies as st
 
 from tests.hardening.conftest import profile
 from tests.hardening.support import (

@@ -8,7 +8,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.hardening.conftest import profile
 from tests.hardening.support import BackgroundClients

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from fastmcp import Client
 
+from tests.helpers import create_caller, text_of
 from ticket_server import db
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from tests.helpers import create_caller, text_of
 
 # Seeded: "PAY-882" is written only in an internal note of SUP-4412 (billing); "fraud"
 # only in a customer's public comment on SUP-4412; "reveal" only in a customer's comment

@@ -8,9 +8,9 @@ from datetime import date
 import pytest
 from fastmcp import Client
 
-from ticket_server.tools.versions import META_KEY
-from ticket_server.server import build_server
 from tests.helpers import text_of
+from ticket_server.server import build_server
+from ticket_server.tools.versions import META_KEY
 
 SUNSET = "2027-02-28"
 ORIGINALS = {"get_ticket_status": "get_ticket_status_v2", "search_tickets": "search_tickets_v2"}

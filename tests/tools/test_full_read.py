@@ -7,11 +7,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import mcp.types as mt
 import pytest
 from fastmcp import Client
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
-import mcp.types as mt
 from mcp.types import PromptReference, ResourceTemplateReference
 
 from tests.hardening.support import BackgroundClients

@@ -8,8 +8,8 @@ from typing import Any
 
 from fastmcp import Client
 
-from tests.helpers import text_of
 from tests.admin.test_export import export
+from tests.helpers import text_of
 
 STATUSES = ["new", "open", "in_progress", "waiting_on_customer", "resolved", "closed"]
 FILTERS = ("status", "queue", "owner", "updated_after", "cursor")

@@ -4,9 +4,9 @@ the analyzer they share (issue 12)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
-import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
+from tests.conftest import sqlite_url
+from tests.helpers import assert_no_leak, text_of
+from tests.postgres import PostgresServer
 from ticket_server import db
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
 from ticket_server.tickets.analyzer import index_tokens, query_words
-from tests.conftest import sqlite_url
-from tests.helpers import assert_no_leak, text_of
-from tests.postgres import PostgresServer
 
 JUDGMENTS = {
     j["q"]: set(j["relevant"])

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from fastmcp import Client
 
+from tests.helpers import assert_no_leak, assert_text_mirrors_structured, text_of
 from ticket_server import __version__
 from ticket_server.db import open_repository
-from tests.helpers import assert_no_leak, assert_text_mirrors_structured, text_of
 
 
 @pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])

@@ -6,18 +6,17 @@ import asyncio
 import json
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from fastmcp import Client
 
+from tests.helpers import assert_no_leak, assert_text_mirrors_structured, scalar, text_of
 from ticket_server import db
+from ticket_server.admin.seeding import seed
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.admin.seeding import seed
 from ticket_server.tools.v2 import MAX_PAGE_BYTES
-from tests.helpers import assert_no_leak, assert_text_mirrors_structured, scalar, text_of
 
 STATUSES = ["new", "open", "in_progress", "waiting_on_customer", "resolved", "closed"]
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
-from mcp.shared.exceptions import MCPError
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any, text_of
@@ -97,7 +96,7 @@ async def test_write_tools_listed_only_with_the_scope(
         assert await state(settings, billing) == before
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
-        assert WRITE_TOOLS <= set(tools)
+        assert set(tools) >= WRITE_TOOLS
         # Every tool that writes is named in writes.TOOLS (the request-state hand-over).
         assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == set(
             writes.TOOLS
@@ -407,7 +406,7 @@ async def test_reply_confirmation(
     billing = await ticket_in(settings, "billing")
     asked: list[str] = []
 
-    async def person(message, response_type, params, context):  # noqa: ANN001
+    async def person(message, response_type, params, context):
         asked.append(message)
         field = next(iter(params.requestedSchema["properties"]))
         return ElicitResult(action=action, content={field: True} if action == "accept" else None)
@@ -477,7 +476,7 @@ async def _answer(client: Client, ticket_id: str, state: str, reply: str = "Hell
     )
 
 
-async def _yes(message, response_type, params, context):  # noqa: ANN001
+async def _yes(message, response_type, params, context):
     return ElicitResult(action="accept", content={"confirm": True})
 
 
@@ -554,7 +553,7 @@ async def test_declined_confirmation_cannot_be_replayed_to_write(
     before = await state(settings, billing)
     answers = [answer, "accept"]
 
-    async def person(message, response_type, params, context):  # noqa: ANN001
+    async def person(message, response_type, params, context):
         action = answers.pop(0)
         return ElicitResult(action=action, content={"value": True} if action == "accept" else None)
 
@@ -617,7 +616,7 @@ def test_confirmation_state_binds_what_it_seals() -> None:
     states = ConfirmationState(lambda: b"k" * 32)
     token = states.seal({"c": "agent", "k": "SUP-1"})
     assert states.unseal(token) == {"c": "agent", "k": "SUP-1"}
-    payload, _, tag = token.rpartition(".")
+    _, _, tag = token.rpartition(".")
     forged = ConfirmationState(lambda: b"x" * 32).seal({"c": "intruder", "k": "SUP-1"})
     assert states.unseal(forged) is None
     assert states.unseal(forged.rpartition(".")[0] + "." + tag) is None
@@ -656,8 +655,8 @@ async def test_audit_prints_the_story_of_a_ticket(settings: Settings, agent, db_
     assert "owner:" in out and "-> zoe" in out
     assert "called set_ticket_status: tool_error (illegal status transition)" in out
     lines = out.splitlines()
-    assert lines.index(next(l for l in lines if "Story note" in l)) < lines.index(
-        next(l for l in lines if "-> zoe" in l)
+    assert lines.index(next(line for line in lines if "Story note" in line)) < lines.index(
+        next(line for line in lines if "-> zoe" in line)
     )
 
 

@@ -127,7 +127,7 @@ async def test_invalid_confirmation_state_over_http_is_refused_and_audited(
     is an isError saying so, changes nothing, and leaves an audit row."""
     from mcp.types import ElicitResult, InputRequiredResult
 
-    async def never(context, params):  # noqa: ANN001  (declares the elicitation capability)
+    async def never(context, params):
         raise AssertionError("the server asks through input_required on this revision")
 
     writer = add_caller(

@@ -59,7 +59,7 @@ class RawStdio:
 
     def __init__(self, db_path: Path | str, **env: str) -> None:
         # stderr goes to a file: an unread pipe would fill up and block the server's logging.
-        self.stderr_file = tempfile.TemporaryFile()
+        self.stderr_file = tempfile.TemporaryFile()  # noqa: SIM115  (closed in close())
         self.process = subprocess.Popen(
             [*TICKET_SERVER, "serve"],
             env=server_env(db_path, **env),

@@ -472,11 +472,13 @@ class CallerStore:
                 .where(CallerRow.name == name, CallerRow.revoked_at.is_(None))
                 .values(revoked_at=datetime.now(UTC))
             )
-            if done.rowcount == 0:  # type: ignore[attr-defined]
-                if await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is None:
-                    raise CallerError(
-                        f"no caller named {name!r}; `ticket-server callers list` shows them"
-                    )
+            if (
+                done.rowcount == 0  # type: ignore[attr-defined]
+                and await session.scalar(select(CallerRow.pk).where(CallerRow.name == name)) is None
+            ):
+                raise CallerError(
+                    f"no caller named {name!r}; `ticket-server callers list` shows them"
+                )
         _invalidate()
 
     async def rotate(self, name: str) -> tuple[str, bool]:

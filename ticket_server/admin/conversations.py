@@ -30,6 +30,8 @@ from random import Random
 from typing import Any
 
 from ticket_server.admin.generator import (
+    _NON_ASCII_SENTENCES,
+    _OWNERS_BY_QUEUE,
     ANCHORS,
     CUSTOMERS,
     CUSTOMERS_NON_ASCII,
@@ -37,8 +39,6 @@ from ticket_server.admin.generator import (
     PRIORITIES,
     QUEUES,
     UTC,
-    _NON_ASCII_SENTENCES,
-    _OWNERS_BY_QUEUE,
     _rfc3339,
     generate_tickets,
 )

@@ -43,7 +43,7 @@ import os
 import sys
 from bisect import bisect
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from random import Random
 from typing import Any, BinaryIO
@@ -67,7 +67,6 @@ QUEUES = ("support", "billing", "engineering", "onboarding", "security")
 DEFAULT_SEED = 4412
 FIRST_ID = 1000  # ticket i has id SUP-{FIRST_ID + i}
 
-UTC = timezone.utc
 CREATED_FROM = datetime(2024, 1, 1, tzinfo=UTC)
 CREATED_UNTIL = datetime(2026, 11, 15, tzinfo=UTC)  # exclusive
 UPDATED_UNTIL = datetime(2026, 11, 20, tzinfo=UTC)  # inclusive upper bound of updated_at
@@ -1309,7 +1308,7 @@ _GREETINGS = ("Hi,", "Hello,", "Hi team,", "Hello support,", "Hi there,", "Good 
               "Dear support team,", "Hey,")  # fmt: skip
 _OPENERS = ("Quick question.", "Following up on our call.", "Not sure this is the right queue.",
             "Sorry to bother you again.", "Hope you can help with this.")  # fmt: skip
-_OPENERS_PROBLEM = _OPENERS + ("This has happened a few times now.",)
+_OPENERS_PROBLEM = (*_OPENERS, "This has happened a few times now.")
 _CONTEXT = (
     "We're on the {plan} plan with {seats} seats.",
     "Our account ID is {account_id}.",
@@ -1317,7 +1316,8 @@ _CONTEXT = (
     "Our {team} team asked me to raise this.",
 )
 # Extra context for queues where something is broken.
-_CONTEXT_PROBLEM = _CONTEXT + (
+_CONTEXT_PROBLEM = (
+    *_CONTEXT,
     "It started {when}.",
     "This affects around {n_users} users.",
     "Nothing changed on our side as far as I know.",
@@ -1345,7 +1345,8 @@ _FOLLOWUPS = (
     "Any update on this?",
     "Update: a colleague from {team} will be the contact while I'm out.",
 )
-_FOLLOWUPS_PROBLEM = _FOLLOWUPS + (
+_FOLLOWUPS_PROBLEM = (
+    *_FOLLOWUPS,
     "Update: it happened again this morning.",
     "Update: we tried {workaround} but it didn't help.",
     "Update: a second user reported the same thing.",

@@ -274,7 +274,9 @@ async def probe(
             raise ProbeError(
                 "--token is for HTTP; a stdio server gets its identity from its own settings"
             )
-        stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        stderr = tempfile.TemporaryFile(  # noqa: SIM115  (closed in the finally below)
+            mode="w+", encoding="utf-8", errors="replace"
+        )
         server = {
             "transport": "stdio",
             "command": command,

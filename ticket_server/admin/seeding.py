@@ -55,7 +55,7 @@ def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
     with fh:
         number = 0
         try:
-            for number, line in enumerate(fh, start=1):
+            for number, line in enumerate(fh, start=1):  # noqa: B007  (read by the except)
                 if not line.strip():
                     continue
                 try:

@@ -2,6 +2,7 @@
 server, argument models from input schemas, a gatekeeper with an approval callback,
 JSON-line audit, and model-provider adapters. Works with any MCP server."""
 
+from ticket_server.client.audit import Audit, json_lines, turn
 from ticket_server.client.config import (
     MOST_RESTRICTIVE,
     ConfigError,
@@ -12,8 +13,6 @@ from ticket_server.client.config import (
     load_config,
     parse_config,
 )
-
-from ticket_server.client.audit import Audit, json_lines, turn
 from ticket_server.client.kit import ApprovalRequest, CallRefused, Kit, ask_on_terminal
 from ticket_server.client.session import (
     CallTimeout,
@@ -25,26 +24,26 @@ from ticket_server.client.session import (
 from ticket_server.client.tools import InvalidArguments, ToolDefinition
 
 __all__ = [
+    "MOST_RESTRICTIVE",
     "ApprovalRequest",
     "Audit",
     "CallRefused",
     "CallTimeout",
+    "ConfigError",
+    "Envelope",
     "Handshake",
     "InvalidArguments",
     "Kit",
+    "KitConfig",
     "KitError",
+    "ServerConfig",
     "ServerSession",
     "ServerUnavailable",
+    "ToolConfig",
     "ToolDefinition",
     "ask_on_terminal",
     "json_lines",
-    "turn",
-    "MOST_RESTRICTIVE",
-    "ConfigError",
-    "Envelope",
-    "KitConfig",
-    "ServerConfig",
-    "ToolConfig",
     "load_config",
     "parse_config",
+    "turn",
 ]

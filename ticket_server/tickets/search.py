@@ -55,12 +55,12 @@ once while the tickets do not change.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from itertools import product
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache, lru_cache
+from itertools import product
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -76,10 +76,10 @@ from sqlalchemy import (
     cast,
     column,
     func,
+    intersect,
     literal,
     literal_column,
     or_,
-    intersect,
     select,
     table,
     tuple_,
@@ -401,7 +401,7 @@ def _holders(conversation: bool) -> ColumnElement[int]:
     return _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
 
 
-@lru_cache(maxsize=None)
+@cache
 def _terms_statement(conversation: bool) -> Select[Any]:
     """How many tickets (``conversation``: and comments) hold each of ``terms``."""
     return select(_TERMS.c.term, _holders(conversation)).where(
@@ -593,7 +593,7 @@ def _impact_sums(conversation: bool) -> list[int]:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rank(dialect: str, count: int, sort: Sort, conversation: bool) -> ColumnElement[int]:
     """The rank of a ticket for a query of ``count`` words, with the words as parameters
     (``rank_parameters``): ``matched x MATCHED + score`` (see the module docstring;
@@ -758,7 +758,7 @@ def best_first_applies(
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _postings_statement(after: bool) -> Select[Any]:
     """The first ``n`` postings of ``term``, best first (``after``: after ``impact``,
     ``at``, ``pk``)."""
@@ -877,7 +877,7 @@ _STORED_IMPACTS = (
 _DRIVE = _POSTINGS.alias("drive")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sizes_statement(lists: int, oldest: bool) -> Any:
     """How many postings each of ``lists`` (token, impact) lists holds, counted up to
     ``cap``, and (``oldest``) the ``updated_at`` of its ``cap``-th newest posting, None
@@ -922,7 +922,7 @@ def _looked_up(subquery: Select[Any]) -> ColumnElement[bool]:
     return subquery.offset(0).exists()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
     """The newest ``limit`` tickets on each of ``lists`` (token, impact) lists: the
     first read newest first, the others looked up by primary key (parameters t0, i0,
@@ -957,7 +957,7 @@ def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
     return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _join_statement(lists: int, after: bool) -> Select[Any]:
     """``_group_statement`` as a join of the lists on (``updated_at``, key), for
     PostgreSQL to merge (see ``_merge_only``); parameters as there."""

@@ -31,11 +31,11 @@ from ticket_server.tickets.domain import (
     Visibility,
 )
 from ticket_server.tools import READ_ONLY
-from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
+from ticket_server.tools.outputs import output_schema
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
