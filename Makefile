@@ -40,11 +40,13 @@ test: $(STAMP)
 	exit $$status
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# The formatter and the linter (ruff) and the type checker, each failing on a finding;
-# `make test` runs this first. `ruff format .` and `ruff check --fix .` repair most findings.
+# The formatter and the linter (ruff) and the type checker (mypy, strict on ticket_server/),
+# each failing on a finding; `make test` runs this first. `ruff format .` and
+# `ruff check --fix .` repair most findings.
 lint: $(STAMP)
 	$(BIN)/ruff format --check --quiet .
 	$(BIN)/ruff check --quiet .
+	$(BIN)/mypy
 
 # Benchmarks (bench/README.md): by hand, never in CI; about 30 minutes, more the first
 # time (the 1M-ticket data sets are generated once into .cache/bench/).

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+    from limits.storage import MemoryStorage
 
 
 async def inline_schema_refs(mcp: FastMCP) -> None:
@@ -121,7 +122,7 @@ def h11_with_header_deadline(seconds: float) -> type:
             if idle and self.conn.their_state is h11.IDLE and not self.transport.is_closing():
                 self.transport.close()
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm()
 
@@ -209,7 +210,7 @@ EXPIRY_SECONDS = 1.0
 """How often the in-memory rate-limit storage drops expired entries (``memory_storage``)."""
 
 
-def memory_storage() -> Any:  # -> limits.storage.MemoryStorage
+def memory_storage() -> MemoryStorage:
     """`limits`' in-memory storage (``memory://``), its expired entries dropped on the
     calling thread at most every ``EXPIRY_SECONDS``. As shipped, every hit after a pause
     of 10 ms starts a timer thread to drop them, and ``Thread.start`` waits for the new
@@ -227,6 +228,6 @@ def memory_storage() -> Any:  # -> limits.storage.MemoryStorage
             now = time.monotonic()
             if now - self.expired_at >= EXPIRY_SECONDS:
                 self.expired_at = now
-                self._MemoryStorage__expire_events()
+                self._MemoryStorage__expire_events()  # type: ignore[attr-defined]  # name-mangled
 
     return Storage()

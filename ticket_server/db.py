@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ticket_server.settings import Settings
 
 if TYPE_CHECKING:
+    from alembic.config import Config
     from sqlalchemy import Engine
     from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -185,7 +186,7 @@ def open_repository(settings: Settings) -> TicketRepository:
     )
 
 
-def alembic_config(database_url: str):  # -> alembic.config.Config (imported lazily: start-up cost)
+def alembic_config(database_url: str) -> Config:  # alembic imported lazily: start-up cost
     from alembic.config import Config
 
     cfg = Config()

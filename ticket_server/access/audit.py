@@ -104,10 +104,11 @@ def _refused_content(exc: BaseException) -> bool:
     IntegrityError), not the connection: writing them again would fail again."""
     from sqlalchemy.exc import DataError, IntegrityError
 
-    while exc is not None:
-        if isinstance(exc, DataError | IntegrityError):
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, DataError | IntegrityError):
             return True
-        exc = exc.__cause__  # type: ignore[assignment]
+        cause = cause.__cause__
     return False
 
 

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ticket_server.settings import Settings
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 TOKEN_PREFIX = "tks_"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -299,19 +300,19 @@ class CallerStore:
             yield session
 
     async def _lookup(
-        self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]
-    ) -> Any:
+        self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], R]
+    ) -> R:
         """``read(row)`` of the row ``where(CallerRow)`` selects, kept in the cache under
         ``key``; lookups of one key while it is read share that read (which a caller
         giving up does not cancel)."""
         cached = self._cache.get(key)
         if cached is not _MISS:
-            return cached
+            return cast(R, cached)  # stored under this key by ``_read`` of this ``read``
         task = self._reading.get(key)
         if task is None:
             task = self._reading[key] = asyncio.ensure_future(self._read(key, where, read))
             task.add_done_callback(lambda done: self._read_done(key, done))
-        return await asyncio.shield(task)
+        return cast(R, await asyncio.shield(task))
 
     def _read_done(self, key: Hashable, task: asyncio.Task[Any]) -> None:
         del self._reading[key]
@@ -319,8 +320,8 @@ class CallerStore:
             task.exception()  # retrieved here too: every waiter may have given up
 
     async def _read(
-        self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], Any]
-    ) -> Any:
+        self, key: Hashable, where: Callable[[Any], Any], read: Callable[[CallerRow | None], R]
+    ) -> R:
         from sqlalchemy import select
 
         from ticket_server.access.models import CallerRow

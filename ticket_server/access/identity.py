@@ -16,7 +16,7 @@ effect within that time, one by this process at once.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
 from fastmcp.server.auth.providers.jwt import JWTVerifier
@@ -45,7 +45,7 @@ CLOCK_SKEW_SECONDS = 30
 """How far a token's ``nbf`` may be ahead of this server's clock."""
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

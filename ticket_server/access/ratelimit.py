@@ -22,10 +22,12 @@ import math
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-from limits import RateLimitItem, parse
+from limits import RateLimitItem, WindowStats, parse
+from limits.aio.storage import Storage as AsyncStorage
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
-from limits.storage import storage_from_string
+from limits.storage import Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from ticket_server.access.callers import Caller
@@ -41,7 +43,7 @@ def _is_redis(url: str) -> bool:
     return url.split("://", 1)[0] in ("redis", "rediss", "redis+unix")
 
 
-def async_storage(url: str):  # -> limits.aio.storage.Storage
+def async_storage(url: str) -> AsyncStorage:
     """The async storage for ``url`` (``memory://`` or ``redis://...``)."""
     if _is_redis(url):
         # redis-py's asyncio client; `limits` would otherwise ask for coredis.
@@ -57,17 +59,26 @@ def async_storage(url: str):  # -> limits.aio.storage.Storage
             socket_connect_timeout=STORAGE_TIMEOUT_SECONDS,
             socket_timeout=STORAGE_TIMEOUT_SECONDS,
         )
-        return storage_from_string(f"async+{url}", implementation="redispy", connection_pool=pool)
-    return storage_from_string(f"async+{url}")
+        storage = storage_from_string(
+            f"async+{url}",
+            implementation="redispy",
+            connection_pool=pool,  # type: ignore[arg-type]  # passed on to redis-py as is
+        )
+    else:
+        storage = storage_from_string(f"async+{url}")
+    assert isinstance(storage, AsyncStorage)
+    return storage
 
 
-def sync_storage(url: str):  # -> limits.storage.Storage
+def sync_storage(url: str) -> Storage:
     """The synchronous storage for ``url`` (``memory://``; other schemes as `limits` reads them)."""
     if url == "memory://":
         from ticket_server import compat
 
         return compat.memory_storage()
-    return storage_from_string(url)
+    storage = storage_from_string(url)
+    assert isinstance(storage, Storage)
+    return storage
 
 
 @lru_cache(maxsize=1024)
@@ -88,7 +99,7 @@ class Refusal:
     (``META_KEY``: the limit and the wait), and whether the storage was the reason."""
 
     text: str
-    meta: dict[str, object]
+    meta: dict[str, Any]
     storage_unavailable: bool = False
 
 
@@ -104,10 +115,15 @@ class ToolLimiter:
         # memory storage costs a task and a thread hop per hit). The same moving-window
         # algorithm either way.
         self.is_async = _is_redis(url)
-        self.storage = async_storage(url) if self.is_async else sync_storage(url)
-        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(
-            self.storage
-        )
+        self.storage: Storage | AsyncStorage
+        self.async_limiter: AsyncMovingWindowRateLimiter | None = None
+        self.sync_limiter: MovingWindowRateLimiter | None = None
+        if self.is_async:
+            self.storage = async_storage(url)
+            self.async_limiter = AsyncMovingWindowRateLimiter(self.storage)
+        else:
+            self.storage = sync_storage(url)
+            self.sync_limiter = MovingWindowRateLimiter(self.storage)
         self.failure = settings.rate_limit_failure
         self.storage_down = False
 
@@ -135,7 +151,7 @@ class ToolLimiter:
         if self.storage_down:
             self.storage_down = False
             log.warning("rate-limit storage answers again: tool limits apply")
-        if allowed:
+        if allowed or stats is None:
             return None
         retry = max(1, math.ceil(stats.reset_time - time.time()))
         text = (
@@ -144,15 +160,18 @@ class ToolLimiter:
         )
         return Refusal(text, {META_KEY: {"limit": str(item), "retry_after_seconds": retry}})
 
-    async def _hit(self, item: RateLimitItem, caller: str, tool: str):  # type: ignore[no-untyped-def]
+    async def _hit(
+        self, item: RateLimitItem, caller: str, tool: str
+    ) -> tuple[bool, WindowStats | None]:
         """(allowed, window stats when refused) for one call of ``tool`` by ``caller``."""
-        if self.is_async:
-            if await self.limiter.hit(item, "tool", caller, tool):
+        if self.async_limiter is not None:
+            if await self.async_limiter.hit(item, "tool", caller, tool):
                 return True, None
-            return False, await self.limiter.get_window_stats(item, "tool", caller, tool)
-        if self.limiter.hit(item, "tool", caller, tool):
+            return False, await self.async_limiter.get_window_stats(item, "tool", caller, tool)
+        assert self.sync_limiter is not None
+        if self.sync_limiter.hit(item, "tool", caller, tool):
             return True, None
-        return False, self.limiter.get_window_stats(item, "tool", caller, tool)
+        return False, self.sync_limiter.get_window_stats(item, "tool", caller, tool)
 
     def _went_down(self, exc: BaseException) -> None:
         if self.storage_down:
@@ -218,22 +237,27 @@ class HttpLimiter:
         self.default = parse(settings.http_rate_limit)
         url = settings.rate_limit_storage_url
         self.is_async = _is_redis(url)
-        storage = async_storage(url) if self.is_async else sync_storage(url)
-        self.limiter = (AsyncMovingWindowRateLimiter if self.is_async else MovingWindowRateLimiter)(
-            storage
-        )
-        self.storage = storage
-        self.memory = MovingWindowRateLimiter(compat.memory_storage())
+        self.storage: Storage | AsyncStorage
+        self.async_limiter: AsyncMovingWindowRateLimiter | None = None
+        # ``local``: the memory:// storage's limiter, or with Redis this process's memory,
+        # counting while Redis does not answer.
+        if self.is_async:
+            self.storage = async_storage(url)
+            self.async_limiter = AsyncMovingWindowRateLimiter(self.storage)
+            self.local = MovingWindowRateLimiter(compat.memory_storage())
+        else:
+            self.storage = sync_storage(url)
+            self.local = MovingWindowRateLimiter(self.storage)
         self.retry_storage_at = 0.0
         self.storage_down = False
 
     async def hit(self, key: str, limit: str | None = None) -> HttpVerdict:
         """Count one request for ``key`` against ``limit`` (or the default)."""
         item = parse_limit(limit) if limit else self.default
-        if self.is_async and time.monotonic() >= self.retry_storage_at:
+        if self.async_limiter is not None and time.monotonic() >= self.retry_storage_at:
             try:
-                allowed = await self.limiter.hit(item, "http", key)
-                stats = await self.limiter.get_window_stats(item, "http", key)
+                allowed = await self.async_limiter.hit(item, "http", key)
+                stats = await self.async_limiter.get_window_stats(item, "http", key)
                 self.storage_down = False
                 return _verdict(item, allowed, stats)
             except self.storage.base_exceptions as exc:
@@ -244,11 +268,10 @@ class HttpLimiter:
                         f"HTTP request limit: counting in this process's memory while the "
                         f"rate-limit storage does not answer ({type(exc).__name__})"
                     )
-        limiter = self.memory if self.is_async else self.limiter
-        allowed = limiter.hit(item, "http", key)
-        return _verdict(item, allowed, limiter.get_window_stats(item, "http", key))
+        allowed = self.local.hit(item, "http", key)
+        return _verdict(item, allowed, self.local.get_window_stats(item, "http", key))
 
 
-def _verdict(item: RateLimitItem, allowed: bool, stats) -> HttpVerdict:  # type: ignore[no-untyped-def]
+def _verdict(item: RateLimitItem, allowed: bool, stats: WindowStats) -> HttpVerdict:
     reset = max(1, math.ceil(stats.reset_time - time.time()))
     return HttpVerdict(allowed, item.amount, max(0, stats.remaining), reset)

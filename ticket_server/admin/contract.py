@@ -235,4 +235,5 @@ def write_contract(contract: dict[str, Any], path: Path = CONTRACT_FILE) -> None
 
 
 def read_contract(path: Path = CONTRACT_FILE) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    contract: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return contract

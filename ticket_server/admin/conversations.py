@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -38,7 +38,6 @@ from ticket_server.admin.generator import (
     DEFAULT_SEED,
     PRIORITIES,
     QUEUES,
-    UTC,
     _rfc3339,
     generate_tickets,
 )

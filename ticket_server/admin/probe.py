@@ -258,6 +258,7 @@ async def probe(
 
     http: _HttpWatch | None = None
     stderr: Any = None
+    server: dict[str, Any]
     if isinstance(target, str):
         if not target.startswith(("http://", "https://")):
             raise ProbeError(

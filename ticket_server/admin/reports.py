@@ -80,9 +80,11 @@ async def deprecated_usage(
     # SQLite returns max(time) as text: read it through the column's type again.
     out = []
     for caller, tool, count, when in rows:
-        if isinstance(when, str):
-            when = datetime.fromisoformat(when).replace(tzinfo=UTC)
-        out.append((caller, tool, int(count), when))
+        read: object = when  # typed datetime, but text on SQLite
+        if isinstance(read, str):
+            read = datetime.fromisoformat(read).replace(tzinfo=UTC)
+        assert isinstance(read, datetime)
+        out.append((caller, tool, int(count), read))
     return out
 
 

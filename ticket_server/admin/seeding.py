@@ -106,8 +106,10 @@ def sample_records(name: str) -> Iterator[dict[str, Any]]:
         return read_records(SAMPLE_FILES[name])
     if name == "customers":
         return iter(generate_customers())
-    index = 1 if name == "comments" else 2
-    return (record for row in generate_conversations(SAMPLE_COUNT) for record in row[index])
+    conversations = generate_conversations(SAMPLE_COUNT)
+    if name == "comments":
+        return (record for _, comments, _ in conversations for record in comments)
+    return (record for _, _, events in conversations for record in events)
 
 
 def _generated(
@@ -163,8 +165,8 @@ async def seed(
     if count is not None:
         batches, customers = _generated(count), generate_customers()
     else:
-        tickets = read_jsonl(Path(path)) if path is not None else sample_tickets()
-        batches = ((batch, [], []) for batch in _batches(tickets))
+        records = read_jsonl(Path(path)) if path is not None else sample_tickets()
+        batches = ((batch, [], []) for batch in _batches(records))
         customers = list(sample_records("customers"))
     engine = create_engine(settings)
     if settings.sqlite_path is not None:

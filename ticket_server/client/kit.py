@@ -186,7 +186,7 @@ class Kit:
     async def visible_tools(self) -> list[ToolDefinition]:
         """The tools the model is shown: pinned and visible, server by server. The
         others stay reachable by name through ``call`` (pinned ones) or not at all."""
-        shown = []
+        shown: list[ToolDefinition] = []
         for name in self.config.servers:
             shown.extend(t for t in await self.tools(name) if t.pinned and t.visible)
         return shown
@@ -347,7 +347,11 @@ class Kit:
     ) -> Any:
         for attempt in range(1, attempts + 1):
             started = time.perf_counter()
-            fields = {"tool": definition.name, "attempt": attempt, "idempotent": idempotent}
+            fields: dict[str, Any] = {
+                "tool": definition.name,
+                "attempt": attempt,
+                "idempotent": idempotent,
+            }
             try:
                 result = await session.run(
                     op, deadline_seconds=deadline, what=f"tools/call {definition.name}"
@@ -397,12 +401,9 @@ class Kit:
             in_flight = self._in_flight.get(server, [])
             if current is None and len(in_flight) == 1:
                 current = in_flight[0]
-            schema = getattr(params, "requested_schema", None)
-            schema = (
-                schema.model_dump(by_alias=True, exclude_none=True)
-                if hasattr(schema, "model_dump")
-                else schema
-            )
+            schema: Any = getattr(params, "requested_schema", None)
+            if hasattr(schema, "model_dump"):
+                schema = schema.model_dump(by_alias=True, exclude_none=True)
             request = ApprovalRequest(
                 kind="elicitation",
                 server=server,

@@ -245,7 +245,8 @@ class ServerSession:
             )
         if request.error is not None:
             raise request.error
-        return request.value
+        value: T = request.value
+        return value
 
     async def _owner(self, trace_id: str) -> Any:
         async with self._lock:
@@ -288,6 +289,7 @@ class ServerSession:
                 headers=headers, timeout=httpx.Timeout(config.deadline_seconds), event_hooks=hooks
             )
             stack.push_async_callback(http.aclose)
+            assert config.url  # ServerConfig requires one for HTTP
             transport = streamable_http_client(config.url, http_client=http)
             shown = config.url
         self.audit.emit(

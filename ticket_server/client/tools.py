@@ -32,11 +32,11 @@ class ToolDefinition:
 
     @property
     def name(self) -> str:
-        return self.tool.name
+        return str(self.tool.name)
 
     @property
     def description(self) -> str:
-        return self.tool.description or self.tool.title or self.tool.name
+        return str(self.tool.description or self.tool.title or self.tool.name)
 
     @property
     def input_schema(self) -> dict[str, Any]:

@@ -65,7 +65,8 @@ def _stem(word: str) -> str:
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = Stemmer.Stemmer("english")
-    return stemmer.stemWord(word)
+    stem: str = stemmer.stemWord(word)
+    return stem
 
 
 def fold(text: str) -> str:

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar
 
-from sqlalchemy import DateTime, Enum, ForeignKey, Index, Integer, SmallInteger, String, Text
+from sqlalchemy import (
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -17,6 +28,20 @@ from ticket_server.tickets.domain import (
     TicketStatus,
     Visibility,
 )
+
+__all__ = [
+    "Base",
+    "Comment",
+    "Customer",
+    "SearchPosting",
+    "SearchTerm",
+    "Ticket",
+    "TicketEvent",
+    "TicketPriority",
+    "TicketStatus",
+    "UTCDateTime",
+    "WriteRequest",
+]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -44,7 +69,10 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 class Base(DeclarativeBase):
-    pass
+    if TYPE_CHECKING:
+        # Every model here is mapped to one Table (never a join or a select), so its
+        # __table__ has insert(), update() and delete(); SQLAlchemy types it FromClause.
+        __table__: ClassVar[Table]
 
 
 def _enum(enum: type[StrEnum], name: str) -> Enum:

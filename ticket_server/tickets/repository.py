@@ -486,6 +486,7 @@ class TicketRepository:
             from sqlalchemy.exc import OperationalError
 
             sqlite = conn.connection.driver_connection
+            assert sqlite is not None  # a checked-out connection holds its driver's
             deadline = time.monotonic() + budget
             sqlite.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
             try:

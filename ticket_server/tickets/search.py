@@ -58,7 +58,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache, lru_cache
 from itertools import product
 from typing import Any, Literal
@@ -85,7 +85,7 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label
 
 from ticket_server.tickets.analyzer import (
     MAX_WORDS,
@@ -116,14 +116,14 @@ MATCHED = (
 TOTAL = ""  # the search_terms row that counts the tickets and comments indexed
 
 _fts = table("tickets_fts", column("rowid"))
-_FTS_TABLE = literal_column("tickets_fts")
-_VECTOR = literal_column("tickets.search_vector")
+_FTS_TABLE: ColumnClause[Any] = literal_column("tickets_fts")
+_VECTOR: ColumnClause[Any] = literal_column("tickets.search_vector")
 _TERMS = SearchTerm.__table__
 _POSTINGS = SearchPosting.__table__
 _COMMENTS = Comment.__table__
 _comments_fts = table("comments_fts", column("rowid"))
-_COMMENTS_FTS_TABLE = literal_column("comments_fts")
-_COMMENT_VECTOR = literal_column("comments.search_vector")
+_COMMENTS_FTS_TABLE: ColumnClause[Any] = literal_column("comments_fts")
+_COMMENT_VECTOR: ColumnClause[Any] = literal_column("comments.search_vector")
 
 
 # -- writing ------------------------------------------------------------------------
@@ -148,9 +148,11 @@ def _dialect_insert(conn: Connection) -> Any:
     server on SQLite (e.g. over stdio) never needs."""
     if conn.dialect.name == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    return insert
+
+        return insert
+    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+    return postgresql_insert
 
 
 def postings(columns: Mapping[str, Any]) -> dict[str, int]:
@@ -160,7 +162,7 @@ def postings(columns: Mapping[str, Any]) -> dict[str, int]:
     return {t: SUBJECT_WEIGHT * (t in subject) + BODY_WEIGHT * (t in body) for t in subject | body}
 
 
-def _posting_rows(tickets: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _posting_rows(tickets: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     return [
         {"p_term": term, "p_impact": impact, "p_at": t["updated_at"], "p_ticket": t["pk"]}
         for t in tickets
@@ -177,7 +179,7 @@ _POSTING_KEY = and_(
 
 
 def post(
-    conn: Connection, tickets: Iterable[Mapping[str, Any]], *, missing_only: bool = False
+    conn: Connection, tickets: Iterable[Mapping[Any, Any]], *, missing_only: bool = False
 ) -> None:
     """Write the postings of ``tickets`` (mappings with ``pk``, ``updated_at`` and the
     search columns) in the caller's transaction. Every ticket written goes through here.
@@ -219,7 +221,7 @@ def post_unposted_tickets(conn: Connection, after: int, batch: int) -> tuple[int
     return rows[-1]["pk"], len(rows)
 
 
-def unpost(conn: Connection, tickets: Iterable[Mapping[str, Any]]) -> None:
+def unpost(conn: Connection, tickets: Iterable[Mapping[Any, Any]]) -> None:
     """Remove the postings of ``tickets`` as they are stored (see ``post``)."""
     rows = _posting_rows(tickets)
     if rows:
@@ -430,7 +432,9 @@ def analyze_query(
         return query
     tokens = [t for t, _ in words]
     holders = _holders(conversation)
-    counts = dict(conn.execute(_terms_statement(conversation), {"terms": [TOTAL, *tokens]}).all())
+    counts: dict[str, int] = dict(
+        conn.execute(_terms_statement(conversation), {"terms": [TOTAL, *tokens]}).tuples().all()
+    )
     total = max(counts.get(TOTAL, 0), 1)
     held = _conversation_candidates if conversation else _candidates
 
@@ -655,7 +659,7 @@ def _by_key_statement(
     """The tickets' columns ``names`` and the relevance sort key over their own text
     (parameters from ``rank_parameters``) of the tickets whose keys are ``pks`` (an
     expanding parameter), among those ``filters`` leave."""
-    keys = [
+    keys: list[Label[Any]] = [
         _rank(dialect, count, "relevance", False).label("rank"),
         Ticket.updated_at.label("updated_at"),
         Ticket.pk.label("pk"),
@@ -672,7 +676,7 @@ def _read_page(
     columns: Sequence[Any],
     words: Sequence[Word],
     pks: Sequence[int],
-) -> list[Row[Any]]:
+) -> Sequence[Row[Any]]:
     """``columns`` and the relevance sort key of the tickets ``pks``, best first."""
     stmt = _by_key_statement(dialect, len(words), tuple(c.name for c in columns), SearchFilters())
     rows = conn.execute(
@@ -683,7 +687,7 @@ def _read_page(
 
 def _after(keys: list[Any], values: list[Any]) -> ColumnElement[bool]:
     """Rows after ``values`` in the descending order of ``keys`` (a row-value ``<``)."""
-    cond = keys[-1] < values[-1]
+    cond: ColumnElement[bool] = keys[-1] < values[-1]
     for key, value in zip(reversed(keys[:-1]), reversed(values[:-1])):
         cond = or_(key < value, and_(key == value, cond))
     return cond
@@ -786,7 +790,7 @@ class _Holders:
     last: tuple[int, datetime, int] | None = None
     done: bool = False
 
-    def read(self, conn: Connection, n: int) -> list[Row[Any]]:
+    def read(self, conn: Connection, n: int) -> Sequence[Row[Any]]:
         params = {"term": self.word.token, "n": n}
         if self.last is not None:
             params.update(zip(("impact", "at", "pk"), self.last))
@@ -806,7 +810,7 @@ def relevance_page(
     after: Position | None,
     limit: int,
     budget: int | None = None,
-) -> list[Row[Any]]:
+) -> Sequence[Row[Any]]:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
     by the cheapest of four ways that give them, tried in turn:
     1. ``every_word_page`` (two words or more) while it reads at most ``budget``
@@ -1080,7 +1084,7 @@ def every_word_page(
     limit: int,
     budget: int = EVERY_WORD_BUDGET,
     first: int = _SIZED,
-) -> list[Row[Any]] | None:
+) -> Sequence[Row[Any]] | None:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``)
     of two words or more, when the tickets holding every word fill the page; None when
     they do not (the page then needs tickets holding fewer words) or when finding them
@@ -1126,9 +1130,8 @@ def every_word_page(
         ),
         reverse=True,
     )
-    skip = (
-        None if after is None else after.rank - len(words) * MATCHED
-    )  # the score of the last page's end
+    # the score of the last page's end (``after.rank`` is set: see the test above)
+    skip = None if after is None or after.rank is None else after.rank - len(words) * MATCHED
     conditions = filters.conditions()
     found: list[tuple[int, datetime, int]] = []
     spent = 0
@@ -1139,7 +1142,7 @@ def every_word_page(
         score: int,
         since: datetime | None = None,
         merge: bool = False,
-    ) -> list[Row[Any]]:
+    ) -> Sequence[Row[datetime, int]]:
         if merge and dialect != "postgresql":
             stmt = _intersect_statement(len(lists), skip is not None and score == skip, filters)
         else:
@@ -1158,7 +1161,7 @@ def every_word_page(
         params: dict[str, Any] = {
             f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)
         }
-        if skip is not None and score == skip:
+        if after is not None and skip is not None and score == skip:
             params.update(at=after.updated_at, pk=after.pk)
         if since is not None:
             params["since"] = since
@@ -1174,7 +1177,7 @@ def every_word_page(
             lists = sorted(
                 ((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key]
             )
-            rows = []
+            rows: Sequence[Row[datetime, int]] = []
             if sizes[lists[0]] >= first and dialect == "postgresql":
                 # Only long lists, on PostgreSQL: merged (``_merge_only``), each read as far as
                 # the group's page lies, at most to its end.
@@ -1182,9 +1185,9 @@ def every_word_page(
             elif sizes[lists[0]] >= first:
                 # Only long lists: their ``first`` newest postings (those counted) often hold
                 # the group's page; else they are counted up to the budget left, and read to the end.
-                lists.sort(
-                    key=lambda key: counted[key][1]
-                )  # the one whose first postings go back furthest
+                # the one whose first postings go back furthest (every list here holds
+                # ``first`` postings or more, so each has its oldest counted one)
+                lists.sort(key=lambda key: counted[key][1] or datetime.max.replace(tzinfo=UTC))
                 spent += first
                 if spent > budget:
                     return None
@@ -1240,7 +1243,7 @@ def best_first_page(
     after: Position | None,
     limit: int,
     budget: int | None = None,
-) -> list[Row[Any]] | None:
+) -> Sequence[Row[Any]] | None:
     """The rows ``build_page`` returns for a relevance search (``best_first_applies``),
     found by reading each word's postings best first and stopping once no ticket not
     yet read can rank above the page: the threshold algorithm of Fagin, Lotem and Naor,

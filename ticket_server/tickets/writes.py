@@ -298,7 +298,7 @@ class TicketWrites:
             comment = None
             if change.comment is not None:
                 body, visibility = change.comment
-                pk = conn.execute(
+                inserted = conn.execute(
                     insert(_COMMENTS).values(
                         ticket_id=ticket_id,
                         author=ctx.actor,
@@ -308,8 +308,9 @@ class TicketWrites:
                         created_at=now,
                         search_body=comment_search_bodies(conn, [body])[0],
                     )
-                ).inserted_primary_key[0]
-                comment = AddedComment(id=pk, visibility=visibility, created_at=now)
+                ).inserted_primary_key
+                assert inserted is not None  # a single-row INSERT reports its key
+                comment = AddedComment(id=inserted[0], visibility=visibility, created_at=now)
             after = {**state, **values}
             outcome = WriteOutcome(
                 ticket_id=ticket_id,

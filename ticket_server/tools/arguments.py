@@ -17,7 +17,7 @@ and pass the tool through :func:`drop_null_defaults` before adding it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastmcp.tools import Tool
 from pydantic import AfterValidator, Field, StringConstraints
@@ -37,9 +37,12 @@ def _unpublish_blank(schema: dict[str, Any]) -> None:
     schema["anyOf"] = [v for v in schema["anyOf"] if v.get("pattern") != BLANK]
 
 
-Omittable = Annotated[
-    _Blank | T | None, Field(union_mode="left_to_right", json_schema_extra=_unpublish_blank)
-]
+if TYPE_CHECKING:  # blank text is validated to None: what the tool receives is T or None
+    Omittable = Annotated[T | None, ...]
+else:
+    Omittable = Annotated[
+        _Blank | T | None, Field(union_mode="left_to_right", json_schema_extra=_unpublish_blank)
+    ]
 """``T``, or absent: an omitted argument, ``null`` and blank text all arrive as ``None``.
 Published as ``anyOf: [<T's schema>, {"type": "null"}]``."""
 

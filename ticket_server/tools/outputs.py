@@ -40,4 +40,5 @@ def _shape(schema: Any) -> Any:
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     """``model``'s JSON Schema (serialization mode, as results are dumped) as published."""
-    return _shape(model.model_json_schema(mode="serialization"))
+    schema: dict[str, Any] = _shape(model.model_json_schema(mode="serialization"))
+    return schema

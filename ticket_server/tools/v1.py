@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.tools import ToolResult
@@ -32,7 +33,7 @@ def _described(fn, deprecation: Deprecation) -> str:  # type: ignore[no-untyped-
 def register(mcp: FastMCP, repo: TicketRepository, versions: ToolVersions) -> None:
     """Add the original tools to ``mcp``, each announcing its retirement."""
 
-    def tool(fn):  # type: ignore[no-untyped-def]
+    def tool(fn: Callable[..., Awaitable[Any]]) -> object:
         d = versions.deprecations[fn.__name__]
         return mcp.tool(
             name=fn.__name__,

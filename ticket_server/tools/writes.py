@@ -299,7 +299,8 @@ class Writer:
         if record is None or record.protocol_version != "2026-07-28":
             answer = await ctx.elicit(question, response_type=bool)
             outcome = answer.action
-            if outcome == "accept" and answer.data is not True:  # accepted the form, answered "no"
+            # accepted the form, answered "no"
+            if outcome == "accept" and getattr(answer, "data", None) is not True:
                 outcome = "decline"
             return wctx, self._answered(action, outcome)
         binding = {"c": wctx.actor, "t": wctx.tool, "k": ticket_id, "h": wctx.request_sha256}
@@ -329,25 +330,26 @@ class Writer:
                 "nothing was changed. Call the tool again without request state to ask the person "
                 "afresh."
             )
-        claims = self.states.unseal(state)
-        if claims is None or any(claims.get(k) != v for k, v in binding.items()):
+        sealed = self.states.unseal(state)
+        if sealed is None or any(sealed.get(k) != v for k, v in binding.items()):
             _note(f"confirmation state invalid ({action})")
             raise ToolError(
                 "The confirmation does not match this request; nothing was changed. Call the tool "
                 "again to ask the person afresh."
             )
-        if not isinstance(claims.get("e"), int) or claims["e"] <= time.time():
+        expires = sealed.get("e")
+        if not isinstance(expires, int) or expires <= time.time():
             _note(f"confirmation expired ({action})")
             raise ToolError(
                 "The confirmation expired; nothing was changed. Call the tool again to ask afresh."
             )
         responses = ctx.input_responses or {}
-        answer = responses.get(CONFIRM_REQUEST)
-        outcome = getattr(answer, "action", "cancel")
-        content = getattr(answer, "content", None) or {}
+        response = responses.get(CONFIRM_REQUEST)
+        outcome = getattr(response, "action", "cancel")
+        content = getattr(response, "content", None) or {}
         if outcome == "accept" and content.get("confirm") is not True:
             outcome = "decline"
-        wctx = replace(wctx, confirmation_nonce=str(claims.get("n")))
+        wctx = replace(wctx, confirmation_nonce=str(sealed.get("n")))
         if outcome != "accept":  # spent, so this state cannot confirm a write later
             await self.guarded(self.writes.spend_confirmation(wctx, ticket_id))
         return wctx, self._answered(action, outcome)
@@ -490,7 +492,7 @@ def register(
             Visibility.INTERNAL,
         )
         if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]  (FastMCP sends it as the input request)
+            return done  # type: ignore[return-value]  # FastMCP sends it as the input request
         outcome, replayed = done
         assert outcome.comment is not None
         return _result(

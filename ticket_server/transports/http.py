@@ -33,7 +33,7 @@ import hmac
 import json
 from collections.abc import Awaitable, Callable
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import AnyHttpUrl
 from starlette.requests import Request
@@ -56,6 +56,9 @@ from ticket_server.settings import Settings
 from ticket_server.tickets.domain import DatabaseUnavailable
 from ticket_server.tools.errors import DATABASE_UNAVAILABLE
 from ticket_server.transports import frames
+
+if TYPE_CHECKING:
+    from fastmcp.server.http import StarletteWithLifespan
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.", "::1")
@@ -515,7 +518,7 @@ def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
     return headers.get("mcp-method") == "tools/call", headers.get("mcp-name")
 
 
-def create_app():  # -> fastmcp StarletteWithLifespan
+def create_app() -> StarletteWithLifespan:
     """The app from the environment's settings: the factory each uvicorn worker calls
     (`ticket-server serve --transport http --workers N`, see ``export_to_workers``)."""
     from ticket_server.logging import configure_logging
@@ -541,7 +544,7 @@ def export_to_workers(settings: Settings) -> None:
     )
 
 
-def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
+def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     """The whole HTTP surface on ``runtime``. Host/Origin validation (DNS-rebinding
     protection, MCP spec "Transports: Security Warning") is always on; loopback names are
     accepted, others only when listed in ``allowed_hosts``/``allowed_origins``. CORS
@@ -619,7 +622,7 @@ def build_http_app(runtime: Runtime):  # -> fastmcp StarletteWithLifespan
 
 # For `--workers N` (``uvicorn.run`` with a factory): each worker process imports its
 # protocol by name, since a class made in the parent cannot be handed over.
-WORKER_OPTIONS = {
+WORKER_OPTIONS: dict[str, Any] = {
     "server_header": False,
     "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
     "http": f"{__name__}:worker_h11_protocol",
@@ -634,7 +637,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def serve(app, host: str, port: int, header_timeout: float) -> None:
+def serve(app: ASGIApp, host: str, port: int, header_timeout: float) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
     with the audit trail's flush, included) exits 0. A connection that has not sent a
     request's headers within ``header_timeout`` seconds is closed (slowloris), and no
