@@ -6,11 +6,13 @@ runtime made here; nothing else constructs these parts.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
 
 log = logging.getLogger(__name__)
+
+FOLD_SECONDS = 5.0  # how often the search word counts take in what writes appended
 
 INSTRUCTIONS = """\
 This server reads a support organisation's ticket database; callers allowed to write
@@ -69,15 +73,34 @@ class Runtime:
     versions: ToolVersions
     cursor_key: Callable[[], bytes]
     cursor_warning: str | None = None
+    folding: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self) -> None:
         if self.cursor_warning is not None:
             log.warning(self.cursor_warning)
         await self.audit.start()
+        self.folding = asyncio.create_task(self._fold_term_counts())
+
+    async def _fold_term_counts(self) -> None:
+        """Every ``FOLD_SECONDS``, the search word counts' deltas that writes appended
+        are added to the counts (``TicketRepository.fold_term_deltas``), in transactions
+        of their own, so that no write waits on a word's row."""
+        from ticket_server.tickets.domain import DatabaseUnavailable
+
+        while True:
+            await asyncio.sleep(FOLD_SECONDS)
+            try:
+                await self.repository.fold_term_deltas()
+            except DatabaseUnavailable as exc:  # searches still count the deltas
+                log.warning(f"search word counts not folded: {exc}")
 
     async def stop(self) -> None:
         """Flush the audit trail and close connections, even when being cancelled."""
         with anyio.CancelScope(shield=True):
+            if self.folding is not None:
+                self.folding.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.folding
             await self.audit.stop()
             await self.callers.aclose()
             await self.repository.aclose()

@@ -157,6 +157,7 @@ async def seed(
     from ticket_server.db import create_engine, require_current_schema
     from ticket_server.tickets.models import Customer, Ticket
     from ticket_server.tickets.repository import insert_tickets
+    from ticket_server.tickets.search import fold_all_term_deltas
 
     await require_current_schema(settings)
     if count is not None and count < 0:
@@ -207,6 +208,7 @@ async def seed(
                             "database, or load a file with other ids"
                         )
                     added += await conn.run_sync(insert_tickets, tickets, comments, events)
+                    await conn.run_sync(fold_all_term_deltas)  # one writer: nobody waits
                     advance(len(tickets))
                     log.debug(
                         f"wrote {added} tickets, kept once all are written",
@@ -216,6 +218,7 @@ async def seed(
                     for name in ("comments", "events"):
                         for batch in _batches(sample_records(name)):
                             await conn.run_sync(insert_tickets, [], **{name: batch})
+                    await conn.run_sync(fold_all_term_deltas)
         return added
     finally:
         await engine.dispose()
@@ -264,6 +267,8 @@ async def reindex(settings: Settings) -> tuple[int, int]:
     await require_current_schema(settings)
     repo = open_repository(settings)
     try:
-        return await repo.analyze_unindexed_comments(), await repo.post_unposted_tickets()
+        done = await repo.analyze_unindexed_comments(), await repo.post_unposted_tickets()
+        await repo.fold_term_deltas()
+        return done
     finally:
         await repo.aclose()

@@ -35,6 +35,7 @@ __all__ = [
     "Customer",
     "SearchPosting",
     "SearchTerm",
+    "SearchTermDelta",
     "Ticket",
     "TicketEvent",
     "TicketPriority",
@@ -194,6 +195,24 @@ class SearchTerm(Base):
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
     tickets: Mapped[int] = mapped_column(Integer)
     comments: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+class SearchTermDelta(Base):
+    """A change to ``search_terms`` not yet added to it: what one write did to how many
+    tickets and comments hold ``term``. Writes append rows here, in their own
+    transaction, instead of updating the shared ``search_terms`` row of each word (which
+    made writers to different tickets wait on each other's row locks); a word's counts
+    are its ``search_terms`` row plus its rows here, and ``fold_term_deltas`` adds these
+    rows to ``search_terms`` outside any write's transaction."""
+
+    __tablename__ = "search_term_deltas"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    term: Mapped[str] = mapped_column(String(64))
+    tickets: Mapped[int] = mapped_column(Integer)
+    comments: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (Index("ix_search_term_deltas_term", "term"),)
 
 
 class SearchPosting(Base):

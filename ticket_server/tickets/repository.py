@@ -616,6 +616,20 @@ class TicketRepository:
 
         return await self._in_batches(post_unposted_tickets, batch)
 
+    async def fold_term_deltas(self) -> int:
+        """Fold the word-count deltas writes left (``tickets.search.fold_term_deltas``)
+        into ``search_terms``, ``FOLD_ROWS`` per transaction; returns how many rows."""
+        from ticket_server.tickets.search import FOLD_ROWS, fold_term_deltas, has_term_deltas
+
+        if not await self._read(has_term_deltas):  # nothing to write (nor a write lock)
+            return 0
+        total = 0
+        while True:
+            done = await self._write(fold_term_deltas)
+            total += done
+            if done < FOLD_ROWS:
+                return total
+
     async def _in_batches(self, step: Callable[..., tuple[int, int]], batch: int) -> int:
         """``step(connection, after=key, batch=batch)`` in one transaction each, from key 0
         on, until it returns the key 0 (none left); returns the sum of the counts it returns."""

@@ -85,7 +85,9 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
+from sqlalchemy import text as sql
 from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label
+from sqlalchemy.sql.selectable import Subquery
 
 from ticket_server.tickets.analyzer import (
     MAX_WORDS,
@@ -101,6 +103,7 @@ from ticket_server.tickets.models import (
     Comment,
     SearchPosting,
     SearchTerm,
+    SearchTermDelta,
     Ticket,
     TicketPriority,
     TicketStatus,
@@ -119,6 +122,8 @@ _fts = table("tickets_fts", column("rowid"))
 _FTS_TABLE: ColumnClause[Any] = literal_column("tickets_fts")
 _VECTOR: ColumnClause[Any] = literal_column("tickets.search_vector")
 _TERMS = SearchTerm.__table__
+_DELTAS = SearchTermDelta.__table__
+FOLD_ROWS = 20_000  # deltas folded into search_terms per transaction
 _POSTINGS = SearchPosting.__table__
 _COMMENTS = Comment.__table__
 _comments_fts = table("comments_fts", column("rowid"))
@@ -242,19 +247,77 @@ def move_postings(conn: Connection, ticket: Mapping[str, Any], updated_at: datet
 def count_terms(
     conn: Connection, delta: Counter[str], of: Literal["tickets", "comments"] = "tickets"
 ) -> None:
-    """Add ``delta`` (term -> change in the number of tickets, or comments, holding it)
-    to ``search_terms``. Terms are written in sorted order, so concurrent writers lock
-    rows in the same order."""
+    """Record ``delta`` (term -> change in the number of tickets, or comments, holding it)
+    in the caller's transaction, as new ``search_term_deltas`` rows: an insert takes no
+    lock another writer waits on, where updating ``search_terms`` would lock each word's
+    row (and the total's) until the write commits. ``fold_term_deltas`` adds them to
+    ``search_terms`` later; readers count both (``_counts``)."""
     other = "comments" if of == "tickets" else "tickets"
     rows = [{"term": t, of: n, other: 0} for t, n in sorted(delta.items()) if n]
-    if not rows:
-        return
-    stmt = _dialect_insert(conn)(_TERMS)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[_TERMS.c.term], set_={of: _TERMS.c[of] + stmt.excluded[of]}
-    )
     for start in range(0, len(rows), 5000):
-        conn.execute(stmt, rows[start : start + 5000])
+        conn.execute(_DELTAS.insert(), rows[start : start + 5000])
+
+
+def fold_term_deltas(conn: Connection, limit: int = FOLD_ROWS) -> int:
+    """Add up to ``limit`` of the oldest ``search_term_deltas`` rows to ``search_terms``
+    and remove them, in the caller's transaction (of its own: it locks the words' rows
+    until it commits). Returns how many rows were folded.
+
+    PostgreSQL: one statement takes the rows with ``FOR UPDATE SKIP LOCKED`` and adds
+    exactly the rows it deleted, so replicas folding at once take disjoint rows and a
+    delta committed meanwhile is left for the next fold. SQLite has one writer at a
+    time: the rows are summed, then deleted, under the transaction's write lock."""
+    columns = "term, tickets, comments"
+    upsert = (
+        "ON CONFLICT (term) DO UPDATE SET tickets = search_terms.tickets + excluded.tickets, "
+        "comments = search_terms.comments + excluded.comments"
+    )
+    if conn.dialect.name == "postgresql":
+        moved = conn.execute(
+            sql(
+                "WITH moved AS (DELETE FROM search_term_deltas WHERE pk IN ("
+                "SELECT pk FROM search_term_deltas ORDER BY pk LIMIT :limit "
+                f"FOR UPDATE SKIP LOCKED) RETURNING {columns}), "
+                "summed AS (INSERT INTO search_terms (term, tickets, comments) "
+                "SELECT term, sum(tickets), sum(comments) FROM moved GROUP BY term "
+                f"ORDER BY term {upsert} RETURNING 1) "
+                "SELECT (SELECT count(*) FROM moved)"
+            ),
+            {"limit": limit},
+        ).scalar_one()
+        return int(moved)
+    last = conn.execute(
+        sql(
+            "SELECT max(pk), count(*) FROM (SELECT pk FROM search_term_deltas "
+            "ORDER BY pk LIMIT :limit)"
+        ),
+        {"limit": limit},
+    ).one()
+    if last[0] is None:
+        return 0
+    conn.execute(
+        sql(
+            f"INSERT INTO search_terms ({columns}) SELECT term, sum(tickets), sum(comments) "
+            f"FROM search_term_deltas WHERE pk <= :last GROUP BY term {upsert}"
+        ),
+        {"last": last[0]},
+    )
+    conn.execute(sql("DELETE FROM search_term_deltas WHERE pk <= :last"), {"last": last[0]})
+    return int(last[1])
+
+
+def has_term_deltas(conn: Connection) -> bool:
+    """Whether any ``search_term_deltas`` row waits to be folded."""
+    return conn.execute(select(_DELTAS.c.pk).limit(1)).first() is not None
+
+
+def fold_all_term_deltas(conn: Connection) -> int:
+    """``fold_term_deltas`` until none is left, in the caller's transaction (for one
+    writer alone, such as seeding); returns how many rows were folded."""
+    folded = 0
+    while (done := fold_term_deltas(conn)) > 0:
+        folded += done
+    return folded
 
 
 def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
@@ -398,17 +461,29 @@ def _weight(total: int, holding: int) -> int:
     return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
 
 
-def _holders(conversation: bool) -> ColumnElement[int]:
-    """How many tickets (``conversation``: and comments) hold a term."""
-    return _TERMS.c.tickets + _TERMS.c.comments if conversation else _TERMS.c.tickets
+def _counts(conversation: bool, terms: Any) -> Subquery:
+    """(term, holding) for each of ``terms`` (a list or an expanding parameter) that is
+    counted: how many tickets (``conversation``: and comments) hold it, its
+    ``search_terms`` row plus the deltas not yet folded into it."""
+    parts = []
+    for counts in (_TERMS, _DELTAS):
+        holding = counts.c.tickets + counts.c.comments if conversation else counts.c.tickets
+        parts.append(
+            select(counts.c.term, holding.label("holding")).where(counts.c.term.in_(terms))
+        )
+    counted = union_all(*parts).subquery()
+    return (
+        select(counted.c.term, func.sum(counted.c.holding).label("holding"))
+        .group_by(counted.c.term)
+        .subquery()
+    )
 
 
 @cache
 def _terms_statement(conversation: bool) -> Select[Any]:
     """How many tickets (``conversation``: and comments) hold each of ``terms``."""
-    return select(_TERMS.c.term, _holders(conversation)).where(
-        _TERMS.c.term.in_(bindparam("terms", expanding=True))
-    )
+    counts = _counts(conversation, bindparam("terms", expanding=True))
+    return select(counts.c.term, counts.c.holding)
 
 
 def analyze_query(
@@ -431,7 +506,6 @@ def analyze_query(
     if not words:
         return query
     tokens = [t for t, _ in words]
-    holders = _holders(conversation)
     counts: dict[str, int] = dict(
         conn.execute(_terms_statement(conversation), {"terms": [TOTAL, *tokens]}).tuples().all()
     )
@@ -454,11 +528,12 @@ def analyze_query(
         candidates = spelling_candidates(typed) if corrections > 0 else {}
         candidates.pop(token, None)
         corrections -= 1
+        near_counts = _counts(conversation, sorted(candidates))
         near = (
             conn.execute(
-                select(_TERMS.c.term, holders.label("holding"))
-                .where(_TERMS.c.term.in_(sorted(candidates)), holders > 0)
-                .order_by(holders.desc(), _TERMS.c.term)
+                select(near_counts.c.term, near_counts.c.holding)
+                .where(near_counts.c.holding > 0)
+                .order_by(near_counts.c.holding.desc(), near_counts.c.term)
                 .limit(MAX_NEIGHBOURS if scope else 1)
             ).all()
             if candidates
