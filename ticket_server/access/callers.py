@@ -269,7 +269,7 @@ class CallerStore:
         self._cache = CallerCache(cache_seconds)
         # One read per key at a time: the calls that arrive together (a client's first
         # burst, many replicas' callers after a restart) wait for the same answer
-        # instead of each taking a connection, which under load timed some of them out.
+        # instead of each taking a connection, which under load would time some out.
         self._reading: dict[Hashable, asyncio.Task[Any]] = {}
 
     @property

@@ -136,9 +136,9 @@ class TicketRepository:
     """Queries over one engine; ``aclose()`` releases its connections.
 
     ``reader``, for SQLite, is a synchronous (pysqlite) engine on the same file: each
-    read then costs one worker-thread hop, where aiosqlite makes one per DBAPI call
-    (cursor, execute, fetch, close, rollback), which was most of a ticket lookup's
-    cost under concurrent callers. ``point_reader``, for SQLite, is one whose
+    read then costs one worker-thread hop, where aiosqlite would make one per DBAPI call
+    (cursor, execute, fetch, close, rollback), and under concurrent callers the hops are
+    most of a ticket lookup's cost. ``point_reader``, for SQLite, is one whose
     connections never wait for a lock: a lookup by key and the full read of one ticket
     read on it on the event loop, with no hop at all (``_read_point``).
     """
@@ -158,7 +158,7 @@ class TicketRepository:
         # This process's writers queue here: on SQLite rather than in its busy handler,
         # whose sleeps starved some of them past the timeout; on PostgreSQL (per row)
         # rather than on a row lock while holding a pooled connection, which starved
-        # reads of connections (bench/writes.py).
+        # reads of connections (bench/writes.py; its figures in bench/ANALYSIS.md).
         self._write_lock = asyncio.Lock()
         self._row_locks: dict[
             str, tuple[asyncio.Lock, int]

@@ -79,7 +79,7 @@ class TicketSummaryV2(BaseModel):
 
 class SearchHit(TicketSummaryV2):
     # matched_in: where the words were found, for a search of the conversation with
-    # words only (absent otherwise, so the default search's hits are as they were).
+    # words only (absent otherwise, so the default search's hits keep their shape).
     matched_in: list[Literal["subject", "body", "comment"]] | SkipJsonSchema[None] = Field(
         default=None, exclude_if=lambda v: v is None
     )

@@ -1071,8 +1071,8 @@ def _join_statement(lists: int, after: bool) -> Select[Any]:
 def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any:
     """``_group_statement`` as an INTERSECT of the lists, ordered, for SQLite to merge
     (its query plan "MERGE (INTERSECT)": each list read newest first side by side, as
-    far as the page lies, a few tenths of a microsecond a posting, where looking one up
-    costs over one); the tickets ``filters`` leave only; parameters as there."""
+    far as the page lies, a merged posting costing several times less than a lookup); the
+    tickets ``filters`` leave only; parameters as there."""
     conditions = filters.conditions()
 
     def arm(n: int) -> Select[Any]:
@@ -1112,7 +1112,7 @@ def _merge_only(conn: Connection) -> dict[str, str]:
     """Switch PostgreSQL's planner to merge joins for the rest of the transaction (set
     back with ``_restore``); returns the settings it replaced. A ``_join_statement`` is
     then run as a merge of the lists, each read newest first side by side until the page
-    is found (a fraction of a microsecond a posting; looking one up costs several). The
+    is found (a merged posting costs several times less than a lookup). The
     planner would choose from its estimates of how long a (token, impact) list is, which
     are far off; parallel workers cost more to start than such a read. The statements
     that run meanwhile read one table each or look up through OFFSET 0 subqueries, which
