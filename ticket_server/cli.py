@@ -273,6 +273,25 @@ def _tools(settings: Settings, args: argparse.Namespace) -> None:
         raise CommandError(
             "breaking change(s) to published tools: ship them under a new _vN name instead"
         )
+    tokens = contract.model_block_tokens(live)
+    print(
+        f"model-facing block: {len(live['tools'])} tools, ~{tokens} tokens "
+        f"(budget {contract.BLOCK_BUDGET_TOKENS})",
+        file=sys.stderr,
+    )
+    similar = contract.near_identical(live)
+    for first, second, score in similar:
+        print(f"NEAR-IDENTICAL {first} / {second}: descriptions {score:.2f} similar")
+    if tokens > contract.BLOCK_BUDGET_TOKENS:
+        raise CommandError(
+            f"the tools' model-facing block is ~{tokens} tokens, over its budget of "
+            f"{contract.BLOCK_BUDGET_TOKENS}: shorten descriptions and schemas, or publish fewer tools"
+        )
+    if similar:
+        raise CommandError(
+            f"{len(similar)} pair(s) of tools with near-identical descriptions (similarity "
+            f">= {contract.NEAR_IDENTICAL}): say in each what sets it apart, or merge them"
+        )
 
 
 def _tools_export(settings: Settings, args: argparse.Namespace) -> None:

@@ -232,3 +232,53 @@ async def test_adding_a_required_input_to_search_tickets_v2_is_breaking() -> Non
     assert [str(d) for d in differences if d.kind == "breaking"] == [
         "BREAKING search_tickets_v2: project: new required input"
     ]
+
+
+def test_the_published_tools_fit_the_model_facing_budget_and_differ(live: dict) -> None:
+    """Every published tool together stays within the block a model request can carry
+    without hurting tool selection (issue 33, item 3), and no two descriptions read as
+    the same tool; the deprecated tools beside their replacements are not flagged."""
+    tokens = contract.model_block_tokens(live)
+    assert 0 < tokens <= contract.BLOCK_BUDGET_TOKENS
+    assert contract.near_identical(live) == []
+    v1 = tool(live, "get_ticket_status")["description"]
+    v2 = tool(live, "get_ticket_status_v2")["description"]
+    assert contract.description_similarity(v1, v2) > 0.3  # alike, and exempt as versions
+
+
+def test_near_identical_descriptions_are_flagged(live: dict) -> None:
+    """A tool whose description is another's with two words changed is flagged with its
+    twin; a description of another job is not."""
+    changed = copy.deepcopy(live)
+    note = tool(changed, "add_internal_note")
+    twin = copy.deepcopy(note)
+    twin["name"] = "add_private_note"
+    twin["description"] = note["description"].replace("internal", "private", 1)
+    changed["tools"].append(twin)
+    pairs = contract.near_identical(changed)
+    assert [(a, b) for a, b, _ in pairs] == [("add_internal_note", "add_private_note")]
+    assert pairs[0][2] >= contract.NEAR_IDENTICAL
+    assert contract.description_similarity("Search tickets by words.", "Close a ticket.") < 0.2
+
+
+def test_cli_check_fails_when_the_block_is_over_budget(tmp_path: Path) -> None:
+    """`tools check` exits 2 naming the budget when the live block exceeds it: here the
+    budget is lowered below today's block through a wrapper that runs the same CLI."""
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import sys\n"
+        "from ticket_server.admin import contract\n"
+        "contract.BLOCK_BUDGET_TOKENS = 100\n"
+        "from ticket_server.cli import main\n"
+        "sys.exit(main(['tools', 'check', '--contract', sys.argv[1]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), str(ROOT / "tool-contract.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "over its budget of 100" in proc.stderr
+    assert "model-facing block: " in proc.stderr

@@ -10,8 +10,12 @@ changed output type or shape is breaking. A breaking change ships under a new na
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -237,3 +241,64 @@ def write_contract(contract: dict[str, Any], path: Path = CONTRACT_FILE) -> None
 def read_contract(path: Path = CONTRACT_FILE) -> dict[str, Any]:
     contract: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return contract
+
+
+# -- the model-facing block --------------------------------------------------------------
+
+# What every request to a model pays for the tools: the published tools as a model
+# request carries them (the OpenAI Chat Completions `tools` field, compact JSON, as
+# `tools export` writes it), in tokens estimated as ceil(bytes / 4). The seeds' lesson
+# (DESIGN.md): 31 tools at about 3,900 tokens cut tool-selection accuracy from 0.94 to
+# 0.71, four of them with near-identical descriptions.
+BLOCK_BUDGET_TOKENS = 4_000
+# Two descriptions at least this similar (cosine of their word and word-pair counts,
+# ``description_similarity``) read to a model as the same tool.
+NEAR_IDENTICAL = 0.75
+
+
+def model_block_tokens(contract: dict[str, Any]) -> int:
+    """The estimated tokens of ``contract``'s tools as one model request carries them."""
+    import mcp.types as mt
+
+    from ticket_server.admin.export import envelope
+
+    tools = [mt.Tool.model_validate(entry) for entry in contract["tools"]]
+    block = json.dumps(envelope(tools, "openai"), ensure_ascii=False, separators=(",", ":"))
+    return math.ceil(len(block.encode("utf-8")) / 4)
+
+
+def _words(text: str) -> Counter[str]:
+    words = re.findall(r"[a-z0-9_]+", text.lower())
+    return Counter(words + [f"{a} {b}" for a, b in pairwise(words)])
+
+
+def description_similarity(first: str, second: str) -> float:
+    """The cosine similarity (0 to 1) of two descriptions' counts of words and of
+    adjacent word pairs, case folded: 1 for the same text, high when one is the other
+    with a few words changed, low for descriptions of different jobs."""
+    a, b = _words(first), _words(second)
+    norm = math.sqrt(sum(n * n for n in a.values())) * math.sqrt(sum(n * n for n in b.values()))
+    return sum(n * b[w] for w, n in a.items()) / norm if norm else 0.0
+
+
+def near_identical(
+    contract: dict[str, Any], threshold: float = NEAR_IDENTICAL
+) -> list[tuple[str, str, float]]:
+    """Pairs of tools whose descriptions are at least ``threshold`` similar, most similar
+    first, as (tool, tool, similarity). A deprecated tool and its replacement are not a
+    pair: the deprecated one says which it is in its first line (tools/versions.py)."""
+    from ticket_server.tools.versions import DEPRECATED
+
+    versions = {frozenset((d.tool, d.replacement)) for d in DEPRECATED}
+    tools = sorted(contract["tools"], key=lambda t: t["name"])
+    pairs = []
+    for i, first in enumerate(tools):
+        for second in tools[i + 1 :]:
+            if frozenset((first["name"], second["name"])) in versions:
+                continue
+            score = description_similarity(
+                first.get("description", ""), second.get("description", "")
+            )
+            if score >= threshold:
+                pairs.append((first["name"], second["name"], round(score, 2)))
+    return sorted(pairs, key=lambda p: -p[2])
