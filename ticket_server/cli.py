@@ -255,6 +255,12 @@ def _tools(settings: Settings, args: argparse.Namespace) -> None:
 
     path = Path(args.contract)
     live = asyncio.run(contract.snapshot(contract.contract_server()))
+    if args.tools_command == "toolsets":
+        for name, description, names, tokens in contract.toolset_blocks(live):
+            chosen = "offered" if name in settings.toolsets else "not offered"
+            print(f"{name} ({chosen}, ~{tokens} tokens): {description}")
+            print(f"  {', '.join(names)}")
+        return
     if args.tools_command == "snapshot":
         contract.write_contract(live, path)
         print(f"wrote {len(live['tools'])} tools to {path}", file=sys.stderr)
@@ -500,6 +506,11 @@ def build_parser() -> argparse.ArgumentParser:
             "compare the live tools with the published contract; exit 2 on a breaking change",
         ),
         ("snapshot", "rewrite the published contract from the live tools"),
+        (
+            "toolsets",
+            "list the toolsets, their tools and model-facing tokens, and which "
+            "TICKET_SERVER_TOOLSETS offers",
+        ),
     ):
         sub = tools_commands.add_parser(name, help=text)
         sub.add_argument(

@@ -118,11 +118,14 @@ class CallPipeline(Middleware):
         deadline: float,
         concurrency: int = 8,
         ready: Callable[[], Awaitable[None]] | None = None,
+        offered: frozenset[str] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
         start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
-        the most calls of one caller running at once."""
+        the most calls of one caller running at once; ``offered`` the names of the tools
+        the deployment's toolsets offer (None: every tool)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
+        self.offered = offered
         self.observers = tuple(observers)
         self.deadline = deadline
         self.concurrency = concurrency
@@ -207,7 +210,14 @@ class CallPipeline(Middleware):
             from ticket_server.access.callers import BUILTIN_LOCAL
 
             caller = BUILTIN_LOCAL
-        return [t for t in tools if may_call(caller, t) and self.versions.retired(t.name) is None]
+        return [
+            t for t in tools if self.may_use(caller, t) and self.versions.retired(t.name) is None
+        ]
+
+    def may_use(self, caller: Caller | None, tool: Tool) -> bool:
+        """Whether ``caller`` may see and call ``tool``: it holds the tool's scopes and the
+        deployment's toolsets offer it."""
+        return may_call(caller, tool) and (self.offered is None or tool.name in self.offered)
 
     # --- resources, resource templates, prompts, completions --------------------
 
@@ -338,7 +348,7 @@ class CallPipeline(Middleware):
         sent = _sent_keys.get() or len(arguments)
         record.arguments = _not_recorded(sent)
         tool = found[0] if found is not None else None
-        permitted = tool is not None and may_call(record.caller, tool)
+        permitted = tool is not None and self.may_use(record.caller, tool)
         if record.caller is not None:
             # Every name this caller may not call (unknown, out of scope) counts against
             # one allowance; a deprecated name counts with its replacement.

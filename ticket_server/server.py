@@ -28,6 +28,7 @@ from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
 from ticket_server.tools.cursor import CursorCodec, cursor_key
+from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ def build_server(
         deadline=rt.settings.tool_timeout,
         concurrency=rt.settings.caller_concurrency,
         ready=ready,
+        offered=offered(rt.settings.toolsets),
     )
     mcp = FastMCP(
         "ticket-server",
@@ -237,7 +239,7 @@ def build_server(
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)
     full_read.register(mcp, rt.repository, cursors)
-    manifest.register(mcp, rt.versions, rt.identity.current)
+    manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
     resources.register(mcp, rt.repository, cursors)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)

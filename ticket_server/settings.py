@@ -62,6 +62,9 @@ WriteAction = Literal[
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
+ToolsetName = Literal["read", "respond", "triage"]
+"""A group of tools a deployment may offer (``ticket_server.tools.toolsets``)."""
+
 
 class Settings(BaseSettings):
     """Server settings. Each field is read from ``TICKET_SERVER_<FIELD>`` (case-insensitive)."""
@@ -268,6 +271,13 @@ class Settings(BaseSettings):
     read_only: bool = Field(
         default=False,
         description="Serve no write tool at all: they are not listed and cannot be called.",
+    )
+    toolsets: list[ToolsetName] = Field(
+        default=["read", "respond", "triage"],
+        min_length=1,
+        description="The toolsets offered to callers, as a JSON list: read, respond (notes "
+        "and replies), triage (status, owner, priority, queue). A tool outside them is not "
+        "listed and cannot be called; scopes still apply within them.",
     )
     confirm_writes: list[WriteAction] = Field(
         default=["reply_to_customer", "close_ticket"],

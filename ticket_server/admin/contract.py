@@ -302,3 +302,16 @@ def near_identical(
             if score >= threshold:
                 pairs.append((first["name"], second["name"], round(score, 2)))
     return sorted(pairs, key=lambda p: -p[2])
+
+
+def toolset_blocks(contract: dict[str, Any]) -> list[tuple[str, str, list[str], int]]:
+    """Each toolset of ``tools.toolsets`` with its description, its tools among those
+    ``contract`` publishes and the estimated tokens of their model-facing block."""
+    from ticket_server.tools.toolsets import TOOLSETS
+
+    out: list[tuple[str, str, list[str], int]] = []
+    for name, toolset in TOOLSETS.items():
+        entries = [t for t in contract["tools"] if t["name"] in toolset.tools]
+        tokens = model_block_tokens({"tools": entries})
+        out.append((name, toolset.description, [t["name"] for t in entries], tokens))
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from fastmcp import FastMCP
+from fastmcp.tools import Tool
 from pydantic import BaseModel
 
 from ticket_server import __version__
@@ -28,9 +29,13 @@ class Manifest(BaseModel):
 
 
 def register(
-    mcp: FastMCP, versions: ToolVersions, caller: Callable[[], Awaitable[Caller | None]]
+    mcp: FastMCP,
+    versions: ToolVersions,
+    caller: Callable[[], Awaitable[Caller | None]],
+    may_use: Callable[[Caller | None, Tool], bool],
 ) -> None:
-    """Add the manifest; it lists only the tools ``caller()`` (the caller of the read) may call."""
+    """Add the manifest; it lists only the tools ``caller()`` (the caller of the read) may
+    use (``may_use``: its scopes and the deployment's toolsets)."""
 
     @mcp.resource(
         URI,
@@ -47,7 +52,7 @@ def register(
         tools = [
             t
             for t in await mcp.list_tools(run_middleware=False)
-            if reader is not None and reader.may_call(t.tags)
+            if reader is not None and may_use(reader, t)
         ]
         for tool in sorted(tools, key=lambda t: t.name):
             d = versions.get(tool.name)

@@ -1,0 +1,59 @@
+"""Toolsets as data: named groups of tools, of which a deployment chooses the ones its
+callers' models are offered (``TICKET_SERVER_TOOLSETS``, every toolset by default).
+
+A tool outside the chosen toolsets is neither listed nor callable: a call of it is
+answered like a call of an unknown tool, as one outside the caller's scopes is. Every
+tool belongs to exactly one toolset (``tests/tools/test_toolsets.py`` keeps this table
+equal to the tools the server registers). The fewer tools a model is shown, the better
+it picks among them, and the less every request pays for their descriptions
+(``ticket-server tools toolsets`` prints each toolset's share of the block).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import get_args
+
+from ticket_server.settings import ToolsetName
+
+
+@dataclass(frozen=True)
+class Toolset:
+    description: str
+    tools: tuple[str, ...]
+
+
+TOOLSETS: Mapping[ToolsetName, Toolset] = {
+    "read": Toolset(
+        "Look tickets and customers up and search them (the deprecated names included).",
+        (
+            "get_ticket_status_v2",
+            "get_ticket",
+            "get_customer",
+            "search_tickets_v2",
+            "get_ticket_status",
+            "search_tickets",
+        ),
+    ),
+    "respond": Toolset(
+        "Write on a ticket: internal notes, and replies the customer sees.",
+        ("add_internal_note", "reply_to_customer"),
+    ),
+    "triage": Toolset(
+        "Change a ticket's status, owner, priority or queue.",
+        ("set_ticket_status", "assign_ticket", "escalate_ticket"),
+    ),
+}
+assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
+
+
+def tools_in(toolsets: Iterable[ToolsetName]) -> frozenset[str]:
+    """The names of the tools of ``toolsets``."""
+    return frozenset(name for toolset in toolsets for name in TOOLSETS[toolset].tools)
+
+
+def offered(toolsets: Iterable[ToolsetName]) -> frozenset[str] | None:
+    """The tools ``toolsets`` offer, or None when they are every toolset (nothing held back)."""
+    chosen = set(toolsets)
+    return None if chosen >= set(TOOLSETS) else tools_in(chosen)
