@@ -6,4 +6,4 @@ scripts. ``tests/test_migrations.py`` fails when it is not Alembic's own head, s
 revision updates it.
 """
 
-HEAD = "0009_search_term_deltas"
+HEAD = "0010_caller_toolsets"

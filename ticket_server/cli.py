@@ -164,6 +164,7 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
             args.http_limit,
             args.write_queue,
             args.confirm,
+            args.toolset,
         )
     elif args.callers_command == "bootstrap":
         commands.callers_bootstrap(settings, args.name)
@@ -450,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="a write needing a person's confirmation for this caller, e.g. reply_to_customer or "
         "close_ticket (repeatable; `none`: no confirmation; default: TICKET_SERVER_CONFIRM_WRITES)",
+    )
+    add.add_argument(
+        "--toolset",
+        action="append",
+        help="a toolset this caller's model is offered: read, respond or triage (repeatable; "
+        "default: TICKET_SERVER_TOOLSETS); scopes still decide what it may call",
     )
     add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
     add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")

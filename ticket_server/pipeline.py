@@ -58,6 +58,7 @@ from ticket_server.tools.errors import (
     describe_unusable_arguments,
     model_error,
 )
+from ticket_server.tools.toolsets import tools_in
 from ticket_server.tools.versions import Deprecation, ToolVersions
 from ticket_server.tools.writes import (
     AUDIT_DIGESTS,
@@ -215,9 +216,14 @@ class CallPipeline(Middleware):
         ]
 
     def may_use(self, caller: Caller | None, tool: Tool) -> bool:
-        """Whether ``caller`` may see and call ``tool``: it holds the tool's scopes and the
-        deployment's toolsets offer it."""
-        return may_call(caller, tool) and (self.offered is None or tool.name in self.offered)
+        """Whether ``caller`` may see and call ``tool``: it holds the tool's scopes and its
+        toolsets (its own, else the deployment's) offer it."""
+        if not may_call(caller, tool):
+            return False
+        assert caller is not None
+        if caller.toolsets is not None:
+            return tool.name in tools_in(caller.toolsets)
+        return self.offered is None or tool.name in self.offered
 
     # --- resources, resource templates, prompts, completions --------------------
 

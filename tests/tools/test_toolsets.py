@@ -67,3 +67,52 @@ def test_toolsets_command_and_a_misspelt_toolset(settings: Settings) -> None:
     wrong = run(settings.database_url, "tools", "toolsets", TICKET_SERVER_TOOLSETS='["reed"]')
     assert wrong.returncode == 2
     assert "TICKET_SERVER_TOOLSETS" in one_line(wrong) and "'read'" in one_line(wrong)
+
+
+@pytest.mark.sqlite_only
+async def test_a_callers_own_toolsets_replace_the_deployments(
+    settings: Settings,
+    add_caller,
+    server_as,
+) -> None:
+    """A caller given `respond` (callers add --toolset) is offered the note and reply
+    tools, though the deployment offers `read`; its scopes still decide: a caller with
+    the `triage` toolset but tickets:read only is offered no tool of it."""
+    await add_caller("responder", scopes=EVERY_SCOPE, toolsets=["respond"])
+    await add_caller("reader", scopes=("tickets:read",), toolsets=["triage"])
+    async with Client(server_as(stdio_caller="responder", toolsets=["read"])) as client:
+        assert {t.name for t in await client.list_tools()} == tools_in(["respond"])
+        failed, _ = await call_any(client, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        assert failed
+    async with Client(server_as(stdio_caller="reader")) as client:
+        assert [t.name for t in await client.list_tools()] == []
+
+
+@pytest.mark.sqlite_only
+def test_callers_add_toolset_list_and_export(settings: Settings) -> None:
+    """`callers add --toolset` stores the caller's toolsets, `callers list --json` shows
+    them, `tools export --caller` lists what that caller's model is offered, and an
+    unknown toolset is one line naming the choices, exit 2, nothing created."""
+    url = settings.database_url
+    added = run(
+        url, "callers", "add", "lead", "--scope", "tickets:read", "--scope", "tickets:write",
+        "--toolset", "triage", "--toolset", "read",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    listed = [
+        json.loads(line) for line in run(url, "callers", "list", "--json").stdout.splitlines()
+    ]
+    assert next(c for c in listed if c["name"] == "lead")["toolsets"] == ["read", "triage"]
+    exported = run(url, "tools", "export", "--caller", "lead", "--format", "mcp")
+    assert exported.returncode == 0, exported.stderr
+    names = {t["name"] for t in json.loads(exported.stdout)["tools"]}
+    assert names == tools_in(["read", "triage"])
+    wrong = run(url, "callers", "add", "x", "--scope", "tickets:read", "--toolset", "admin")
+    assert wrong.returncode == 2
+    assert "toolset 'admin': one of read, respond, triage" in one_line(wrong)
+    assert "x" not in {
+        c["name"]
+        for c in (
+            json.loads(line) for line in run(url, "callers", "list", "--json").stdout.splitlines()
+        )
+    }

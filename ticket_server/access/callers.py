@@ -76,6 +76,8 @@ class Caller:
     write_queues: frozenset[str] | None = None
     confirm_writes: frozenset[str] | None = None
     """The writes needing a person's confirmation for this caller (None: the deployment's)."""
+    toolsets: frozenset[str] | None = None
+    """The toolsets this caller is offered, in place of the deployment's (None: those)."""
     registered: bool = True
     """False for a JWT subject with no row of its own, served under the default role."""
 
@@ -111,6 +113,7 @@ class Caller:
                 "confirm_writes": sorted(self.confirm_writes)
                 if self.confirm_writes is not None
                 else None,
+                "toolsets": sorted(self.toolsets) if self.toolsets is not None else None,
             }
         }
 
@@ -132,6 +135,7 @@ class Caller:
             confirm_writes=frozenset(ours["confirm_writes"])
             if ours.get("confirm_writes") is not None
             else None,
+            toolsets=frozenset(ours["toolsets"]) if ours.get("toolsets") is not None else None,
         )
 
 
@@ -152,6 +156,7 @@ def _caller(row: CallerRow) -> Caller:
         http_rate_limit=row.http_rate_limit,
         write_queues=_split(row.write_queues),
         confirm_writes=_split(row.confirm_writes),
+        toolsets=_split(row.toolsets),
     )
 
 
@@ -167,6 +172,7 @@ class CallerInfo:
     created_at: datetime
     revoked_at: datetime | None
     write_queues: list[str] | None = None
+    toolsets: list[str] | None = None
 
 
 def validate(
@@ -175,6 +181,7 @@ def validate(
     queues: list[str] | None,
     limits: list[str | None],
     confirm_writes: list[str] | None = None,
+    toolsets: list[str] | None = None,
 ) -> None:
     if not NAME.match(name):
         raise CallerError(
@@ -193,6 +200,14 @@ def validate(
         if action not in get_args(WriteAction):
             raise CallerError(
                 f"confirmation {action!r}: one of {', '.join(get_args(WriteAction))}, or none"
+            )
+    from ticket_server.settings import ToolsetName
+
+    for toolset in toolsets or []:
+        if toolset not in get_args(ToolsetName):
+            raise CallerError(
+                f"toolset {toolset!r}: one of {', '.join(get_args(ToolsetName))} "
+                "(`ticket-server tools toolsets` lists them)"
             )
     for queue in queues or []:
         if not QUEUE.match(queue):
@@ -392,6 +407,7 @@ class CallerStore:
         *,
         write_queues: list[str] | None = None,
         confirm_writes: list[str] | None = None,
+        toolsets: list[str] | None = None,
         only_if_empty: bool = False,
     ) -> str | None:
         """Create a caller; returns its token (the only time it exists in plain text).
@@ -411,6 +427,7 @@ class CallerStore:
             [*(queues or []), *(write_queues or [])],
             [tool_rate_limit, http_rate_limit],
             confirm_writes,
+            toolsets,
         )
         token = new_token()
         row = CallerRow(
@@ -422,6 +439,7 @@ class CallerStore:
             confirm_writes=" ".join(sorted(set(confirm_writes)))
             if confirm_writes is not None
             else None,
+            toolsets=" ".join(sorted(set(toolsets))) if toolsets else None,
             tool_rate_limit=tool_rate_limit,
             http_rate_limit=http_rate_limit,
             created_at=datetime.now(UTC),
@@ -457,6 +475,7 @@ class CallerStore:
                 created_at=r.created_at,
                 revoked_at=r.revoked_at,
                 write_queues=r.write_queues.split() if r.write_queues is not None else None,
+                toolsets=r.toolsets.split() if r.toolsets is not None else None,
             )
             for r in rows
         ]

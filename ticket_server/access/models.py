@@ -28,6 +28,8 @@ class CallerRow(Base):
     write_queues: Mapped[str | None] = mapped_column(Text)
     # Writes needing a person's confirmation for this caller (null: the deployment's list).
     confirm_writes: Mapped[str | None] = mapped_column(Text)
+    # The toolsets this caller's model is offered, space-separated (null: the deployment's).
+    toolsets: Mapped[str | None] = mapped_column(Text)
     tool_rate_limit: Mapped[str | None] = mapped_column(String(64))
     http_rate_limit: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -62,6 +62,7 @@ def callers_add(
     http_limit: str | None,
     write_queues: list[str] | None = None,
     confirm_writes: list[str] | None = None,
+    toolsets: list[str] | None = None,
 ) -> None:
     from ticket_server.access.identity import KNOWN_SCOPES
 
@@ -83,6 +84,7 @@ def callers_add(
             http_limit,
             write_queues=write_queues,
             confirm_writes=confirm_writes,
+            toolsets=toolsets,
         ),
     )
     assert token is not None
@@ -111,6 +113,7 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
                         "scopes": r.scopes,
                         "queues": r.queues,
                         "write_queues": r.write_queues,
+                        "toolsets": r.toolsets,
                         "tool_rate_limit": r.tool_rate_limit,
                         "http_rate_limit": r.http_rate_limit,
                         "created_at": r.created_at.isoformat(),
@@ -119,13 +122,16 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
                 )
             )
         return
-    table = [["NAME", "SCOPES", "QUEUES", "TOOL LIMIT", "HTTP LIMIT", "CREATED", "REVOKED"]]
+    table = [
+        ["NAME", "SCOPES", "QUEUES", "TOOLSETS", "TOOL LIMIT", "HTTP LIMIT", "CREATED", "REVOKED"]
+    ]
     for r in rows:
         table.append(
             [
                 r.name,
                 ",".join(r.scopes),
                 ",".join(r.queues) if r.queues is not None else "(all)",
+                ",".join(r.toolsets) if r.toolsets is not None else "(default)",
                 r.tool_rate_limit or "(default)",
                 r.http_rate_limit or "(default)",
                 r.created_at.strftime("%Y-%m-%d %H:%M"),

@@ -1,7 +1,8 @@
 """Toolsets as data: named groups of tools, of which a deployment chooses the ones its
 callers' models are offered (``TICKET_SERVER_TOOLSETS``, every toolset by default).
 
-A tool outside the chosen toolsets is neither listed nor callable: a call of it is
+A caller may have toolsets of its own (``callers add --toolset``), which replace the
+deployment's for it. A tool outside the chosen toolsets is neither listed nor callable: a call of it is
 answered like a call of an unknown tool, as one outside the caller's scopes is. Every
 tool belongs to exactly one toolset (``tests/tools/test_toolsets.py`` keeps this table
 equal to the tools the server registers). The fewer tools a model is shown, the better
@@ -24,7 +25,7 @@ class Toolset:
     tools: tuple[str, ...]
 
 
-TOOLSETS: Mapping[ToolsetName, Toolset] = {
+TOOLSETS: Mapping[str, Toolset] = {
     "read": Toolset(
         "Look tickets and customers up and search them (the deprecated names included).",
         (
@@ -48,12 +49,14 @@ TOOLSETS: Mapping[ToolsetName, Toolset] = {
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
 
 
-def tools_in(toolsets: Iterable[ToolsetName]) -> frozenset[str]:
-    """The names of the tools of ``toolsets``."""
-    return frozenset(name for toolset in toolsets for name in TOOLSETS[toolset].tools)
+def tools_in(toolsets: Iterable[str]) -> frozenset[str]:
+    """The names of the tools of ``toolsets`` (a name no toolset has offers none)."""
+    return frozenset(
+        name for toolset in toolsets if toolset in TOOLSETS for name in TOOLSETS[toolset].tools
+    )
 
 
-def offered(toolsets: Iterable[ToolsetName]) -> frozenset[str] | None:
+def offered(toolsets: Iterable[str]) -> frozenset[str] | None:
     """The tools ``toolsets`` offer, or None when they are every toolset (nothing held back)."""
     chosen = set(toolsets)
     return None if chosen >= set(TOOLSETS) else tools_in(chosen)
