@@ -175,6 +175,12 @@ def render(r: dict[str, Any]) -> str:
             f"~{sc['tokens']:,} tokens | {sc['bare_bytes']} B, ~{sc['bare_tokens']} tokens | "
             f"{sc['ratio']:.1f}x |  |  |"
         )
+        if "toolset_tokens" in sc:
+            out.append(
+                f"|   | every tool together; by toolset | ~{sc['every_tool_tokens']:,} tokens; "
+                + ", ".join(f"{k} ~{v:,}" for k, v in sc["toolset_tokens"].items())
+                + " |  |  | <= 4,000 together |  |"
+            )
         if not met:
             why.append(
                 f"4. schema: ~{sc['model_tokens']} tokens, {sc['model_tokens'] - budget} over 1,800 "

@@ -58,6 +58,18 @@ def run() -> dict[str, object]:
         "bare_model_tokens": bare_model_tokens,
     }
     out["ratio"] = out["tokens"] / out["bare_tokens"]
+    # Every published tool (a caller holding every scope), by toolset and together.
+    from ticket_server.admin import contract
+
+    published = asyncio.run(contract.snapshot(contract.contract_server()))
+    out["every_tool_tokens"] = contract.model_block_tokens(published)
+    out["toolset_tokens"] = {
+        name: tokens for name, _, _, tokens in contract.toolset_blocks(published)
+    }
+    log(
+        f"schema: every tool ~{out['every_tool_tokens']} tokens; by toolset "
+        + ", ".join(f"{name} ~{tokens}" for name, tokens in out["toolset_tokens"].items())
+    )
     log(
         f"schema: {len(ours_tools)} tools, model request block {model_bytes} bytes, ~{model_tokens} tokens "
         f"(bare ~{bare_model_tokens}); tools/list {out['bytes']} bytes, ~{out['tokens']} tokens "
