@@ -3,9 +3,13 @@ mcp-server-time from PyPI, and the small misbehaving servers of servers.py."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.transports.conftest import (  # noqa: F401  (re-exported fixtures)
     TICKET_SERVER,
@@ -40,3 +44,31 @@ def ours_stdio(db_path: Path, **fields: Any) -> ServerConfig:
         env=server_env(db_path),
         **fields,
     )
+
+
+# The MCP reference servers on npm (written by others), pinned in .ci/reference-servers/
+# and installed into .cache/reference-servers by its install.sh (run once per test session).
+ROOT = HERE.parents[1]
+REFERENCE_INSTALL = ROOT / ".ci" / "reference-servers" / "install.sh"
+REFERENCE_BIN = ROOT / ".cache" / "reference-servers" / "node_modules" / ".bin"
+
+
+@pytest.fixture(scope="session")
+def reference_servers() -> Path:
+    """The folder holding the pinned reference servers' commands (``mcp-server-everything``,
+    ``mcp-server-memory``, ``mcp-server-filesystem``); installed on first use. Without npm
+    and no installed copy the tests fail: they never skip."""
+    if shutil.which("npm") is None and not (REFERENCE_BIN / "mcp-server-everything").exists():
+        pytest.fail("npm is needed once to install the pinned MCP reference servers")
+    done = subprocess.run(
+        ["bash", str(REFERENCE_INSTALL)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    return REFERENCE_BIN
+
+
+def everything(bin_dir: Path, **fields: Any) -> ServerConfig:
+    """@modelcontextprotocol/server-everything over stdio."""
+    fields.setdefault("name", "everything")
+    fields.setdefault("transport", "stdio")
+    return ServerConfig(command=[str(bin_dir / "mcp-server-everything"), "stdio"], **fields)

@@ -15,10 +15,10 @@ def tools(settings: Any, args: argparse.Namespace) -> None:
     import anyio
 
     from ticket_server.client import ConfigError, Kit, KitError, load_config
-    from ticket_server.client.adapters import ESTIMATE_METHOD, PROVIDERS
+    from ticket_server.client.adapters import ESTIMATE_METHOD, PRICED
     from ticket_server.client.audit import json_lines
 
-    providers = PROVIDERS if args.provider == "all" else (args.provider,)
+    providers = PRICED if args.provider == "all" else (args.provider,)
     if args.print and len(providers) != 1:
         providers = ("openai",)
 
