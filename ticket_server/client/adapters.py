@@ -9,12 +9,22 @@ never collide. Shapes, each the value of the provider's request field:
   "description", "parameters"}}]``; a call is ``{"id", "type": "function", "function":
   {"name", "arguments": "<JSON text>"}}``, answered by ``{"role": "tool",
   "tool_call_id", "content"}``.
+- ``openai-responses`` (Responses ``tools``): ``[{"type": "function", "name",
+  "description", "parameters", "strict"}]``; a call is a ``function_call`` item
+  ``{"call_id", "name", "arguments": "<JSON text>"}``, answered by a
+  ``function_call_output`` item ``{"call_id", "output"}``.
 - ``anthropic`` (Messages ``tools``): ``[{"name", "description", "input_schema"}]``; a call
   is a ``tool_use`` block ``{"type": "tool_use", "id", "name", "input"}``, answered by a
   ``tool_result`` block ``{"type": "tool_result", "tool_use_id", "content", "is_error"}``.
 - ``gemini`` (``generateContent`` ``tools``): ``[{"functionDeclarations": [{"name",
   "description", "parametersJsonSchema"}]}]``; a call is a ``functionCall`` ``{"name",
   "args", "id"?}``, answered by ``{"functionResponse": {"name", "id"?, "response"}}``.
+
+Both OpenAI shapes can be strict (``tools(provider, strict="auto")``) when every schema
+qualifies: the conversion of the OpenAI Agents SDK, with optional properties nullable
+(their nulls are removed again before the call). Images in a result become each
+provider's image part (Chat Completions takes none in a tool message: a following user
+message carries them); resource links and embedded resources become text naming them.
 
 The size of a block is measured as compact UTF-8 JSON (the way SDKs send it) and its
 tokens estimated as ceil(bytes / 4), the usual rule of thumb for the BPE tokenizers of
@@ -233,7 +243,7 @@ def drop_strict_nulls(schema: Any, arguments: Any) -> Any:
     for key, value in arguments.items():
         sub = properties.get(key)
         optional = key not in required and isinstance(sub, dict)
-        if value is None and optional and not _admits_null(sub):
+        if value is None and optional and isinstance(sub, dict) and not _admits_null(sub):
             continue
         out[key] = drop_strict_nulls(sub, value) if isinstance(sub, dict) else value
     return out

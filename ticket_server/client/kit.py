@@ -125,18 +125,33 @@ class _Call:
     deadline: float  # anyio clock; moves later while a person answers the server
     person_seconds: float = 0.0
     request: _Request[Any] | None = None
+    _asking: int = 0
+    _asked_at: float = 0.0
 
     def remaining(self) -> float:
         return self.deadline - anyio.current_time()
 
     def track(self, request: _Request[Any] | None) -> None:
         self.request = request
+        if request is not None and self._asking:
+            request.hold()
 
-    def waited_for_person(self, seconds: float) -> None:
-        self.person_seconds += seconds
-        self.deadline += seconds
-        if self.request is not None:
-            self.request.extend(seconds)
+    def person_asked(self) -> None:
+        """A person is being asked: the call's clock stops until ``person_answered``."""
+        self._asking += 1
+        if self._asking == 1:
+            self._asked_at = anyio.current_time()
+            if self.request is not None:
+                self.request.hold()
+
+    def person_answered(self) -> None:
+        self._asking -= 1
+        if self._asking == 0:
+            waited = anyio.current_time() - self._asked_at
+            self.person_seconds += waited
+            self.deadline += waited
+            if self.request is not None:
+                self.request.release(self.deadline)
 
 
 _current_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
@@ -383,7 +398,7 @@ class Kit:
             raise next(iter(failures.values()))
         if missing is not None:
             missing.update({name: str(exc) for name, exc in failures.items()})
-        shown = []
+        shown: list[ToolDefinition] = []
         for name in self.config.servers:
             shown.extend(
                 t for t in listings.get(name, []) if t.pinned and t.visible and self._permitted(t)
@@ -593,17 +608,9 @@ class Kit:
         on_progress: ProgressCallback | None,
     ) -> Any:
         self.server(server)
-        try:
-            with anyio.fail_after(max(call.remaining(), 0.001)):
-                definition = await self.definition(
-                    server, tool, deadline_seconds=max(call.remaining(), 0.001)
-                )
-        except TimeoutError as exc:
-            if isinstance(exc, CallTimeout):
-                raise
-            raise CallTimeout(
-                f"server {server}: {tool}: no answer within the call's deadline while listing tools"
-            ) from None
+        definition = await self.definition(
+            server, tool, deadline_seconds=max(call.remaining(), 0.001)
+        )
         envelope = definition.envelope
         if not self._permitted(definition):
             raise CallRefused(
@@ -612,11 +619,11 @@ class Kit:
             )
         definition.validate(arguments)
         if envelope.needs_approval:
-            asked = anyio.current_time()
+            call.person_asked()
             try:
                 await self._approve_call(definition, arguments, call.trace_id)
             finally:
-                call.waited_for_person(anyio.current_time() - asked)
+                call.person_answered()
         return await self._execute(definition, arguments, call, record, on_progress)
 
     async def _approve_call(
@@ -751,7 +758,7 @@ class Kit:
             record["attempts"] = attempt
             started = time.perf_counter()
             person_before = call.person_seconds
-            fields = {"tool": definition.name, "attempt": attempt}
+            fields: dict[str, Any] = {"tool": definition.name, "attempt": attempt}
             remaining = call.remaining()
             if remaining <= 0:
                 raise CallTimeout(
@@ -918,11 +925,11 @@ class Kit:
             from mcp_types import ElicitResult
 
             mode = getattr(params, "mode", None) or "form"
-            schema = getattr(params, "requested_schema", None)
-            schema = (
-                schema.model_dump(by_alias=True, exclude_none=True)
-                if hasattr(schema, "model_dump")
-                else schema
+            requested: Any = getattr(params, "requested_schema", None)
+            schema: Any = (
+                requested.model_dump(by_alias=True, exclude_none=True)
+                if hasattr(requested, "model_dump")
+                else requested
             )
             request, candidates = self._request(
                 "elicitation",
@@ -934,10 +941,16 @@ class Kit:
                 elicitation_id=getattr(params, "elicitation_id", None),
             )
             asked = anyio.current_time()
-            answer: Any = False if self.approve is None else await self._ask(self.approve, request)
-            waited = anyio.current_time() - asked
             for call in candidates:  # a person's time never counts against a call
-                call.waited_for_person(waited)
+                call.person_asked()
+            try:
+                answer: Any = (
+                    False if self.approve is None else await self._ask(self.approve, request)
+                )
+            finally:
+                for call in candidates:
+                    call.person_answered()
+            waited = anyio.current_time() - asked
             action, content, why = self._elicitation_answer(request, schema, answer)
             self._log_request(
                 request,
@@ -1043,7 +1056,7 @@ class Kit:
                 self._log_request(request, outcome="refused", why=why)
                 return ErrorData(code=-1, message="roots refused by the client")
             self._log_request(request, outcome="answered", roots=[str(r) for r in chosen])
-            return ListRootsResult(roots=[Root(uri=str(r)) for r in chosen])
+            return ListRootsResult(roots=[Root.model_validate({"uri": str(r)}) for r in chosen])
 
         return roots
 

@@ -20,7 +20,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TextIO, TypeVar
+from typing import Any, Generic, Literal, TextIO, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -99,13 +99,18 @@ class _Request(Generic[T]):
             self.value, self.error = value, error
             self.finished.set()
 
-    def extend(self, seconds: float) -> None:
-        """Move the deadline ``seconds`` later on both sides (time a person spent
-        answering the server does not count against the call)."""
-        self.deadline += seconds
+    def hold(self) -> None:
+        """Stop the clock on both sides (a person is answering the server)."""
         for scope in (self.scope, self.waiter):
             if scope is not None:
-                scope.deadline += seconds
+                scope.deadline = math.inf
+
+    def release(self, deadline: float) -> None:
+        """Start the clock again with the new absolute ``deadline``."""
+        self.deadline = deadline
+        for scope in (self.scope, self.waiter):
+            if scope is not None:
+                scope.deadline = deadline
 
     def abandon(self) -> None:
         self.abandoned = True
@@ -271,6 +276,7 @@ class ServerSession:
         try:
             with anyio.CancelScope(deadline=request.deadline) as waiter:
                 request.waiter = waiter
+                waiter.deadline = request.deadline
                 await request.finished.wait()
         finally:
             request.waiter = None
@@ -285,8 +291,7 @@ class ServerSession:
             )
         if request.error is not None:
             raise request.error
-        value: T = request.value
-        return value
+        return cast(T, request.value)
 
     async def _owner(self, trace_id: str) -> Any:
         async with self._lock:
@@ -333,7 +338,7 @@ class ServerSession:
                 event_hooks=hooks,
             )
             stack.push_async_callback(http.aclose)
-            assert config.url  # ServerConfig requires one for HTTP
+            assert config.url  # checked by ServerConfig
             transport = streamable_http_client(config.url, http_client=http)
             shown = config.url
         self.audit.emit(
@@ -455,6 +460,7 @@ class ServerSession:
         try:
             with anyio.CancelScope(deadline=request.deadline) as scope:
                 request.scope = scope
+                scope.deadline = request.deadline  # moved since, if a person was asked
                 if request.abandoned:
                     scope.cancel()
                 try:

@@ -6,6 +6,7 @@ the call leaves: the verdict is JSON Schema's, and the arguments are sent as giv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -47,14 +48,13 @@ def problems(validator: jsonschema.protocols.Validator, instance: Any) -> list[s
 def _describe(error: jsonschema.exceptions.ValidationError) -> list[str]:
     path = ".".join(str(p) for p in error.absolute_path)
     at = f"{path}." if path else ""
-    if error.validator == "required":
-        missing = [k for k in error.validator_value if k not in (error.instance or {})]
-        return [f"{at}{key}: Field required" for key in missing]
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = set(error.schema.get("properties", {}))
-        return [
-            f"{at}{key}: not an argument of this tool" for key in error.instance if key not in known
-        ]
+    instance, schema = error.instance, error.schema
+    if error.validator == "required" and isinstance(instance, dict):
+        wanted = error.validator_value if isinstance(error.validator_value, list) else []
+        return [f"{at}{key}: Field required" for key in wanted if key not in instance]
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        known = set(schema.get("properties", {})) if isinstance(schema, Mapping) else set()
+        return [f"{at}{key}: not an argument of this tool" for key in instance if key not in known]
     message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
     return [f"{path or '(arguments)'}: {message}"]
 
