@@ -4,10 +4,16 @@ trace id of the turn that caused it.
 An event is a flat JSON object: ``{"ts": <unix seconds>, "trace_id": ..., "server":
 ..., "event": ..., ...}``. Events: ``connect`` (transport, command or URL without
 credentials), ``handshake`` (which one, protocol version, server identity,
-capabilities), ``list`` (tool count, new and inert names), ``call`` (tool, outcome,
-result size in bytes, attempt, milliseconds), ``refused`` (why), ``approval`` (asked,
-answer), ``elicitation``, ``notification`` (method), ``disconnect`` (why) and
-``close``. Arguments and results are never logged: only their sizes.
+capabilities), ``list`` (tool count, new and inert names), ``call`` (one per call
+whatever its fate: tool, outcome, attempts, milliseconds without the time a person
+took and ``person_ms`` apart, result size, idempotency key, arguments as the
+configuration's ``audit_arguments`` says: a ``{sha256, bytes}`` digest by default),
+``attempt`` (one per attempt), ``approval``, ``elicitation``, ``sampling``, ``roots``
+(each with the tool of the call it came from, the answer and why), ``policy_error``
+(a policy callback raised: its type only), ``progress``, ``notification`` (method and
+params in full, under the turn of the call it arrived with), ``unavailable``,
+``check``, ``read`` (resources and prompts), ``disconnect`` (why) and ``close``.
+Results are never logged: only their sizes.
 """
 
 from __future__ import annotations
