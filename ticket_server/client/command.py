@@ -29,6 +29,8 @@ def tools(settings: Any, args: argparse.Namespace) -> None:
             load_config(args.config), audit=json_lines() if args.print else (lambda e: None)
         ) as kit:
             block = await kit.tool_block()
+            if block.missing:  # a figure without a server's tools would mislead: say so
+                raise KitError("; ".join(block.missing.values()))
             for provider in providers:
                 if args.print:
                     print(json.dumps(block.tools(provider), indent=2, ensure_ascii=False))
