@@ -3,9 +3,13 @@ mcp-server-time from PyPI, and the small misbehaving servers of servers.py."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +76,44 @@ def everything(bin_dir: Path, **fields: Any) -> ServerConfig:
     fields.setdefault("name", "everything")
     fields.setdefault("transport", "stdio")
     return ServerConfig(command=[str(bin_dir / "mcp-server-everything"), "stdio"], **fields)
+
+
+@pytest.fixture
+def everything_http(reference_servers: Path) -> Iterator[str]:
+    """server-everything's Streamable HTTP transport on a free loopback port: its URL."""
+    from tests.transports.conftest import free_port
+
+    port = free_port()
+    entry = (
+        reference_servers.parent
+        / "@modelcontextprotocol"
+        / "server-everything"
+        / "dist"
+        / "index.js"
+    )
+    process = subprocess.Popen(
+        ["node", str(HERE / "loopback.mjs"), str(entry), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if process.poll() is not None:
+                pytest.fail(f"server-everything (HTTP) exited: {process.stderr.read()[-2000:]}")
+            time.sleep(0.1)
+        else:
+            pytest.fail("server-everything (HTTP) did not listen within 30 s")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

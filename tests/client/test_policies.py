@@ -240,3 +240,40 @@ async def test_our_servers_write_confirmation_reaches_the_approver_with_the_call
         assert logged["action"] == "decline" and "does not fit" in logged["why"]
         assert "hello over" not in str(events)  # arguments audited as a digest
         assert result.is_error or "declin" in text(result).lower(), text(result)
+
+
+async def test_server_everything_over_http_elicits_through_the_policy(everything_http: str):
+    """Legacy Streamable HTTP (server-everything's own transport): a person who takes
+    longer than the call's deadline to answer does not time the call out (the SSE
+    stream stays quiet meanwhile), and a malformed call never reaches it."""
+    from ticket_server.client import ServerConfig
+
+    server = ServerConfig(
+        name="everything",
+        transport="http",
+        url=everything_http,
+        envelope=LOCKED,
+        tools={"trigger-elicitation-request": ToolConfig(), "echo": ToolConfig()},
+    )
+    policy = Policy({"name": "Ada"}, wait=1.5)
+    events: list[dict] = []
+    async with Kit(
+        KitConfig(servers={"everything": server}), approve=policy, audit=events.append
+    ) as kit:
+        assert kit.sessions["everything"].handshake is None
+        result = await kit.call("everything", "trigger-elicitation-request", deadline_seconds=1)
+        assert kit.sessions["everything"].handshake.method == "initialize"
+        block = await kit.tool_block()
+        answer = await block.dispatch(
+            "openai",
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "everything__echo", "arguments": "[1,2]"},
+            },
+        )
+    assert '"name": "Ada"' in text(result)
+    assert answer["content"].startswith("Error: invalid arguments for everything.echo")
+    (asked,) = [r for r in policy.asked if r.kind == "elicitation"]
+    assert asked.tool == "trigger-elicitation-request"
+    assert [e["tool"] for e in events if e["event"] == "attempt"] == ["trigger-elicitation-request"]
