@@ -9,6 +9,9 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${REFERENCE_SERVERS_CACHE_DIR:-$ROOT/.cache/reference-servers}"
 
 mkdir -p "$CACHE"
+# One installer at a time (pytest-xdist workers each run this on first use).
+exec 9>"$CACHE/.lock"
+flock 9
 want="$(cat "$HERE/package.json" "$HERE/package-lock.json" | sha256sum | cut -d' ' -f1)"
 have=""
 [ -f "$CACHE/.installed" ] && have="$(cat "$CACHE/.installed")"
