@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 Sink = Callable[[dict[str, Any]], None]
@@ -77,3 +78,25 @@ class Audit:
             **fields,
         }
         self.sink(record)
+
+
+def result_bytes(result: Any) -> int:
+    """The size of an MCP result as JSON: what the audit keeps of a result."""
+    return len(
+        json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True)).encode()
+    )
+
+
+def audited_arguments(how: str, arguments: Mapping[str, Any]) -> Any:
+    """A call's arguments as ``audit_arguments`` allows: None, a digest, or in full."""
+    if how == "none":
+        return None
+    if how == "full":
+        return dict(arguments)
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = text.encode("utf-8")
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)

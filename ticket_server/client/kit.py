@@ -23,33 +23,45 @@ arguments of the call it came from.
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
-import inspect
-import json
 import random
-import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
+from ticket_server.client import survey
 from ticket_server.client.adapters import ToolBlock
-from ticket_server.client.audit import Audit, Sink, current_trace_id
-from ticket_server.client.config import Envelope, KitConfig, ServerConfig, ToolConfig
-from ticket_server.client.session import (
-    CallTimeout,
-    KitError,
-    ServerSession,
-    ServerUnavailable,
-    _Request,
+from ticket_server.client.audit import (
+    Audit,
+    Sink,
+    audited_arguments,
+    current_trace_id,
+    ms,
+    result_bytes,
 )
-from ticket_server.client.tools import InvalidArguments, ToolDefinition, problems, schema_validator
+from ticket_server.client.config import KitConfig, ServerConfig, ToolConfig
+from ticket_server.client.policies import (
+    ApprovalRequest,
+    Approver,
+    ProgressCallback,
+    RootsPolicy,
+    SamplingPolicy,
+    ServerRequests,
+    _Call,
+    _current_call,
+    ask_on_terminal,
+    progress_callback,
+)
+from ticket_server.client.session import CallTimeout, KitError, ServerSession, ServerUnavailable
+from ticket_server.client.survey import CheckReport, list_all_tools
+from ticket_server.client.tools import InvalidArguments, ToolDefinition
+
+# Re-exported: applications import these from here.
+__all__ = ["ApprovalRequest", "CallRefused", "CheckReport", "Kit", "ToolFailed", "ask_on_terminal"]
 
 T = TypeVar("T")
 
@@ -71,182 +83,7 @@ class ToolFailed(KitError):
         self.result = result
 
 
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What a policy callback decides on.
-
-    ``kind="call"``: the kit is about to call a tool whose envelope asks for a person
-    (``reasons`` names which fields: ``human_controlled``, ``side_effecting``).
-    ``kind="elicitation"``: the server asks a person while a call runs; ``message`` and
-    ``requested_schema`` (form mode) or ``url`` (URL mode: the person is to open it)
-    are the server's words, not the kit's. ``kind="sampling"``: the server asks for a
-    model completion (``params``: the ``sampling/createMessage`` params as JSON).
-    ``kind="roots"``: the server asks which roots it may see.
-
-    ``tool`` and ``arguments`` name the call the request came from; when several calls
-    to that server were in flight and the protocol does not say which one asked,
-    ``tool`` is None and ``candidates`` lists them all."""
-
-    kind: Literal["call", "elicitation", "sampling", "roots"]
-    server: str
-    tool: str | None
-    arguments: Mapping[str, Any] | None
-    envelope: Envelope | None
-    reasons: tuple[str, ...]
-    trace_id: str
-    message: str | None = None
-    requested_schema: Mapping[str, Any] | None = None
-    mode: Literal["form", "url"] | None = None
-    url: str | None = None
-    elicitation_id: str | None = None
-    params: Mapping[str, Any] | None = None
-    candidates: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-
-
-# The application's decision: True (approve; for a form elicitation: confirm, allowed
-# only when the form is one yes/no question), False (refuse / decline), or for a form
-# elicitation a dict: the content to send, checked against the requested schema.
-Approval = bool | dict[str, Any]
-Approver = Callable[[ApprovalRequest], Approval | Awaitable[Approval]]
-# A sampling policy: the ``CreateMessageResult`` to send (a dict or the model), or None
-# to refuse. A roots policy: the root URIs to show, or None to refuse.
-SamplingPolicy = Callable[[ApprovalRequest], Any]
-RootsPolicy = Sequence[str] | Callable[[ApprovalRequest], Any]
-ProgressCallback = Callable[[float, float | None, str | None], Any]
-
-
-@dataclass(eq=False)
-class _Call:
-    """One call in flight: what it is, and its deadline budget."""
-
-    tool: str
-    arguments: Mapping[str, Any]
-    trace_id: str
-    deadline: float  # anyio clock; moves later while a person answers the server
-    person_seconds: float = 0.0
-    request: _Request[Any] | None = None
-    _asking: int = 0
-    _asked_at: float = 0.0
-
-    def remaining(self) -> float:
-        return self.deadline - anyio.current_time()
-
-    def track(self, request: _Request[Any] | None) -> None:
-        self.request = request
-        if request is not None and self._asking:
-            request.hold()
-
-    def person_asked(self) -> None:
-        """A person is being asked: the call's clock stops until ``person_answered``."""
-        self._asking += 1
-        if self._asking == 1:
-            self._asked_at = anyio.current_time()
-            if self.request is not None:
-                self.request.hold()
-
-    def person_answered(self) -> None:
-        self._asking -= 1
-        if self._asking == 0:
-            waited = anyio.current_time() - self._asked_at
-            self.person_seconds += waited
-            self.deadline += waited
-            if self.request is not None:
-                self.request.release(self.deadline)
-
-
-_current_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
-    "kit_current_call", default=None
-)
-
-
-async def ask_on_terminal(request: ApprovalRequest) -> Approval:
-    """An approval callback for command-line applications: the question on stderr, the
-    answer (y/N) from stdin, read in a worker thread so the event loop keeps running.
-    A form elicitation with more than one yes/no question is declined (a terminal
-    prompt cannot fill it); a URL elicitation shows the URL to open."""
-    if request.kind == "call":
-        question = (
-            f"Allow {request.server}.{request.tool}({json.dumps(dict(request.arguments or {}), ensure_ascii=False)})"
-            f" [{', '.join(request.reasons)}; {'reversible' if request.envelope and request.envelope.reversible else 'irreversible'}]? [y/N] "
-        )
-    elif request.kind == "elicitation" and request.mode == "url":
-        question = (
-            f"Server {request.server} (during {request.tool or 'a call'}) asks you to open "
-            f"{request.url} (its words: {request.message!r}). Open it and continue? [y/N] "
-        )
-    elif request.kind == "elicitation":
-        question = (
-            f"Server {request.server} (during {request.tool or 'a call'}) asks (its words): "
-            f"{request.message!r}. Confirm? [y/N] "
-        )
-    else:
-        return False
-    print(question, end="", file=sys.stderr, flush=True)
-    answer = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    return answer.strip().lower() in ("y", "yes")
-
-
-def _result_bytes(result: Any) -> int:
-    return len(
-        json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True)).encode()
-    )
-
-
-def _audited_arguments(how: str, arguments: Mapping[str, Any]) -> Any:
-    if how == "none":
-        return None
-    if how == "full":
-        return dict(arguments)
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    data = text.encode("utf-8")
-    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 1)
-
-
-@dataclass(frozen=True)
-class ServerCheck:
-    """What ``Kit.check`` found for one server."""
-
-    server: str
-    ok: bool
-    error: str | None = None
-    method: str | None = None
-    protocol_version: str | None = None
-    server_name: str | None = None
-    server_version: str | None = None
-    tools: int = 0
-    pinned_missing: tuple[str, ...] = ()  # pinned in the configuration, not listed
-
-    def line(self) -> str:
-        if not self.ok:
-            return f"{self.server}: FAILED: {self.error}"
-        missing = (
-            f"; pinned but not listed: {', '.join(self.pinned_missing)}"
-            if self.pinned_missing
-            else ""
-        )
-        return (
-            f"{self.server}: ok ({self.method}, {self.protocol_version}, "
-            f"{self.server_name} {self.server_version}), {self.tools} tool(s){missing}"
-        )
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    servers: tuple[ServerCheck, ...] = field(default_factory=tuple)
-
-    @property
-    def ok(self) -> bool:
-        return all(s.ok and not s.pinned_missing for s in self.servers)
-
-    def lines(self) -> list[str]:
-        return [s.line() for s in self.servers]
-
-
-class Kit:
+class Kit(ServerRequests):
     """Every server of a ``KitConfig``, governed. Use as ``async with Kit(config, ...)``.
 
     ``approve``: the approval callback (sync or async) for calls and elicitations;
@@ -417,45 +254,25 @@ class Kit:
     async def check(self) -> CheckReport:
         """Connect to every server now, list its tools, and report per server: the
         handshake, the tool count, pinned tools it does not list, or why it failed."""
-        found: dict[str, ServerCheck] = {}
+        return await survey.check(self)
 
-        async def one(name: str) -> None:
-            config = self.config.servers[name]
-            try:
-                listed = await self.tools(
-                    name,
-                    refresh=True,
-                    deadline_seconds=config.connect_seconds + config.deadline_seconds,
-                )
-            except KitError as exc:
-                found[name] = ServerCheck(name, ok=False, error=str(exc))
-                return
-            shake = self.sessions[name].handshake
-            names = {t.name for t in listed}
-            found[name] = ServerCheck(
-                name,
-                ok=True,
-                method=shake.method if shake else None,
-                protocol_version=shake.protocol_version if shake else None,
-                server_name=shake.server_name if shake else None,
-                server_version=shake.server_version if shake else None,
-                tools=len(listed),
-                pinned_missing=tuple(sorted(set(config.tools) - names)),
-            )
+    async def resources(self, server: str) -> list[Any]:
+        """Every resource ``server`` lists (all pages): MCP ``Resource`` objects."""
+        return await survey.resources(self, server)
 
-        async with anyio.create_task_group() as tg:
-            for name in self.config.servers:
-                tg.start_soon(one, name)
-        report = CheckReport(tuple(found[name] for name in self.config.servers))
-        for entry in report.servers:
-            self.audit.emit(
-                "check",
-                server=entry.server,
-                ok=entry.ok,
-                error=entry.error,
-                pinned_missing=list(entry.pinned_missing),
-            )
-        return report
+    async def read_resource(self, server: str, uri: str) -> list[Any]:
+        """The contents of ``uri`` on ``server`` (text or blob ``ResourceContents``)."""
+        return await survey.read_resource(self, server, uri)
+
+    async def prompts(self, server: str) -> list[Any]:
+        """Every prompt ``server`` lists (all pages): MCP ``Prompt`` objects."""
+        return await survey.prompts(self, server)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> Any:
+        """``server``'s prompt ``name`` filled with ``arguments``: a ``GetPromptResult``."""
+        return await survey.get_prompt(self, server, name, arguments)
 
     def pin(self, server: str, tool: str, settings: ToolConfig | None = None) -> None:
         """Make ``tool`` live on ``server`` (a decision of the application, at run time)
@@ -530,14 +347,14 @@ class Kit:
         started = time.perf_counter()
         record: dict[str, Any] = {"tool": tool, "deadline_seconds": budget}
         if configured is not None:
-            audited = _audited_arguments(configured.audit_arguments_for(tool), arguments)
+            audited = audited_arguments(configured.audit_arguments_for(tool), arguments)
             if audited is not None:
                 record["arguments"] = audited
         outcome = "error"
         try:
             result = await self._call(server, tool, arguments, call, record, on_progress)
             outcome = "isError" if result.is_error else "ok"
-            record["result_bytes"] = _result_bytes(result)
+            record["result_bytes"] = result_bytes(result)
         except CallRefused as exc:
             outcome, record["reason"] = "refused", str(exc)
             raise
@@ -562,8 +379,8 @@ class Kit:
                 server=server,
                 trace_id=trace_id,
                 outcome=outcome,
-                ms=_ms(time.perf_counter() - started - call.person_seconds),
-                person_ms=_ms(call.person_seconds),
+                ms=ms(time.perf_counter() - started - call.person_seconds),
+                person_ms=ms(call.person_seconds),
                 **record,
             )
         if raise_on_error and result.is_error:
@@ -668,24 +485,6 @@ class Kit:
         if not answer:
             raise CallRefused(f"tool {where}: a person refused the call")
 
-    async def _ask(self, policy: Callable[[ApprovalRequest], Any], request: ApprovalRequest) -> Any:
-        """``policy(request)`` awaited; None when it raised (logged by type only: its
-        text may hold anything, and it reaches neither the model nor the server)."""
-        try:
-            answer = policy(request)
-            if inspect.isawaitable(answer):
-                answer = await answer
-        except Exception as exc:
-            self.audit.emit(
-                "policy_error",
-                server=request.server,
-                tool=request.tool,
-                kind=request.kind,
-                error=type(exc).__name__,
-            )
-            return None
-        return answer
-
     async def _execute(
         self,
         definition: ToolDefinition,
@@ -703,7 +502,9 @@ class Kit:
         attempts = 1 + (config.retries if idempotent else 0)
         session = self.sessions[definition.server]
         in_flight = self._in_flight.setdefault(definition.server, [])
-        progress = self._progress(definition, call, on_progress)
+        progress = progress_callback(
+            self.audit, definition.server, definition.name, call, on_progress, self.on_progress
+        )
 
         async def op(client: Any) -> Any:
             token = _current_call.set(call)
@@ -719,30 +520,6 @@ class Kit:
             return await self._attempts(definition, session, op, attempts, call, record)
         finally:
             in_flight.remove(call)
-
-    def _progress(
-        self, definition: ToolDefinition, call: _Call, on_progress: ProgressCallback | None
-    ) -> Callable[[float, float | None, str | None], Awaitable[None]]:
-        """The progress callback sent with every call (so a progressToken is sent): each
-        notification logged under the call's turn, then given to the application."""
-        callbacks = [c for c in (on_progress, self.on_progress) if c is not None]
-
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            self.audit.emit(
-                "progress",
-                server=definition.server,
-                trace_id=call.trace_id,
-                tool=definition.name,
-                progress=value,
-                total=total,
-                message=message,
-            )
-            for callback in callbacks:
-                answer = callback(value, total, message)
-                if inspect.isawaitable(answer):
-                    await answer
-
-        return progress
 
     async def _attempts(
         self,
@@ -778,7 +555,7 @@ class Kit:
                     server=definition.server,
                     outcome="failed",
                     error=str(exc),
-                    ms=_ms(time.perf_counter() - started - (call.person_seconds - person_before)),
+                    ms=ms(time.perf_counter() - started - (call.person_seconds - person_before)),
                     **fields,
                 )
                 if attempt == attempts or isinstance(exc, CallTimeout):
@@ -799,7 +576,7 @@ class Kit:
                     server=definition.server,
                     outcome="error",
                     error=str(exc)[:300],
-                    ms=_ms(time.perf_counter() - started),
+                    ms=ms(time.perf_counter() - started),
                     **fields,
                 )
                 raise KitError(f"{definition.server}.{definition.name}: {exc}") from exc
@@ -807,267 +584,9 @@ class Kit:
                 "attempt",
                 server=definition.server,
                 outcome="isError" if result.is_error else "ok",
-                result_bytes=_result_bytes(result),
-                ms=_ms(time.perf_counter() - started - (call.person_seconds - person_before)),
+                result_bytes=result_bytes(result),
+                ms=ms(time.perf_counter() - started - (call.person_seconds - person_before)),
                 **fields,
             )
             return result
         raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- resources and prompts ---------------------------------------------------------
-
-    async def _read(self, server: str, what: str, op: Callable[[Any], Awaitable[T]]) -> T:
-        config = self.server(server)
-        started = time.perf_counter()
-        outcome = "error"
-        try:
-            value = await self.sessions[server].run(
-                op, deadline_seconds=config.deadline_seconds, what=what
-            )
-            outcome = "ok"
-            return value
-        finally:
-            self.audit.emit(
-                "read",
-                server=server,
-                what=what,
-                outcome=outcome,
-                ms=_ms(time.perf_counter() - started),
-            )
-
-    async def resources(self, server: str) -> list[Any]:
-        """Every resource ``server`` lists (all pages): MCP ``Resource`` objects."""
-
-        async def op(client: Any) -> list[Any]:
-            found, cursor = [], None
-            while True:
-                page = await client.list_resources(cursor=cursor)
-                found.extend(page.resources)
-                cursor = page.next_cursor
-                if not cursor:
-                    return found
-
-        return await self._read(server, "resources/list", op)
-
-    async def read_resource(self, server: str, uri: str) -> list[Any]:
-        """The contents of ``uri`` on ``server`` (text or blob ``ResourceContents``)."""
-
-        async def op(client: Any) -> list[Any]:
-            return list((await client.read_resource(uri)).contents)
-
-        return await self._read(server, f"resources/read {uri}", op)
-
-    async def prompts(self, server: str) -> list[Any]:
-        """Every prompt ``server`` lists (all pages): MCP ``Prompt`` objects."""
-
-        async def op(client: Any) -> list[Any]:
-            found, cursor = [], None
-            while True:
-                page = await client.list_prompts(cursor=cursor)
-                found.extend(page.prompts)
-                cursor = page.next_cursor
-                if not cursor:
-                    return found
-
-        return await self._read(server, "prompts/list", op)
-
-    async def get_prompt(
-        self, server: str, name: str, arguments: Mapping[str, str] | None = None
-    ) -> Any:
-        """``server``'s prompt ``name`` filled with ``arguments``: a ``GetPromptResult``."""
-
-        async def op(client: Any) -> Any:
-            return await client.get_prompt(name, dict(arguments or {}))
-
-        return await self._read(server, f"prompts/get {name}", op)
-
-    # -- requests a server makes of the client ------------------------------------------
-
-    def _origin(self, server: str) -> tuple[_Call | None, tuple[_Call, ...]]:
-        """The call a server's request came from: on 2026-07-28 the request runs in the
-        calling task; on a legacy connection it is known only when one call is in flight
-        (else every candidate is returned)."""
-        current = _current_call.get()
-        if current is not None:
-            return current, (current,)
-        in_flight = tuple(self._in_flight.get(server, []))
-        return (in_flight[0] if len(in_flight) == 1 else None), in_flight
-
-    def _request(
-        self, kind: Literal["elicitation", "sampling", "roots"], server: str, **fields: Any
-    ) -> tuple[ApprovalRequest, tuple[_Call, ...]]:
-        origin, candidates = self._origin(server)
-        request = ApprovalRequest(
-            kind=kind,
-            server=server,
-            tool=origin.tool if origin else None,
-            arguments=origin.arguments if origin else None,
-            envelope=None,
-            reasons=("server asks",),
-            trace_id=origin.trace_id if origin else current_trace_id(),
-            candidates=() if origin else tuple((c.tool, c.arguments) for c in candidates),
-            **fields,
-        )
-        return request, candidates
-
-    def _log_request(self, request: ApprovalRequest, **fields: Any) -> None:
-        self.audit.emit(
-            request.kind,
-            server=request.server,
-            trace_id=request.trace_id,
-            tool=request.tool,
-            candidates=[tool for tool, _ in request.candidates] or None,
-            **fields,
-        )
-
-    def _elicitation_for(self, server: str) -> Callable[..., Awaitable[Any]]:
-        async def elicit(context: Any, params: Any) -> Any:
-            from mcp_types import ElicitResult
-
-            mode = getattr(params, "mode", None) or "form"
-            requested: Any = getattr(params, "requested_schema", None)
-            schema: Any = (
-                requested.model_dump(by_alias=True, exclude_none=True)
-                if hasattr(requested, "model_dump")
-                else requested
-            )
-            request, candidates = self._request(
-                "elicitation",
-                server,
-                message=getattr(params, "message", None),
-                requested_schema=schema if mode == "form" else None,
-                mode="url" if mode == "url" else "form",
-                url=getattr(params, "url", None),
-                elicitation_id=getattr(params, "elicitation_id", None),
-            )
-            asked = anyio.current_time()
-            for call in candidates:  # a person's time never counts against a call
-                call.person_asked()
-            try:
-                answer: Any = (
-                    False if self.approve is None else await self._ask(self.approve, request)
-                )
-            finally:
-                for call in candidates:
-                    call.person_answered()
-            waited = anyio.current_time() - asked
-            action, content, why = self._elicitation_answer(request, schema, answer)
-            self._log_request(
-                request,
-                mode=request.mode,
-                url=request.url,
-                action=action,
-                why=why,
-                fields=sorted(content) if content else None,
-                person_ms=_ms(waited),
-            )
-            if action == "accept" and mode == "url":
-                return ElicitResult(action="accept")
-            if action == "accept":
-                return ElicitResult(action="accept", content=content)
-            return ElicitResult(action="decline")
-
-        return elicit
-
-    @staticmethod
-    def _elicitation_answer(
-        request: ApprovalRequest, schema: Any, answer: Any
-    ) -> tuple[str, dict[str, Any] | None, str | None]:
-        """(action, content, why it was declined) for an approver's answer."""
-        if answer is None:
-            return "decline", None, "the approval callback failed"
-        if answer is False:
-            return "decline", None, "refused"
-        if request.mode == "url":
-            if answer is True:
-                return "accept", None, None
-            return "decline", None, "a URL elicitation takes True or False"
-        schema = schema if isinstance(schema, dict) else {}
-        properties = schema.get("properties") or {}
-        if answer is True:
-            # True confirms one yes/no question; it never fills a form or ticks a box the
-            # person did not see as the question (terms, consent, a second flag).
-            if not properties:
-                return "accept", {}, None
-            if len(properties) == 1:
-                ((name, sub),) = properties.items()
-                if isinstance(sub, dict) and sub.get("type") == "boolean":
-                    return "accept", {name: True}, None
-            return "decline", None, "the form has fields a yes cannot fill: answer with a dict"
-        if not isinstance(answer, dict):
-            return "decline", None, f"an answer of type {type(answer).__name__} is not a form"
-        found = problems(schema_validator(schema), answer) if schema else []
-        if found:
-            return (
-                "decline",
-                None,
-                "the answer does not fit the requested schema: " + "; ".join(found),
-            )
-        return "accept", answer, None
-
-    def _sampling_for(self, server: str) -> Callable[..., Awaitable[Any]]:
-        async def sample(context: Any, params: Any) -> Any:
-            from mcp_types import CreateMessageResult, ErrorData
-
-            body = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-            request, _ = self._request("sampling", server, params=body)
-            answer = None if self.sample is None else await self._ask(self.sample, request)
-            if answer is not None and not isinstance(answer, CreateMessageResult):
-                try:
-                    answer = CreateMessageResult.model_validate(answer)
-                except ValidationError:
-                    self._log_request(
-                        request,
-                        outcome="refused",
-                        why="the policy's answer is not a CreateMessageResult",
-                    )
-                    return ErrorData(code=-1, message="sampling refused by the client")
-            if answer is None:
-                why = "no sampling policy" if self.sample is None else "refused by the policy"
-                self._log_request(
-                    request, outcome="refused", why=why, messages=len(body.get("messages", []))
-                )
-                return ErrorData(code=-1, message="sampling refused by the client")
-            self._log_request(
-                request,
-                outcome="answered",
-                model=answer.model,
-                messages=len(body.get("messages", [])),
-            )
-            return answer
-
-        return sample
-
-    def _roots_for(self, server: str) -> Callable[..., Awaitable[Any]]:
-        async def roots(context: Any) -> Any:
-            from mcp_types import ErrorData, ListRootsResult, Root
-
-            request, _ = self._request("roots", server)
-            policy = self.roots
-            chosen: Any
-            if policy is None:
-                chosen = None
-            elif callable(policy):
-                chosen = await self._ask(policy, request)
-            else:
-                chosen = list(policy)
-            if chosen is None:
-                why = "no roots policy" if policy is None else "refused by the policy"
-                self._log_request(request, outcome="refused", why=why)
-                return ErrorData(code=-1, message="roots refused by the client")
-            self._log_request(request, outcome="answered", roots=[str(r) for r in chosen])
-            return ListRootsResult(roots=[Root.model_validate({"uri": str(r)}) for r in chosen])
-
-        return roots
-
-
-async def list_all_tools(client: Any) -> list[Any]:
-    """Every tool a connected ``mcp.Client`` lists, all pages, fresh from the server."""
-    tools, cursor = [], None
-    while True:
-        # The kit keeps its own listing; the SDK's response cache must not answer for the server.
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
