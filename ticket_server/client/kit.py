@@ -61,7 +61,15 @@ from ticket_server.client.survey import CheckReport, list_all_tools
 from ticket_server.client.tools import InvalidArguments, ToolDefinition
 
 # Re-exported: applications import these from here.
-__all__ = ["ApprovalRequest", "CallRefused", "CheckReport", "Kit", "ToolFailed", "ask_on_terminal"]
+__all__ = [
+    "ApprovalRequest",
+    "CallRefused",
+    "CheckReport",
+    "Kit",
+    "ToolFailed",
+    "ask_on_terminal",
+    "list_all_tools",
+]
 
 T = TypeVar("T")
 
