@@ -9,6 +9,11 @@
 - ``confirm``: ``refund(amount)`` asks for a person's confirmation first: by elicitation
   on a legacy connection, by an ``InputRequiredResult`` on a 2026-07-28 one.
 - ``mute``: reads requests and never answers anything, not even the handshake.
+- ``slowlist``: ``echo``; every ``tools/list`` after the first takes 5 s.
+
+``plain`` also has ``pair(a: int, b: bool)`` and ``nested(inner)`` (an object that
+allows no other keys) for argument checks, ``log(text)`` (a logging notification
+mid-call) and ``whoami()`` (the client's name and version from a legacy handshake).
 
 Our own server has no write tools yet, so ``confirm`` stands in for their confirmation.
 """
@@ -20,6 +25,12 @@ import sys
 
 import anyio
 from fastmcp import Context, FastMCP
+from pydantic import BaseModel, ConfigDict
+
+
+class Inner(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: int
 
 
 def plain():
@@ -66,6 +77,50 @@ def plain():
         """Never answer."""
         await anyio.sleep_forever()
         return "unreachable"
+
+    @mcp.tool
+    def pair(a: int, b: bool) -> str:
+        """Echo an integer and a boolean."""
+        return f"{a!r} {b!r}"
+
+    @mcp.tool
+    def nested(inner: Inner) -> str:
+        """Echo a closed object."""
+        return repr(inner.x)
+
+    @mcp.tool
+    async def log(text: str, ctx: Context) -> str:
+        """Send TEXT as a logging notification, then answer."""
+        await ctx.info(text, extra={"detail": text})
+        return "logged"
+
+    @mcp.tool
+    def whoami(ctx: Context) -> str:
+        """The client's name and version, as its legacy handshake said."""
+        info = ctx.session.client_params.client_info
+        return f"{info.name} {info.version}"
+
+    return mcp
+
+
+def slowlist():
+    from fastmcp.server.middleware import Middleware
+
+    class SlowList(Middleware):
+        listed = 0
+
+        async def on_list_tools(self, context, call_next):
+            SlowList.listed += 1
+            if SlowList.listed > 1:
+                await anyio.sleep(5)
+            return await call_next(context)
+
+    mcp = FastMCP("kit-test-slowlist", middleware=[SlowList()])
+
+    @mcp.tool
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
 
     return mcp
 
@@ -143,4 +198,6 @@ if __name__ == "__main__":
     if kind == "mute":
         mute()
     else:
-        {"plain": plain, "grow": grow, "confirm": confirm}[kind]().run(show_banner=False)
+        {"plain": plain, "grow": grow, "confirm": confirm, "slowlist": slowlist}[kind]().run(
+            show_banner=False
+        )

@@ -48,9 +48,9 @@ async def test_every_event_of_a_turn_carries_its_trace_id():
     second_calls = [e for e in events if e["trace_id"] == second and e["event"] == "call"]
     assert [(c["tool"], c["outcome"]) for c in second_calls] == [("echo", "ok")]
     assert second_calls[0]["result_bytes"] > len("hello, world") and second_calls[0]["ms"] >= 0
-    assert all("arguments" not in e and "hello" not in json.dumps(e) for e in events), (
-        "arguments were logged"
-    )
+    # By default a call's arguments are audited as a digest only: matchable, not readable.
+    assert all("hello" not in json.dumps(e) for e in events), "arguments were logged"
+    assert set(second_calls[0]["arguments"]) == {"sha256", "bytes"}
 
 
 async def test_list_changed_marks_the_listing_stale_and_the_new_tool_shows_inert():
@@ -77,3 +77,102 @@ async def test_the_default_sink_is_json_lines_on_stderr(capfd):
         for e in ours
         if e["event"] in ("connect", "handshake", "list", "call")
     )
+
+
+def plain(**fields) -> ServerConfig:
+    fields.setdefault("envelope", LOCKED_READ)
+    return ServerConfig(name="plain", transport="stdio", command=kit_server("plain"), **fields)
+
+
+def records(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["event"] == "call"]
+
+
+async def test_one_record_per_call_whatever_its_fate(tmp_path):
+    """ok, refused, invalid, cancelled, and a server that cannot be started: one `call`
+    record each, with the arguments as a digest and the idempotency key when there is one."""
+    import anyio
+    import pytest
+
+    from ticket_server.client import CallRefused, InvalidArguments, ServerUnavailable
+
+    events: list[dict] = []
+    config = KitConfig(
+        servers={
+            "plain": plain(
+                envelope={**LOCKED_READ, "idempotent": True},
+                tools={"echo": ToolConfig(), "stall": ToolConfig(), "flaky": ToolConfig()},
+            ),
+            "gone": ServerConfig(
+                name="gone",
+                transport="stdio",
+                command=[str(tmp_path / "no-such-program")],
+                retries=0,
+                tools={"anything": ToolConfig()},
+            ),
+        }
+    )
+    async with Kit(config, audit=events.append) as kit:
+        await kit.call("plain", "echo", {"text": "ok"})
+        with pytest.raises(CallRefused):
+            await kit.call("plain", "die", {})
+        with pytest.raises(InvalidArguments):
+            await kit.call("plain", "echo", {"text": 1})
+        with anyio.move_on_after(1):
+            await kit.call("plain", "stall", {})
+        with pytest.raises(ServerUnavailable):
+            await kit.call("gone", "anything", {"x": 1})
+        key = "".join(
+            b.text
+            for b in (await kit.call("plain", "flaky", {"marker": str(tmp_path / "m")})).content
+        )
+    outcomes = [(r["server"], r["tool"], r["outcome"]) for r in records(events)]
+    assert outcomes == [
+        ("plain", "echo", "ok"),
+        ("plain", "die", "refused"),
+        ("plain", "echo", "invalid"),
+        ("plain", "stall", "cancelled"),
+        ("gone", "anything", "unavailable"),
+        ("plain", "flaky", "ok"),
+    ]
+    assert all(set(r["arguments"]) == {"sha256", "bytes"} for r in records(events))
+    flaky = records(events)[-1]
+    assert flaky["idempotency_key"] == key and flaky["attempts"] == 2
+    assert "could not connect" in records(events)[4]["reason"]
+
+
+async def test_arguments_are_audited_in_full_only_where_the_configuration_says():
+    events: list[dict] = []
+    config = KitConfig(
+        servers={
+            "plain": plain(
+                audit_arguments="none",
+                tools={"echo": ToolConfig(audit_arguments="full"), "pair": ToolConfig()},
+            )
+        }
+    )
+    async with Kit(config, audit=events.append) as kit:
+        await kit.call("plain", "echo", {"text": "shown"})
+        await kit.call("plain", "pair", {"a": 1, "b": True})
+    echo, pair = records(events)
+    assert echo["arguments"] == {"text": "shown"} and "arguments" not in pair
+
+
+async def test_a_notification_is_logged_in_full_under_the_turn_of_the_call_it_came_with():
+    events: list[dict] = []
+    # Legacy: 2026-07-28 has no logging notifications.
+    server = plain(mode="legacy", tools={"echo": ToolConfig(), "log": ToolConfig()})
+    async with Kit(
+        KitConfig(servers={"plain": server}),
+        audit=events.append,
+    ) as kit:
+        with turn("1" * 32):  # this turn opens the connection
+            await kit.call("plain", "echo", {"text": "first"})
+        with turn("2" * 32):
+            await kit.call("plain", "log", {"text": "from the second turn"})
+    (logged,) = [
+        e for e in events if e["event"] == "notification" and e["method"] == "notifications/message"
+    ]
+    assert logged["trace_id"] == "2" * 32
+    assert logged["params"]["level"] == "info"
+    assert "from the second turn" in json.dumps(logged["params"])

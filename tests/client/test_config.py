@@ -3,6 +3,8 @@ annotations that never loosen an envelope."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ticket_server.client import MOST_RESTRICTIVE, ConfigError, Envelope, load_config, parse_config
@@ -128,3 +130,81 @@ def test_load_config_reads_a_file(tmp_path):
     assert load_config(path).servers["docs"].url == "http://127.0.0.1:1/mcp"
     with pytest.raises(ConfigError, match="missing.toml"):
         load_config(tmp_path / "missing.toml")
+
+
+def test_annotations_read_only_false_make_a_tool_side_effecting_even_when_not_destructive():
+    configured = Envelope(surface="locked", side_effecting=False, reversible=True)
+    hints = {"readOnlyHint": False, "destructiveHint": False}
+    assert configured.tightened_by(hints).side_effecting is True
+    assert configured.tightened_by({"readOnlyHint": True}).side_effecting is False
+
+
+def mcp_servers_json(memory: str, tmp_path) -> str:
+    return json.dumps(
+        {
+            "permissions": ["memory:read"],
+            "mcpServers": {
+                "memory": {
+                    "command": memory,
+                    "args": [],
+                    "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+                    "alwaysAllow": ["read_graph"],
+                    "envelope": {"surface": "locked", "side_effecting": False},
+                    "tools": {"read_graph": {}, "create_entities": {}},
+                },
+                "docs": {
+                    "type": "http",
+                    "url": "http://127.0.0.1:9/mcp",
+                    "headers": {"Authorization": "Bearer t0k"},
+                },
+                "old": {"command": "nothing", "disabled": True},
+            },
+        }
+    )
+
+
+def test_the_mcp_servers_json_of_desktop_clients_is_read(tmp_path):
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(mcp_servers_json("/usr/bin/memory", tmp_path), encoding="utf-8")
+    config = load_config(path)
+    assert list(config.servers) == ["memory", "docs"] and config.permissions == {"memory:read"}
+    memory, docs = config.servers["memory"], config.servers["docs"]
+    assert memory.transport == "stdio" and memory.command == ["/usr/bin/memory"]
+    assert memory.env == {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
+    assert memory.is_pinned("read_graph") and not memory.is_pinned("delete_entities")
+    assert docs.transport == "http" and docs.auth.token() == "t0k"
+    assert not docs.is_pinned("anything"), "a desktop entry pins nothing by itself"
+
+    for bad, said in (
+        ('{"mcpServers": {"x": {"type": "sse", "url": "http://h/sse"}}}', "'sse' is not supported"),
+        ('{"mcpServers": {"x": {"command": ["a"]}}}', "`command` must be a string"),
+        ('{"mcpServers": {"x": {"url": "http://h", "headers": {"X-Key": "1"}}}}', "X-Key"),
+        ('{"servers": 1}', "expected a JSON object with `mcpServers`"),
+        ("{nope", "not valid JSON"),
+    ):
+        path.write_text(bad, encoding="utf-8")
+        with pytest.raises(ConfigError, match=said):
+            load_config(path)
+
+
+async def test_a_desktop_config_drives_server_memory_and_check_reports_up_front(
+    reference_servers, tmp_path
+):
+    """server-memory (npm) from an `mcpServers` file; `Kit(check=True)` connects to every
+    server on entry and names the one that fails before any model turn."""
+    from ticket_server.client import Kit, KitError
+
+    path = tmp_path / "mcp.json"
+    text = mcp_servers_json(str(reference_servers / "mcp-server-memory"), tmp_path)
+    path.write_text(text, encoding="utf-8")
+    config = load_config(path)
+    with pytest.raises(KitError, match=r"configuration check failed: .*docs: FAILED"):
+        async with Kit(config, check=True, audit=lambda e: None):
+            pass
+    only_memory = config.model_copy(update={"servers": {"memory": config.servers["memory"]}})
+    async with Kit(only_memory, check=True, audit=lambda e: None) as kit:
+        report = await kit.check()
+        assert report.ok and report.servers[0].server_name == "memory-server"
+        assert report.servers[0].tools >= 9
+        graph = await kit.call("memory", "read_graph")
+        assert not graph.is_error

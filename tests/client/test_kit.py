@@ -78,7 +78,9 @@ async def test_our_tools_get_argument_models_and_bad_arguments_never_leave(
             "ticket_id: Field required" in message
             and "ticket: not an argument of this tool" in message
         )
-        assert not [e for e in events if e["event"] == "call"], "bad arguments reached the server"
+        assert not [e for e in events if e["event"] == "attempt"], (
+            "bad arguments reached the server"
+        )
 
         result = await kit.call(
             "tickets", "search_tickets_v2", {"query": "invoice"}
@@ -165,7 +167,7 @@ async def test_a_human_controlled_call_goes_to_the_approval_callback(answer):
         {"text": "ok" if answer else "no"},
         ("human_controlled",),
     )
-    assert [e["outcome"] for e in events if e["event"] == "call"] == (["ok"] if answer else [])
+    assert [e["outcome"] for e in events if e["event"] == "attempt"] == (["ok"] if answer else [])
 
 
 async def test_a_side_effecting_call_without_an_approver_is_refused_and_a_missing_permission_too():
@@ -189,7 +191,7 @@ async def test_an_idempotent_call_is_retried_with_one_idempotency_key(tmp_path):
     config = plain(envelope={**LOCKED_READ, "idempotent": True}, tools={"flaky": ToolConfig()})
     async with Kit(kit_config(config), audit=events.append) as kit:
         result = await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})
-    calls = [e for e in events if e["event"] == "call"]
+    calls = [e for e in events if e["event"] == "attempt"]
     assert [(c["attempt"], c["outcome"]) for c in calls] == [(1, "failed"), (2, "ok")]
     assert re.fullmatch(r"[0-9a-f]{32}", text(result)), "the retry carried no idempotency key"
 
@@ -202,7 +204,7 @@ async def test_a_side_effecting_call_that_is_not_idempotent_is_never_retried(tmp
         with pytest.raises(ServerUnavailable, match="went away"):
             await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})
         assert text(await kit.call("plain", "flaky", {"marker": str(tmp_path / "once")})) == "None"
-    assert [(c["attempt"], c["outcome"]) for c in events if c["event"] == "call"] == [
+    assert [(c["attempt"], c["outcome"]) for c in events if c["event"] == "attempt"] == [
         (1, "failed"),
         (1, "ok"),
     ]

@@ -12,8 +12,9 @@ from ticket_server.client.config import (
     ToolConfig,
     load_config,
     parse_config,
+    parse_mcp_servers,
 )
-from ticket_server.client.kit import ApprovalRequest, CallRefused, Kit, ask_on_terminal
+from ticket_server.client.kit import ApprovalRequest, CallRefused, Kit, ToolFailed, ask_on_terminal
 from ticket_server.client.session import (
     CallTimeout,
     Handshake,
@@ -21,6 +22,7 @@ from ticket_server.client.session import (
     ServerSession,
     ServerUnavailable,
 )
+from ticket_server.client.survey import CheckReport, ServerCheck
 from ticket_server.client.tools import InvalidArguments, ToolDefinition
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "Audit",
     "CallRefused",
     "CallTimeout",
+    "CheckReport",
     "ConfigError",
     "Envelope",
     "Handshake",
@@ -36,14 +39,17 @@ __all__ = [
     "Kit",
     "KitConfig",
     "KitError",
+    "ServerCheck",
     "ServerConfig",
     "ServerSession",
     "ServerUnavailable",
     "ToolConfig",
     "ToolDefinition",
+    "ToolFailed",
     "ask_on_terminal",
     "json_lines",
     "load_config",
     "parse_config",
+    "parse_mcp_servers",
     "turn",
 ]

@@ -4,21 +4,28 @@ trace id of the turn that caused it.
 An event is a flat JSON object: ``{"ts": <unix seconds>, "trace_id": ..., "server":
 ..., "event": ..., ...}``. Events: ``connect`` (transport, command or URL without
 credentials), ``handshake`` (which one, protocol version, server identity,
-capabilities), ``list`` (tool count, new and inert names), ``call`` (tool, outcome,
-result size in bytes, attempt, milliseconds), ``refused`` (why), ``approval`` (asked,
-answer), ``elicitation``, ``notification`` (method), ``disconnect`` (why) and
-``close``. Arguments and results are never logged: only their sizes.
+capabilities), ``list`` (tool count, new and inert names), ``call`` (one per call
+whatever its fate: tool, outcome, attempts, milliseconds without the time a person
+took and ``person_ms`` apart, result size, idempotency key, arguments as the
+configuration's ``audit_arguments`` says: a ``{sha256, bytes}`` digest by default),
+``attempt`` (one per attempt), ``approval``, ``elicitation``, ``sampling``, ``roots``
+(each with the tool of the call it came from, the answer and why), ``policy_error``
+(a policy callback raised: its type only), ``progress``, ``notification`` (method and
+params in full, under the turn of the call it arrived with), ``unavailable``,
+``check``, ``read`` (resources and prompts), ``disconnect`` (why) and ``close``.
+Results are never logged: only their sizes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 Sink = Callable[[dict[str, Any]], None]
@@ -71,3 +78,25 @@ class Audit:
             **fields,
         }
         self.sink(record)
+
+
+def result_bytes(result: Any) -> int:
+    """The size of an MCP result as JSON: what the audit keeps of a result."""
+    return len(
+        json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True)).encode()
+    )
+
+
+def audited_arguments(how: str, arguments: Mapping[str, Any]) -> Any:
+    """A call's arguments as ``audit_arguments`` allows: None, a digest, or in full."""
+    if how == "none":
+        return None
+    if how == "full":
+        return dict(arguments)
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = text.encode("utf-8")
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)

@@ -15,10 +15,10 @@ def tools(settings: Any, args: argparse.Namespace) -> None:
     import anyio
 
     from ticket_server.client import ConfigError, Kit, KitError, load_config
-    from ticket_server.client.adapters import ESTIMATE_METHOD, PROVIDERS
+    from ticket_server.client.adapters import ESTIMATE_METHOD, PRICED
     from ticket_server.client.audit import json_lines
 
-    providers = PROVIDERS if args.provider == "all" else (args.provider,)
+    providers = PRICED if args.provider == "all" else (args.provider,)
     if args.print and len(providers) != 1:
         providers = ("openai",)
 
@@ -29,6 +29,8 @@ def tools(settings: Any, args: argparse.Namespace) -> None:
             load_config(args.config), audit=json_lines() if args.print else (lambda e: None)
         ) as kit:
             block = await kit.tool_block()
+            if block.missing:  # a figure without a server's tools would mislead: say so
+                raise KitError("; ".join(block.missing.values()))
             for provider in providers:
                 if args.print:
                     print(json.dumps(block.tools(provider), indent=2, ensure_ascii=False))

@@ -28,6 +28,7 @@ file gets ``MOST_RESTRICTIVE``: human-controlled, side-effecting, irreversible.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -72,14 +73,16 @@ class Envelope(_Strict):
     def tightened_by(self, annotations: Any) -> Envelope:
         """This envelope after a server's tool annotations (MCP ``ToolAnnotations`` or a
         dict with ``readOnlyHint``/``destructiveHint``/``idempotentHint``): a hint may
-        only make it stricter. ``readOnlyHint: true`` never clears ``side_effecting``."""
+        only make it stricter. ``readOnlyHint: false`` makes it side-effecting (whatever
+        ``destructiveHint`` says: a change that destroys nothing is still a change);
+        ``readOnlyHint: true`` never clears ``side_effecting``."""
         if annotations is None:
             return self
         hints = (
             annotations if isinstance(annotations, dict) else annotations.model_dump(by_alias=True)
         )
         update: dict[str, Any] = {}
-        if hints.get("readOnlyHint") is False and hints.get("destructiveHint") is not False:
+        if hints.get("readOnlyHint") is False:
             update["side_effecting"] = True
         if hints.get("destructiveHint") is True:
             update.update(side_effecting=True, reversible=False)
@@ -104,11 +107,18 @@ class PartialEnvelope(_Strict):
         return base.model_copy(update=self.model_dump(exclude_unset=True))
 
 
+# How a call's arguments appear in its audit record: not at all, as a digest (sha256 and
+# size of their compact JSON: enough to match two calls, nothing to read), or in full.
+AuditArguments = Literal["none", "digest", "full"]
+
+
 class ToolConfig(PartialEnvelope):
-    """One pinned tool: its envelope fields, and whether the model is shown it."""
+    """One pinned tool: its envelope fields, whether the model is shown it, its
+    deadline, and how its arguments are audited (default: the server's)."""
 
     visible: bool = True
     deadline_seconds: float | None = Field(default=None, gt=0)
+    audit_arguments: AuditArguments | None = None
 
 
 class AuthConfig(_Strict):
@@ -149,6 +159,8 @@ class ServerConfig(_Strict):
     deadline_seconds: float = Field(default=30.0, gt=0)
     connect_seconds: float = Field(default=30.0, gt=0)
     retries: int = Field(default=2, ge=0, le=10)
+    retry_backoff_seconds: float = Field(default=0.2, ge=0, le=30)
+    audit_arguments: AuditArguments = "digest"
     pinned: bool = True
     envelope: PartialEnvelope = PartialEnvelope()
     tools: dict[str, ToolConfig] = {}
@@ -187,6 +199,12 @@ class ServerConfig(_Strict):
     def is_visible(self, tool: str) -> bool:
         configured = self.tools.get(tool)
         return self.is_pinned(tool) and (configured is None or configured.visible)
+
+    def audit_arguments_for(self, tool: str) -> AuditArguments:
+        configured = self.tools.get(tool)
+        if configured is not None and configured.audit_arguments is not None:
+            return configured.audit_arguments
+        return self.audit_arguments
 
     def deadline_for(self, tool: str) -> float:
         configured = self.tools.get(tool)
@@ -237,6 +255,73 @@ def parse_config(text: str, *, source: str = "<config>") -> KitConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return _validated(data, source)
+
+
+# Keys of desktop clients' `mcpServers` entries that mean nothing to the kit (each
+# client's own approval lists, UI text, timeouts): read past, never obeyed.
+_DESKTOP_ONLY = frozenset(
+    {"alwaysAllow", "autoApprove", "disabledTools", "description", "timeout", "icon", "envFile"}
+)
+
+
+def _from_mcp_servers(data: Any, source: str) -> dict[str, Any]:
+    """The kit's configuration from the ``{"mcpServers": {...}}`` JSON that desktop
+    clients (Claude Desktop, Cursor, VS Code's ``servers``) use: ``command`` + ``args``
+    (+ ``env``, ``cwd``) is stdio; ``url`` (``type`` ``http``/``streamable-http``) is
+    HTTP, with a bearer token from an ``Authorization`` header; ``disabled: true`` leaves
+    a server out. Any kit field (``envelope``, ``tools``, ``namespace``, ...) may sit
+    beside them; without ``tools`` a server's tools are all inert until pinned. The
+    top level may carry ``permissions``."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a JSON object with `mcpServers`")
+    entries = data.get("mcpServers", data.get("servers"))
+    if not isinstance(entries, dict):
+        raise ConfigError(f"{source}: expected a JSON object with `mcpServers`")
+    servers: dict[str, Any] = {}
+    for name, entry in entries.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: mcpServers.{name}: expected an object")
+        if entry.get("disabled") is True:
+            continue
+        body = {k: v for k, v in entry.items() if k not in _DESKTOP_ONLY and k != "disabled"}
+        kind = body.pop("type", None)
+        if "command" in body or kind == "stdio":
+            command = body.pop("command", None)
+            args = body.pop("args", [])
+            if not isinstance(command, str) or not isinstance(args, list):
+                raise ConfigError(
+                    f"{source}: mcpServers.{name}: `command` must be a string and `args` a list"
+                )
+            body.update(transport="stdio", command=[command, *map(str, args)])
+        elif "url" in body:
+            if kind not in (None, "http", "streamable-http", "streamableHttp"):
+                raise ConfigError(
+                    f"{source}: mcpServers.{name}: transport type {kind!r} is not supported "
+                    "(stdio or Streamable HTTP)"
+                )
+            headers = body.pop("headers", None) or {}
+            auth = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+            if auth is not None:
+                scheme, _, token = str(auth).partition(" ")
+                if scheme.lower() != "bearer" or not token:
+                    raise ConfigError(
+                        f"{source}: mcpServers.{name}: only a Bearer Authorization header is supported"
+                    )
+                body.setdefault("auth", {"bearer": token.strip()})
+            others = sorted(k for k in headers if k.lower() != "authorization")
+            if others:
+                raise ConfigError(
+                    f"{source}: mcpServers.{name}: headers other than Authorization are not supported: "
+                    + ", ".join(others)
+                )
+            body["transport"] = "http"
+        servers[name] = body
+    top = {k: v for k, v in data.items() if k not in ("mcpServers", "servers")}
+    return {**top, "servers": servers}
+
+
+def _validated(data: Any, source: str) -> KitConfig:
     try:
         return KitConfig.model_validate(data)
     except ValidationError as exc:
@@ -247,11 +332,23 @@ def parse_config(text: str, *, source: str = "<config>") -> KitConfig:
         raise ConfigError(f"{source}: {problems}") from exc
 
 
+def parse_mcp_servers(text: str, *, source: str = "<config>") -> KitConfig:
+    """A ``KitConfig`` from desktop clients' ``mcpServers`` JSON text."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
+    return _validated(_from_mcp_servers(data, source), source)
+
+
 def load_config(path: str | Path) -> KitConfig:
-    """Read and check the TOML file at ``path`` (``ConfigError`` when it cannot be used)."""
+    """Read and check the file at ``path``: the kit's TOML, or (a ``.json`` file) the
+    ``mcpServers`` JSON of desktop clients. ``ConfigError`` when it cannot be used."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror}") from exc
+    if path.suffix.lower() == ".json":
+        return parse_mcp_servers(text, source=str(path))
     return parse_config(text, source=str(path))

@@ -3,38 +3,75 @@ gatekeeper and executor every call passes.
 
 The path of one call (``Kit.call``)::
 
-    gatekeeper  known server -> listed tool -> pinned -> permission -> arguments
-                -> approval (human-controlled or side-effecting: the approval callback)
-    executor    deadline per attempt; a failed attempt (server gone, deadline) is
-                retried only when the envelope says idempotent, with one idempotency
-                key for every attempt (in ``_meta``)
-    audit       one JSON line per event, under the turn's trace id
+    gatekeeper  known server -> listed tool -> pinned -> permission -> arguments (JSON
+                Schema) -> approval (human-controlled or side-effecting: the approver)
+    executor    one deadline for the whole call (listing, connecting, every attempt and
+                the backoff between them); a failed attempt (server gone, deadline) is
+                retried only when the envelope says idempotent, with one idempotency key
+                for every attempt (in ``_meta``), after a backoff with jitter; time a
+                person spends answering the server is not counted, and said so
+    audit       one ``call`` record per call whatever its fate (ok, isError, refused,
+                invalid, timeout, unavailable, cancelled, error), one ``attempt`` per
+                attempt, every event under the turn's trace id
 
-A server's confirmation requests (legacy ``elicitation/create``; the elicitations of a
-2026-07-28 ``InputRequiredResult``, which the SDK routes to the same callback) go to the
-same approval callback.
+Every request a server makes of the client goes to a policy with a safe default:
+elicitation (form and URL modes) to the approver (none: declined), its answer checked
+against the requested schema; ``sampling/createMessage`` to ``sample`` (none:
+refused); ``roots/list`` to ``roots`` (none: refused). Each is logged with the tool and
+arguments of the call it came from.
 """
 
 from __future__ import annotations
 
-import contextvars
-import inspect
-import json
-import sys
+import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 import anyio
+from pydantic import TypeAdapter, ValidationError
 
+from ticket_server.client import survey
 from ticket_server.client.adapters import ToolBlock
-from ticket_server.client.audit import Audit, Sink, current_trace_id
-from ticket_server.client.config import Envelope, KitConfig, ServerConfig, ToolConfig
+from ticket_server.client.audit import (
+    Audit,
+    Sink,
+    audited_arguments,
+    current_trace_id,
+    ms,
+    result_bytes,
+)
+from ticket_server.client.config import KitConfig, ServerConfig, ToolConfig
+from ticket_server.client.policies import (
+    ApprovalRequest,
+    Approver,
+    ProgressCallback,
+    RootsPolicy,
+    SamplingPolicy,
+    ServerRequests,
+    _Call,
+    _current_call,
+    ask_on_terminal,
+    progress_callback,
+)
 from ticket_server.client.session import CallTimeout, KitError, ServerSession, ServerUnavailable
+from ticket_server.client.survey import CheckReport, list_all_tools
 from ticket_server.client.tools import InvalidArguments, ToolDefinition
+
+# Re-exported: applications import these from here.
+__all__ = [
+    "ApprovalRequest",
+    "CallRefused",
+    "CheckReport",
+    "Kit",
+    "ToolFailed",
+    "ask_on_terminal",
+    "list_all_tools",
+]
+
+T = TypeVar("T")
 
 # Where the kit puts a call's idempotency key: a namespaced `_meta` key, as MCP has no
 # standard field for it. Every retry of one call carries the same key.
@@ -45,65 +82,26 @@ class CallRefused(KitError):
     """The gatekeeper refused the call; nothing was sent. ``str()`` says why."""
 
 
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What the approval callback decides on.
+class ToolFailed(KitError):
+    """The tool answered ``isError`` (raised only with ``raise_on_error=True``, as
+    ``fastmcp.Client`` does); ``result`` is the ``CallToolResult``."""
 
-    ``kind="call"``: the kit is about to call a tool whose envelope asks for a person
-    (``reasons`` names which fields: ``human_controlled``, ``side_effecting``).
-    ``kind="elicitation"``: the server asks for a confirmation or input while a call
-    runs; ``message`` and ``requested_schema`` are the server's, and the text is the
-    server's words, not the kit's."""
-
-    kind: Literal["call", "elicitation"]
-    server: str
-    tool: str | None
-    arguments: Mapping[str, Any] | None
-    envelope: Envelope | None
-    reasons: tuple[str, ...]
-    trace_id: str
-    message: str | None = None
-    requested_schema: Mapping[str, Any] | None = None
+    def __init__(self, message: str, result: Any) -> None:
+        super().__init__(message)
+        self.result = result
 
 
-# The application's decision: True (approve; for an elicitation, answer every boolean
-# field of the requested schema with true), False (refuse / decline), or for an
-# elicitation a dict: the content to send.
-Approval = bool | dict[str, Any]
-Approver = Callable[[ApprovalRequest], Approval | Awaitable[Approval]]
-
-_current_call: contextvars.ContextVar[tuple[str, Mapping[str, Any]] | None] = (
-    contextvars.ContextVar("kit_current_call", default=None)
-)
-
-
-async def ask_on_terminal(request: ApprovalRequest) -> Approval:
-    """An approval callback for command-line applications: the question on stderr, the
-    answer (y/N) from stdin, read in a worker thread so the event loop keeps running."""
-    if request.kind == "call":
-        question = (
-            f"Allow {request.server}.{request.tool}({json.dumps(dict(request.arguments or {}), ensure_ascii=False)})"
-            f" [{', '.join(request.reasons)}; {'reversible' if request.envelope and request.envelope.reversible else 'irreversible'}]? [y/N] "
-        )
-    else:
-        question = f"Server {request.server} asks (its words): {request.message!r}. Confirm? [y/N] "
-    print(question, end="", file=sys.stderr, flush=True)
-    answer = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    return answer.strip().lower() in ("y", "yes")
-
-
-def _result_bytes(result: Any) -> int:
-    return len(
-        json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True)).encode()
-    )
-
-
-class Kit:
+class Kit(ServerRequests):
     """Every server of a ``KitConfig``, governed. Use as ``async with Kit(config, ...)``.
 
-    ``approve``: the approval callback (sync or async); without one, every call that
-    needs a person is refused and every elicitation declined. ``audit``: a sink for
-    the JSON events (a callable taking a dict), an ``Audit``, or None for stderr.
+    ``approve``: the approval callback (sync or async) for calls and elicitations;
+    without one, every call that needs a person is refused and every elicitation
+    declined. ``sample``: the sampling policy (none: refused); ``roots``: the roots
+    shown to servers (none: refused). ``on_progress(progress, total, message)``: the
+    progress of every call (``call`` takes one per call too). ``audit``: a sink for the
+    JSON events (a callable taking a dict), an ``Audit``, or None for stderr.
+    ``check=True``: connect to every server on entry and raise ``KitError`` naming the
+    ones that fail (``check()`` reports without raising).
 
     Enter and leave the kit in one task (its sessions' task groups belong to it, an
     anyio rule: not in a pytest fixture's separate setup and teardown tasks); between
@@ -114,16 +112,24 @@ class Kit:
         config: KitConfig,
         *,
         approve: Approver | None = None,
+        sample: SamplingPolicy | None = None,
+        roots: RootsPolicy | None = None,
+        on_progress: ProgressCallback | None = None,
         audit: Audit | Sink | None = None,
+        check: bool = False,
     ) -> None:
         self.config = config
         self.approve = approve
+        self.sample = sample
+        self.roots = roots
+        self.on_progress = on_progress
+        self.check_on_entry = check
         self.audit = audit if isinstance(audit, Audit) else Audit(audit)
         self.sessions: dict[str, ServerSession] = {}
         self._listings: dict[str, list[ToolDefinition]] = {}
         self._stale: set[str] = set()
         self._list_locks: dict[str, anyio.Lock] = {}
-        self._in_flight: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        self._in_flight: dict[str, list[_Call]] = {}
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Kit:
@@ -134,10 +140,17 @@ class Kit:
                     server,
                     audit=self.audit,
                     elicitation_callback=self._elicitation_for(name),
+                    sampling_callback=self._sampling_for(name),
+                    list_roots_callback=self._roots_for(name),
                     on_notification=self._notified,
                 )
             )
             self._list_locks[name] = anyio.Lock()
+        if self.check_on_entry:
+            report = await self.check()
+            if not report.ok:
+                await self.__aexit__(None, None, None)
+                raise KitError("configuration check failed: " + "; ".join(report.lines()))
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -153,16 +166,34 @@ class Kit:
         except KeyError:
             raise CallRefused(f"unknown server {name!r}: not in the configuration") from None
 
-    async def tools(self, server: str, *, refresh: bool = False) -> list[ToolDefinition]:
+    async def tools(
+        self, server: str, *, refresh: bool = False, deadline_seconds: float | None = None
+    ) -> list[ToolDefinition]:
         """Every tool ``server`` lists (all pages), pinned or inert, in listing order.
-        Listed once, again after the server said ``tools/list_changed`` or on ``refresh``."""
+        Listed once, again after the server said ``tools/list_changed`` or on ``refresh``;
+        waiting for another task's listing counts against ``deadline_seconds``."""
         config = self.server(server)
-        async with self._list_locks[server]:
+        budget = deadline_seconds if deadline_seconds is not None else config.deadline_seconds
+        deadline = anyio.current_time() + budget
+        with anyio.move_on_after(budget) as waiting:
+            await self._list_locks[server].acquire()
+        if waiting.cancelled_caught:
+            raise CallTimeout(
+                f"server {server}: tools/list: no answer within {budget:g} s "
+                "(another listing of this server was still running)"
+            )
+        try:
             if refresh or server in self._stale or server not in self._listings:
                 self._stale.discard(server)
-                listed = await self.sessions[server].run(
-                    list_all_tools, deadline_seconds=config.deadline_seconds, what="tools/list"
-                )
+                try:
+                    listed = await self.sessions[server].run(
+                        list_all_tools,
+                        deadline_seconds=max(deadline - anyio.current_time(), 0.001),
+                        what="tools/list",
+                    )
+                except KitError:
+                    self._stale.add(server)
+                    raise
                 before = {t.name for t in self._listings.get(server, [])}
                 self._listings[server] = [self._define(config, tool) for tool in listed]
                 self.audit.emit(
@@ -173,6 +204,8 @@ class Kit:
                     inert=sorted(t.name for t in self._listings[server] if not t.pinned),
                 )
             return self._listings[server]
+        finally:
+            self._list_locks[server].release()
 
     def _define(self, config: ServerConfig, tool: Any) -> ToolDefinition:
         return ToolDefinition(
@@ -183,17 +216,71 @@ class Kit:
             visible=config.is_visible(tool.name),
         )
 
-    async def visible_tools(self) -> list[ToolDefinition]:
-        """The tools the model is shown: pinned and visible, server by server. The
-        others stay reachable by name through ``call`` (pinned ones) or not at all."""
+    def _permitted(self, definition: ToolDefinition) -> bool:
+        needed = definition.envelope.required_permission
+        return needed is None or needed in self.config.permissions
+
+    async def visible_tools(self, missing: dict[str, str] | None = None) -> list[ToolDefinition]:
+        """The tools the model is shown: pinned, visible, and allowed by the
+        application's permissions, server by server (listed concurrently). The others
+        stay reachable by name through ``call`` (pinned ones) or not at all.
+
+        With ``missing`` (a dict), a server that cannot be listed is named there with
+        the reason and the others are still returned; without it, its error is raised."""
+        listings: dict[str, list[ToolDefinition]] = {}
+        failures: dict[str, KitError] = {}
+
+        async def one(name: str) -> None:
+            try:
+                listings[name] = await self.tools(name)
+            except KitError as exc:
+                failures[name] = exc
+
+        async with anyio.create_task_group() as tg:
+            for name in self.config.servers:
+                tg.start_soon(one, name)
+        if failures and missing is None:
+            raise next(iter(failures.values()))
+        if missing is not None:
+            missing.update({name: str(exc) for name, exc in failures.items()})
         shown: list[ToolDefinition] = []
         for name in self.config.servers:
-            shown.extend(t for t in await self.tools(name) if t.pinned and t.visible)
+            shown.extend(
+                t for t in listings.get(name, []) if t.pinned and t.visible and self._permitted(t)
+            )
         return shown
 
     async def tool_block(self) -> ToolBlock:
-        """The visible set in every provider's shape, with the route back for tool calls."""
-        return ToolBlock(self, await self.visible_tools())
+        """The visible set in every provider's shape, with the route back for tool calls:
+        built from the servers that answer; ``block.missing`` names the others and why."""
+        missing: dict[str, str] = {}
+        shown = await self.visible_tools(missing)
+        for name, why in missing.items():
+            self.audit.emit("unavailable", server=name, reason=why)
+        return ToolBlock(self, shown, missing)
+
+    async def check(self) -> CheckReport:
+        """Connect to every server now, list its tools, and report per server: the
+        handshake, the tool count, pinned tools it does not list, or why it failed."""
+        return await survey.check(self)
+
+    async def resources(self, server: str) -> list[Any]:
+        """Every resource ``server`` lists (all pages): MCP ``Resource`` objects."""
+        return await survey.resources(self, server)
+
+    async def read_resource(self, server: str, uri: str) -> list[Any]:
+        """The contents of ``uri`` on ``server`` (text or blob ``ResourceContents``)."""
+        return await survey.read_resource(self, server, uri)
+
+    async def prompts(self, server: str) -> list[Any]:
+        """Every prompt ``server`` lists (all pages): MCP ``Prompt`` objects."""
+        return await survey.prompts(self, server)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> Any:
+        """``server``'s prompt ``name`` filled with ``arguments``: a ``GetPromptResult``."""
+        return await survey.get_prompt(self, server, name, arguments)
 
     def pin(self, server: str, tool: str, settings: ToolConfig | None = None) -> None:
         """Make ``tool`` live on ``server`` (a decision of the application, at run time)
@@ -213,13 +300,23 @@ class Kit:
 
     # -- gatekeeper and executor -------------------------------------------------------
 
-    async def definition(self, server: str, tool: str) -> ToolDefinition:
+    async def definition(
+        self, server: str, tool: str, *, deadline_seconds: float | None = None
+    ) -> ToolDefinition:
         """The definition of a pinned ``tool``; ``CallRefused`` when unknown or inert."""
-        found = next((t for t in await self.tools(server) if t.name == tool), None)
+        started = anyio.current_time()
+
+        def left() -> float | None:
+            if deadline_seconds is None:
+                return None
+            return max(deadline_seconds - (anyio.current_time() - started), 0.001)
+
+        found = next(
+            (t for t in await self.tools(server, deadline_seconds=left()) if t.name == tool), None
+        )
         if found is None:  # perhaps added since the last listing
-            found = next(
-                (t for t in await self.tools(server, refresh=True) if t.name == tool), None
-            )
+            listed = await self.tools(server, refresh=True, deadline_seconds=left())
+            found = next((t for t in listed if t.name == tool), None)
         if found is None:
             raise CallRefused(f"server {server} has no tool {tool!r}")
         if not found.pinned:
@@ -235,34 +332,124 @@ class Kit:
         arguments: Mapping[str, Any] | None = None,
         *,
         deadline_seconds: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        raise_on_error: bool = False,
     ) -> Any:
         """Call ``server``'s ``tool`` through the gatekeeper and executor; the MCP
-        ``CallToolResult`` (which may carry ``isError``).
+        ``CallToolResult`` (which may carry ``isError``; with ``raise_on_error`` that is
+        ``ToolFailed`` instead).
+
+        ``deadline_seconds`` (default: the tool's, else the server's) bounds the whole
+        call: listing, connecting, every attempt and the backoff between them; the time
+        a person spends answering the approver (before the call, or for the server
+        while it runs) is not counted. ``on_progress(progress, total, message)`` sees the
+        server's progress notifications for this call.
 
         Raises ``CallRefused``, ``InvalidArguments`` (nothing sent), ``CallTimeout``,
         ``ServerUnavailable`` (after the retries an idempotent envelope allows)."""
         trace_id = current_trace_id()
         arguments = dict(arguments or {})
+        configured = self.config.servers.get(server)
+        budget = deadline_seconds or (configured.deadline_for(tool) if configured else 30.0)
+        call = _Call(tool, arguments, trace_id, deadline=anyio.current_time() + budget)
+        started = time.perf_counter()
+        record: dict[str, Any] = {"tool": tool, "deadline_seconds": budget}
+        if configured is not None:
+            audited = audited_arguments(configured.audit_arguments_for(tool), arguments)
+            if audited is not None:
+                record["arguments"] = audited
+        outcome = "error"
         try:
-            definition = await self.definition(server, tool)
-            envelope = definition.envelope
-            if (
-                envelope.required_permission
-                and envelope.required_permission not in self.config.permissions
-            ):
-                raise CallRefused(
-                    f"tool {server}.{tool} needs permission {envelope.required_permission!r}, "
-                    "which this application does not hold"
-                )
-            definition.validate(arguments)
-            if envelope.needs_approval:
-                await self._approve_call(definition, arguments, trace_id)
-        except (CallRefused, InvalidArguments) as exc:
-            self.audit.emit(
-                "refused", server=server, tool=tool, reason=str(exc), error=type(exc).__name__
-            )
+            result = await self._call(server, tool, arguments, call, record, on_progress)
+            outcome = "isError" if result.is_error else "ok"
+            record["result_bytes"] = result_bytes(result)
+        except CallRefused as exc:
+            outcome, record["reason"] = "refused", str(exc)
             raise
-        return await self._execute(definition, arguments, deadline_seconds)
+        except InvalidArguments as exc:
+            outcome, record["reason"] = "invalid", str(exc)
+            raise
+        except CallTimeout as exc:
+            outcome, record["reason"] = "timeout", str(exc)
+            raise
+        except ServerUnavailable as exc:
+            outcome, record["reason"] = "unavailable", str(exc)
+            raise
+        except KitError as exc:
+            outcome, record["reason"] = "error", str(exc)
+            raise
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        finally:
+            self.audit.emit(
+                "call",
+                server=server,
+                trace_id=trace_id,
+                outcome=outcome,
+                ms=ms(time.perf_counter() - started - call.person_seconds),
+                person_ms=ms(call.person_seconds),
+                **record,
+            )
+        if raise_on_error and result.is_error:
+            text = "".join(getattr(block, "text", "") for block in result.content)
+            raise ToolFailed(f"{server}.{tool}: {text}", result)
+        return result
+
+    async def call_typed(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        result_type: type[T],
+        **options: Any,
+    ) -> T:
+        """``call`` with ``raise_on_error``, the structured result validated as
+        ``result_type`` (a pydantic model, a TypedDict, ...; FastMCP's ``{"result": x}``
+        wrapping of a non-object result is unwrapped). ``KitError`` when it does not fit."""
+        result = await self.call(server, tool, arguments, raise_on_error=True, **options)
+        data = result.structured_content
+        if data is None:
+            raise KitError(f"{server}.{tool}: the result has no structured content")
+        definition = next(t for t in self._listings[server] if t.name == tool)
+        output = getattr(definition.tool, "output_schema", None) or {}
+        if output.get("x-fastmcp-wrap-result") and isinstance(data, dict) and "result" in data:
+            data = data["result"]
+        try:
+            return TypeAdapter(result_type).validate_python(data)
+        except ValidationError as exc:
+            raise KitError(
+                f"{server}.{tool}: the result does not fit {getattr(result_type, '__name__', result_type)}: "
+                + "; ".join(e["msg"] for e in exc.errors()[:3])
+            ) from exc
+
+    async def _call(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        call: _Call,
+        record: dict[str, Any],
+        on_progress: ProgressCallback | None,
+    ) -> Any:
+        self.server(server)
+        definition = await self.definition(
+            server, tool, deadline_seconds=max(call.remaining(), 0.001)
+        )
+        envelope = definition.envelope
+        if not self._permitted(definition):
+            raise CallRefused(
+                f"tool {server}.{tool} needs permission {envelope.required_permission!r}, "
+                "which this application does not hold"
+            )
+        definition.validate(arguments)
+        if envelope.needs_approval:
+            call.person_asked()
+            try:
+                await self._approve_call(definition, arguments, call.trace_id)
+            finally:
+                call.person_answered()
+        return await self._execute(definition, arguments, call, record, on_progress)
 
     async def _approve_call(
         self, definition: ToolDefinition, arguments: dict[str, Any], trace_id: str
@@ -290,51 +477,57 @@ class Kit:
             reasons=reasons,
             trace_id=trace_id,
         )
-        answer = await self._ask(request)
+        answer = await self._ask(self.approve, request)
         self.audit.emit(
             "approval",
             server=definition.server,
             tool=definition.name,
             kind="call",
             reasons=list(reasons),
-            approved=bool(answer),
+            approved=answer is not None and bool(answer),
         )
+        if answer is None:
+            raise CallRefused(
+                f"tool {where}: the approval callback failed, so the call was not made"
+            )
         if not answer:
             raise CallRefused(f"tool {where}: a person refused the call")
 
-    async def _ask(self, request: ApprovalRequest) -> Approval:
-        assert self.approve is not None
-        answer = self.approve(request)
-        if inspect.isawaitable(answer):
-            answer = await answer
-        return answer
-
     async def _execute(
-        self, definition: ToolDefinition, arguments: dict[str, Any], deadline: float | None
+        self,
+        definition: ToolDefinition,
+        arguments: dict[str, Any],
+        call: _Call,
+        record: dict[str, Any],
+        on_progress: ProgressCallback | None,
     ) -> Any:
         config = self.server(definition.server)
-        deadline = deadline or config.deadline_for(definition.name)
         idempotent = definition.envelope.idempotent
-        meta = {IDEMPOTENCY_META_KEY: uuid.uuid4().hex} if idempotent else None
+        key = uuid.uuid4().hex if idempotent else None
+        meta = {IDEMPOTENCY_META_KEY: key} if key else None
+        if key:
+            record["idempotency_key"] = key
         attempts = 1 + (config.retries if idempotent else 0)
         session = self.sessions[definition.server]
         in_flight = self._in_flight.setdefault(definition.server, [])
-        this_call = (definition.name, arguments)
+        progress = progress_callback(
+            self.audit, definition.server, definition.name, call, on_progress, self.on_progress
+        )
 
         async def op(client: Any) -> Any:
-            token = _current_call.set((definition.name, arguments))
+            token = _current_call.set(call)
             try:
                 return await client.call_tool(
-                    definition.name, arguments, read_timeout_seconds=deadline, meta=meta
+                    definition.name, arguments, progress_callback=progress, meta=meta
                 )
             finally:
                 _current_call.reset(token)
 
-        in_flight.append(this_call)
+        in_flight.append(call)
         try:
-            return await self._attempts(definition, session, op, attempts, deadline, idempotent)
+            return await self._attempts(definition, session, op, attempts, call, record)
         finally:
-            in_flight.remove(this_call)
+            in_flight.remove(call)
 
     async def _attempts(
         self,
@@ -342,101 +535,66 @@ class Kit:
         session: ServerSession,
         op: Any,
         attempts: int,
-        deadline: float,
-        idempotent: bool,
+        call: _Call,
+        record: dict[str, Any],
     ) -> Any:
+        config = self.server(definition.server)
         for attempt in range(1, attempts + 1):
+            record["attempts"] = attempt
             started = time.perf_counter()
-            fields: dict[str, Any] = {
-                "tool": definition.name,
-                "attempt": attempt,
-                "idempotent": idempotent,
-            }
+            person_before = call.person_seconds
+            fields: dict[str, Any] = {"tool": definition.name, "attempt": attempt}
+            remaining = call.remaining()
+            if remaining <= 0:
+                raise CallTimeout(
+                    f"server {definition.server}: tools/call {definition.name}: "
+                    f"the call's deadline passed before attempt {attempt}"
+                )
             try:
                 result = await session.run(
-                    op, deadline_seconds=deadline, what=f"tools/call {definition.name}"
+                    op,
+                    deadline_seconds=remaining,
+                    what=f"tools/call {definition.name}",
+                    on_request=call.track,
                 )
             except (ServerUnavailable, CallTimeout) as exc:
                 self.audit.emit(
-                    "call",
+                    "attempt",
                     server=definition.server,
                     outcome="failed",
                     error=str(exc),
-                    ms=round((time.perf_counter() - started) * 1000, 1),
+                    ms=ms(time.perf_counter() - started - (call.person_seconds - person_before)),
                     **fields,
                 )
-                if attempt == attempts:
+                if attempt == attempts or isinstance(exc, CallTimeout):
+                    if call.person_seconds and isinstance(exc, CallTimeout):
+                        raise CallTimeout(
+                            f"{exc} (not counting {call.person_seconds:.1f} s spent waiting for a person)"
+                        ) from exc
                     raise
+                # Exponential backoff with full jitter, never past the call's deadline.
+                pause = random.uniform(0, config.retry_backoff_seconds * 2 ** (attempt - 1))
+                if pause >= call.remaining():
+                    raise
+                await anyio.sleep(pause)
                 continue
             except Exception as exc:
                 self.audit.emit(
-                    "call",
+                    "attempt",
                     server=definition.server,
                     outcome="error",
                     error=str(exc)[:300],
-                    ms=round((time.perf_counter() - started) * 1000, 1),
+                    ms=ms(time.perf_counter() - started),
                     **fields,
                 )
                 raise KitError(f"{definition.server}.{definition.name}: {exc}") from exc
             self.audit.emit(
-                "call",
+                "attempt",
                 server=definition.server,
                 outcome="isError" if result.is_error else "ok",
-                result_bytes=_result_bytes(result),
-                ms=round((time.perf_counter() - started) * 1000, 1),
+                result_bytes=result_bytes(result),
+                ms=ms(time.perf_counter() - started - (call.person_seconds - person_before)),
                 **fields,
             )
             return result
         raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- the server's confirmation requests --------------------------------------------
-
-    def _elicitation_for(self, server: str) -> Callable[..., Awaitable[Any]]:
-        async def elicit(context: Any, params: Any) -> Any:
-            from mcp_types import ElicitResult
-
-            # 2026-07-28: the elicitation runs in the calling task; legacy: in the session's
-            # reader, where the call is known only when it is the one in flight.
-            current = _current_call.get()
-            in_flight = self._in_flight.get(server, [])
-            if current is None and len(in_flight) == 1:
-                current = in_flight[0]
-            schema: Any = getattr(params, "requested_schema", None)
-            if hasattr(schema, "model_dump"):
-                schema = schema.model_dump(by_alias=True, exclude_none=True)
-            request = ApprovalRequest(
-                kind="elicitation",
-                server=server,
-                tool=current[0] if current else None,
-                arguments=current[1] if current else None,
-                envelope=None,
-                reasons=("server asks",),
-                trace_id=current_trace_id(),
-                message=getattr(params, "message", None),
-                requested_schema=schema,
-            )
-            answer: Approval = False if self.approve is None else await self._ask(request)
-            self.audit.emit("elicitation", server=server, tool=request.tool, approved=bool(answer))
-            if not answer:
-                return ElicitResult(action="decline")
-            if isinstance(answer, dict):
-                return ElicitResult(action="accept", content=answer)
-            properties = (schema or {}).get("properties", {})
-            return ElicitResult(
-                action="accept",
-                content={k: True for k, v in properties.items() if v.get("type") == "boolean"},
-            )
-
-        return elicit
-
-
-async def list_all_tools(client: Any) -> list[Any]:
-    """Every tool a connected ``mcp.Client`` lists, all pages, fresh from the server."""
-    tools, cursor = [], None
-    while True:
-        # The kit keeps its own listing; the SDK's response cache must not answer for the server.
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools

@@ -20,7 +20,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TextIO, TypeVar
+from typing import Any, Generic, Literal, TextIO, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -89,6 +89,7 @@ class _Request(Generic[T]):
     what: str
     finished: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope | None = None
+    waiter: anyio.CancelScope | None = None
     abandoned: bool = False
     value: Any = None
     error: BaseException | None = None
@@ -97,6 +98,19 @@ class _Request(Generic[T]):
         if not self.finished.is_set():
             self.value, self.error = value, error
             self.finished.set()
+
+    def hold(self) -> None:
+        """Stop the clock on both sides (a person is answering the server)."""
+        for scope in (self.scope, self.waiter):
+            if scope is not None:
+                scope.deadline = math.inf
+
+    def release(self, deadline: float) -> None:
+        """Start the clock again with the new absolute ``deadline``."""
+        self.deadline = deadline
+        for scope in (self.scope, self.waiter):
+            if scope is not None:
+                scope.deadline = deadline
 
     def abandon(self) -> None:
         self.abandoned = True
@@ -146,6 +160,19 @@ async def _watch_end(transport: Any, on_end: Callable[[], None]) -> AsyncIterato
                 tg.cancel_scope.cancel()
 
 
+def client_info() -> Any:
+    """How the kit names itself in the handshake (not the SDK's default ``mcp 0.1.0``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from mcp_types import Implementation
+
+    try:
+        ours = version("ticket-server")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        ours = "0"
+    return Implementation(name="ticket-server-client-kit", version=ours)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _describe(exc.exceptions[0])
@@ -158,7 +185,8 @@ class ServerSession:
     ``elicitation_callback`` answers the server's elicitation requests (legacy
     ``elicitation/create`` and the elicitations inside a 2026-07-28
     ``InputRequiredResult``, which the SDK routes to the same callback);
-    ``on_notification(session, message)`` sees every server notification.
+    ``sampling_callback`` and ``list_roots_callback`` answer ``sampling/createMessage``
+    and ``roots/list``; ``on_notification(session, message)`` sees every notification.
     ``errlog``: where a stdio server's stderr goes (default: ours);
     ``on_http_response``: an httpx response hook, e.g. to name an HTTP 401 or 404.
     A ``ServerUnavailable`` keeps the transport's own exception as ``__cause__``."""
@@ -169,6 +197,8 @@ class ServerSession:
         *,
         audit: Audit | None = None,
         elicitation_callback: Any = None,
+        sampling_callback: Any = None,
+        list_roots_callback: Any = None,
         on_notification: Callable[[ServerSession, Any], Awaitable[None]] | None = None,
         errlog: TextIO | None = None,
         on_http_response: Callable[[Any], Awaitable[None]] | None = None,
@@ -179,6 +209,9 @@ class ServerSession:
         self.name = config.name
         self.audit = audit or Audit()
         self.elicitation_callback = elicitation_callback
+        self.sampling_callback = sampling_callback
+        self.list_roots_callback = list_roots_callback
+        self._running: set[_Request[Any]] = set()
         self.on_notification = on_notification
         self.handshake: Handshake | None = None
         self.handshakes: list[Handshake] = []  # one per connection, oldest first
@@ -214,13 +247,19 @@ class ServerSession:
     # -- the caller side ---------------------------------------------------------------
 
     async def run(
-        self, op: Callable[[Any], Awaitable[T]], *, deadline_seconds: float, what: str
+        self,
+        op: Callable[[Any], Awaitable[T]],
+        *,
+        deadline_seconds: float,
+        what: str,
+        on_request: Callable[[_Request[Any] | None], None] | None = None,
     ) -> T:
         """Run ``op(client)`` on the owner task, with the connected ``mcp.Client``.
 
         Raises ``CallTimeout`` when ``deadline_seconds`` pass (connecting included),
         ``ServerUnavailable`` when the server cannot be reached or goes away, and
-        whatever ``op`` raised otherwise."""
+        whatever ``op`` raised otherwise. ``on_request`` sees the request while it runs
+        (and None when it ended), so that its deadline can be extended."""
         request: _Request[T] = _Request(
             op,
             deadline=anyio.current_time() + deadline_seconds,
@@ -232,21 +271,27 @@ class ServerSession:
             send.send_nowait(request)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ServerUnavailable(f"server {self.name}: closed") from exc
+        if on_request is not None:
+            on_request(request)
         try:
-            with anyio.CancelScope(deadline=request.deadline):
+            with anyio.CancelScope(deadline=request.deadline) as waiter:
+                request.waiter = waiter
+                waiter.deadline = request.deadline
                 await request.finished.wait()
         finally:
+            request.waiter = None
+            if on_request is not None:
+                on_request(None)
             if not request.finished.is_set():  # the deadline, or the caller was cancelled
                 request.abandon()
         if not request.finished.is_set():
-            state = "" if self.handshake is not None else " (no connection was established)"
+            state = "" if self._connected(self._generation) else " (no connection was established)"
             raise CallTimeout(
                 f"server {self.name}: {what}: no answer within {deadline_seconds:g} s{state}"
             )
         if request.error is not None:
             raise request.error
-        value: T = request.value
-        return value
+        return cast(T, request.value)
 
     async def _owner(self, trace_id: str) -> Any:
         async with self._lock:
@@ -285,11 +330,15 @@ class ServerSession:
             token = config.auth.token() if config.auth else None
             headers = {"Authorization": f"Bearer {token}"} if token else None
             hooks = {"response": [self.on_http_response]} if self.on_http_response else None
+            # No read timeout: a legacy call's SSE stream stays quiet while a person answers
+            # the server; every request is bounded by its own deadline instead.
             http = httpx.AsyncClient(
-                headers=headers, timeout=httpx.Timeout(config.deadline_seconds), event_hooks=hooks
+                headers=headers,
+                timeout=httpx.Timeout(config.deadline_seconds, read=None),
+                event_hooks=hooks,
             )
             stack.push_async_callback(http.aclose)
-            assert config.url  # ServerConfig requires one for HTTP
+            assert config.url  # checked by ServerConfig
             transport = streamable_http_client(config.url, http_client=http)
             shown = config.url
         self.audit.emit(
@@ -298,9 +347,11 @@ class ServerSession:
         return Client(
             transport,
             mode=config.mode,
+            client_info=client_info(),
             elicitation_callback=self.elicitation_callback,
+            sampling_callback=self.sampling_callback,
+            list_roots_callback=self.list_roots_callback,
             message_handler=self._message,
-            read_timeout_seconds=config.deadline_seconds,
         )
 
     async def _message(self, message: Any) -> None:
@@ -308,8 +359,22 @@ class ServerSession:
             self.audit.emit("transport_error", server=self.name, error=_describe(message))
             return
         root = getattr(message, "root", message)
+        # A notification belongs to the turn of the call it arrived during; with several
+        # calls in flight it cannot be told (MCP ties only progress to a request), so it
+        # is logged under the connection's turn with every candidate named.
+        turns = sorted({r.trace_id for r in self._running})
+        body = (
+            root.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if hasattr(root, "model_dump")
+            else {"repr": repr(root)[:1000]}
+        )
         self.audit.emit(
-            "notification", server=self.name, method=getattr(root, "method", type(root).__name__)
+            "notification",
+            server=self.name,
+            trace_id=turns[0] if len(turns) == 1 else None,
+            method=getattr(root, "method", type(root).__name__),
+            params=body.get("params"),
+            **({"in_flight_trace_ids": turns} if len(turns) > 1 else {}),
         )
         if self.on_notification is not None:
             await self.on_notification(self, root)
@@ -391,9 +456,11 @@ class ServerSession:
         self, client: Any, request: _Request[Any], send: Any, owner: anyio.CancelScope
     ) -> None:
         _trace_id.set(request.trace_id)  # this task's own context: events it causes carry the turn
+        self._running.add(request)
         try:
             with anyio.CancelScope(deadline=request.deadline) as scope:
                 request.scope = scope
+                scope.deadline = request.deadline  # moved since, if a person was asked
                 if request.abandoned:
                     scope.cancel()
                 try:
@@ -414,6 +481,7 @@ class ServerSession:
                     error=CallTimeout(f"server {self.name}: {request.what}: deadline passed")
                 )
         finally:
+            self._running.discard(request)
             request.settle(
                 error=ServerUnavailable(
                     f"server {self.name}: connection lost during {request.what}"

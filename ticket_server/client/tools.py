@@ -1,15 +1,20 @@
 """Tool definitions as the kit holds them: one per tool a server lists, with the
 envelope the configuration gives it, whether it is pinned (live) and shown to the
-model, and an arguments model built from its input schema (FastMCP's JSON Schema to
-type conversion) that checks a model's arguments before the call leaves."""
+model, and a JSON Schema validator of its input schema (the ``jsonschema`` library,
+the draft the schema names, 2020-12 by default) that checks a model's arguments before
+the call leaves: the verdict is JSON Schema's, and the arguments are sent as given."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.protocols
+import jsonschema.validators
 
 from ticket_server.client.config import Envelope
 from ticket_server.client.session import KitError
@@ -18,6 +23,40 @@ from ticket_server.client.session import KitError
 class InvalidArguments(KitError):
     """A model's arguments do not fit the tool's input schema; nothing was sent. ``str()``
     names the tool and every problem, for the model to correct its call."""
+
+
+def schema_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator for ``schema`` in the draft it names (2020-12 when it names none)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema)
+
+
+def problems(validator: jsonschema.protocols.Validator, instance: Any) -> list[str]:
+    """Every way ``instance`` fails ``validator``'s schema, one short line each, in the
+    words a model can act on: ``path: what is wrong``."""
+    found = []
+    # Unknown keys first, then what is missing, then wrong values: the order a model fixes them.
+    rank = {"additionalProperties": 0, "required": 1}
+    errors = validator.iter_errors(instance)
+    for error in sorted(
+        errors, key=lambda e: (len(e.absolute_path), rank.get(str(e.validator), 2))
+    ):
+        found.extend(_describe(error))
+    return found
+
+
+def _describe(error: jsonschema.exceptions.ValidationError) -> list[str]:
+    path = ".".join(str(p) for p in error.absolute_path)
+    at = f"{path}." if path else ""
+    instance, schema = error.instance, error.schema
+    if error.validator == "required" and isinstance(instance, dict):
+        wanted = error.validator_value if isinstance(error.validator_value, list) else []
+        return [f"{at}{key}: Field required" for key in wanted if key not in instance]
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        known = set(schema.get("properties", {})) if isinstance(schema, Mapping) else set()
+        return [f"{at}{key}: not an argument of this tool" for key in instance if key not in known]
+    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    return [f"{path or '(arguments)'}: {message}"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,11 +71,13 @@ class ToolDefinition:
 
     @property
     def name(self) -> str:
-        return str(self.tool.name)
+        name: str = self.tool.name
+        return name
 
     @property
     def description(self) -> str:
-        return str(self.tool.description or self.tool.title or self.tool.name)
+        text: str = self.tool.description or self.tool.title or self.tool.name
+        return text
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -47,31 +88,18 @@ class ToolDefinition:
         return schema
 
     @cached_property
-    def arguments_model(self) -> TypeAdapter[Any]:
-        from fastmcp.utilities.json_schema_type import json_schema_to_type_adapter
-
-        return json_schema_to_type_adapter(self.input_schema)
+    def validator(self) -> jsonschema.protocols.Validator:
+        return schema_validator(self.input_schema)
 
     def validate(self, arguments: Any) -> dict[str, Any]:
-        """``arguments`` unchanged when they fit the input schema, else ``InvalidArguments``."""
+        """``arguments`` unchanged when JSON Schema finds them valid for the input schema,
+        else ``InvalidArguments`` naming every problem."""
         where = f"{self.server}.{self.name}"
         if not isinstance(arguments, dict):
             raise InvalidArguments(
                 f"invalid arguments for {where}: expected a JSON object, got {type(arguments).__name__}"
             )
-        problems = []
-        if self.input_schema.get("additionalProperties") is False:
-            known = set(self.input_schema["properties"])
-            problems += [
-                f"{key}: not an argument of this tool" for key in arguments if key not in known
-            ]
-        try:
-            self.arguments_model.validate_python(arguments)
-        except ValidationError as exc:
-            problems += [
-                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
-                for err in exc.errors()
-            ]
-        if problems:
-            raise InvalidArguments(f"invalid arguments for {where}: " + "; ".join(problems))
+        found = problems(self.validator, arguments)
+        if found:
+            raise InvalidArguments(f"invalid arguments for {where}: " + "; ".join(found))
         return arguments
