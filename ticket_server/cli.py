@@ -258,7 +258,7 @@ def _tools(settings: Settings, args: argparse.Namespace) -> None:
     live = asyncio.run(contract.snapshot(contract.contract_server()))
     if args.tools_command == "toolsets":
         for name, description, names, tokens in contract.toolset_blocks(live):
-            chosen = "offered" if name in settings.toolsets else "not offered"
+            chosen = "default" if name in settings.toolsets else "not by default"
             print(f"{name} ({chosen}, ~{tokens} tokens): {description}")
             print(f"  {', '.join(names)}")
         return

@@ -387,6 +387,8 @@ class CallPipeline(Middleware):
                     (Cause.NO_CALLER, None)
                     if record.caller is None
                     else (Cause.MISSING_SCOPE, f"needs {needs}")
+                    if not may_call(record.caller, tool)
+                    else (Cause.NOT_OFFERED, "not in the toolsets offered to this caller")
                 ),
             )
             raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FOLD_SECONDS = 5.0  # how often the search word counts take in what writes appended
+FOLD_BACKOFF_SECONDS = 60.0  # the longest wait between folds while they fail
 
 INSTRUCTIONS = """\
 This server reads a support organisation's ticket database; callers allowed to write
@@ -80,27 +81,38 @@ class Runtime:
         if self.cursor_warning is not None:
             log.warning(self.cursor_warning)
         await self.audit.start()
-        self.folding = asyncio.create_task(self._fold_term_counts())
+        if not self.settings.read_only:  # a read-only deployment writes nothing
+            self.folding = asyncio.create_task(self._fold_term_counts())
 
     async def _fold_term_counts(self) -> None:
         """Every ``FOLD_SECONDS``, the search word counts' deltas that writes appended
         are added to the counts (``TicketRepository.fold_term_deltas``), in transactions
-        of their own, so that no write waits on a word's row."""
-        from ticket_server.tickets.domain import DatabaseUnavailable
-
+        of their own, so that no write waits on a word's row. While folding fails, the
+        wait doubles up to ``FOLD_BACKOFF_SECONDS`` and the failure is logged once;
+        searches count the deltas meanwhile, so their answers stay exact."""
+        wait, failing = FOLD_SECONDS, False
         while True:
-            await asyncio.sleep(FOLD_SECONDS)
+            await asyncio.sleep(wait)
             try:
                 await self.repository.fold_term_deltas()
-            except DatabaseUnavailable as exc:  # searches still count the deltas
-                log.warning(f"search word counts not folded: {exc}")
+            except Exception as exc:
+                if not failing:
+                    log.warning(
+                        "search word counts not folded; retrying with backoff (searches still "
+                        f"count the pending changes): {type(exc).__name__}: {exc}"
+                    )
+                failing, wait = True, min(wait * 2, FOLD_BACKOFF_SECONDS)
+                continue
+            if failing:
+                log.info("search word counts folded again")
+            failing, wait = False, FOLD_SECONDS
 
     async def stop(self) -> None:
         """Flush the audit trail and close connections, even when being cancelled."""
         with anyio.CancelScope(shield=True):
             if self.folding is not None:
                 self.folding.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                with contextlib.suppress(BaseException):  # the audit is flushed whatever it did
                     await self.folding
             await self.audit.stop()
             await self.callers.aclose()

@@ -275,9 +275,10 @@ class Settings(BaseSettings):
     toolsets: list[ToolsetName] = Field(
         default=["read", "respond", "triage"],
         min_length=1,
-        description="The toolsets offered to callers, as a JSON list: read, respond (notes "
-        "and replies), triage (status, owner, priority, queue). A tool outside them is not "
-        "listed and cannot be called; scopes still apply within them.",
+        description="The toolsets offered to callers without toolsets of their own (callers "
+        "add --toolset), as a JSON list: read, respond (notes and replies), triage (status, "
+        "owner, priority, queue). A tool outside a caller's toolsets is not listed and cannot "
+        "be called; scopes still apply within them.",
     )
     confirm_writes: list[WriteAction] = Field(
         default=["reply_to_customer", "close_ticket"],

@@ -10,7 +10,7 @@ import json
 import pytest
 from fastmcp import Client
 
-from tests.access.conftest import add_caller, server_as  # noqa: F401  (fixtures)
+from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any
 from tests.test_operator_cli import one_line, run
 from ticket_server.admin import contract
@@ -50,6 +50,8 @@ async def test_only_the_offered_toolsets_are_listed_and_callable(
         )
         manifest = json.loads((await client.read_resource("tickets://manifest"))[0].text)
         assert {t["name"] for t in manifest["tools"]} == listed
+    (row,) = await audit_rows(settings, tool="add_internal_note")
+    assert (row.outcome, row.detail) == ("denied", "not in the toolsets offered to this caller")
 
     async with Client(server_as(stdio_caller="agent")) as client:  # the default: every toolset
         everything = {t.name for t in await client.list_tools()}
@@ -62,7 +64,7 @@ def test_toolsets_command_and_a_misspelt_toolset(settings: Settings) -> None:
     tools; a toolset name that does not exist is one line naming the setting, exit 2."""
     listed = run(settings.database_url, "tools", "toolsets", TICKET_SERVER_TOOLSETS='["read"]')
     assert listed.returncode == 0, listed.stderr
-    assert "read (offered, ~" in listed.stdout and "triage (not offered, ~" in listed.stdout
+    assert "read (default, ~" in listed.stdout and "triage (not by default, ~" in listed.stdout
     assert "add_internal_note, reply_to_customer" in listed.stdout
     wrong = run(settings.database_url, "tools", "toolsets", TICKET_SERVER_TOOLSETS='["reed"]')
     assert wrong.returncode == 2

@@ -33,6 +33,7 @@ class Cause(StrEnum):
 
     NO_CALLER = "no caller"
     MISSING_SCOPE = "missing scope"
+    NOT_OFFERED = "not in the caller's toolsets"
     UNKNOWN_TOOL = "unknown tool"
     RETIRED = "retired tool"
     INVALID_ARGUMENTS = "invalid arguments"

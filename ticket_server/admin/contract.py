@@ -275,20 +275,23 @@ def _words(text: str) -> Counter[str]:
 def description_similarity(first: str, second: str) -> float:
     """The cosine similarity (0 to 1) of two descriptions' counts of words and of
     adjacent word pairs, case folded: 1 for the same text, high when one is the other
-    with a few words changed, low for descriptions of different jobs."""
+    with a few words changed, low for descriptions of different jobs. Lexical only: it
+    catches a copied description with a few words changed (the seeds' case), not a
+    paraphrase, and a long paragraph two descriptions share raises their score."""
     a, b = _words(first), _words(second)
     norm = math.sqrt(sum(n * n for n in a.values())) * math.sqrt(sum(n * n for n in b.values()))
     return sum(n * b[w] for w, n in a.items()) / norm if norm else 0.0
 
 
 def near_identical(
-    contract: dict[str, Any], threshold: float = NEAR_IDENTICAL
+    contract: dict[str, Any], threshold: float | None = None
 ) -> list[tuple[str, str, float]]:
     """Pairs of tools whose descriptions are at least ``threshold`` similar, most similar
     first, as (tool, tool, similarity). A deprecated tool and its replacement are not a
     pair: the deprecated one says which it is in its first line (tools/versions.py)."""
     from ticket_server.tools.versions import DEPRECATED
 
+    threshold = NEAR_IDENTICAL if threshold is None else threshold
     versions = {frozenset((d.tool, d.replacement)) for d in DEPRECATED}
     tools = sorted(contract["tools"], key=lambda t: t["name"])
     pairs = []

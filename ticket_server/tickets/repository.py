@@ -625,7 +625,7 @@ class TicketRepository:
             return 0
         total = 0
         while True:
-            done = await self._write(fold_term_deltas)
+            done = await self.transaction(fold_term_deltas)
             total += done
             if done < FOLD_ROWS:
                 return total

@@ -266,7 +266,8 @@ def fold_term_deltas(conn: Connection, limit: int = FOLD_ROWS) -> int:
     PostgreSQL: one statement takes the rows with ``FOR UPDATE SKIP LOCKED`` and adds
     exactly the rows it deleted, so replicas folding at once take disjoint rows and a
     delta committed meanwhile is left for the next fold. SQLite has one writer at a
-    time: the rows are summed, then deleted, under the transaction's write lock."""
+    time: run in a write transaction (``TicketRepository.transaction``: ``BEGIN
+    IMMEDIATE``), the rows are summed, then deleted, with no other writer between."""
     columns = "term, tickets, comments"
     upsert = (
         "ON CONFLICT (term) DO UPDATE SET tickets = search_terms.tickets + excluded.tickets, "
