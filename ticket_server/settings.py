@@ -6,6 +6,8 @@ Everything the deployment decides lives here; nothing comes from a client's requ
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from datetime import date
 from functools import cached_property
 from pathlib import Path
@@ -25,7 +27,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 APP_NAME = "ticket-server"
 ENV_PREFIX = "TICKET_SERVER_"
 DATABASE_URL_FORMS = (
-    "sqlite+aiosqlite:///PATH (an SQLite file) or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
+    "sqlite+aiosqlite:///PATH (an SQLite file: three slashes before a relative PATH, four "
+    "before an absolute one) or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
 )
 JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the type, and what to write
     "allowed_hosts": (list, "a JSON list; write it like '[\"tickets.example.com\"]'"),
@@ -160,6 +163,14 @@ class Settings(BaseSettings):
                 f"the URL must name the async driver: write {wanted}://{'...' if dialect != 'sqlite' else rest} "
                 f"instead of {scheme}://..."
             )
+        if dialect == "sqlite" and rest and not rest.startswith("/"):
+            # sqlite://tmp/x.db reads `tmp` as a host name: the file would be x.db in the
+            # folder the server starts in, which is never what was meant.
+            raise ValueError(
+                f"{value!r} has two slashes after sqlite+aiosqlite:; an SQLite URL has three "
+                f"before a relative path (sqlite+aiosqlite:///{rest}, from the folder the "
+                f"server starts in) and four before an absolute one (sqlite+aiosqlite:////{rest})"
+            )
         return value
 
     @field_validator("tool_rate_limit", "http_rate_limit")
@@ -205,6 +216,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{ENV_PREFIX}AUTH_MODE=jwt needs the identity provider's keys: set "
                 f"{ENV_PREFIX}JWT_JWKS_URL (its JWKS URL) or {ENV_PREFIX}JWT_PUBLIC_KEY (a PEM public key)"
+            )
+        if self.auth_mode == "jwt" and not (self.jwt_audience or "").strip():
+            raise ValueError(
+                f"{ENV_PREFIX}AUTH_MODE=jwt needs {ENV_PREFIX}JWT_AUDIENCE: set it to this "
+                "server's own identifier, the `aud` its tokens carry (e.g. its public URL "
+                "https://tickets.example.com/mcp); without it a token issued for any other "
+                "service would be accepted"
             )
         return self
 
@@ -356,14 +374,56 @@ class SettingsInvalid(Exception):
         self.lines = lines
 
 
-def load_settings(**values: Any) -> Settings:
-    """``Settings`` from the environment (and ``values``); ``SettingsInvalid`` otherwise."""
+def load_settings(environ: Mapping[str, str] | None = None, **values: Any) -> Settings:
+    """``Settings`` from the environment (and ``values``); ``SettingsInvalid`` for a bad
+    value, and for a ``TICKET_SERVER_*`` variable of ``environ`` (default: the process's)
+    that is a setting's name misspelt (e.g. ``TICKET_SERVER_DATABSE_URL``): unnoticed, its
+    setting would silently keep its default."""
+    misspelt = [line for line, close in unknown_variables(environ) if close]
     try:
-        return Settings(**values)
+        settings = Settings(**values)
     except ValidationError as exc:
-        raise SettingsInvalid([_problem(error) for error in exc.errors()]) from None
+        raise SettingsInvalid(misspelt + [_problem(error) for error in exc.errors()]) from None
     except SettingsError as exc:  # a value the environment source itself could not decode
-        raise SettingsInvalid([str(exc)]) from None
+        raise SettingsInvalid([*misspelt, str(exc)]) from None
+    if misspelt:
+        raise SettingsInvalid(misspelt)
+    return settings
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[tuple[str, bool]]:
+    """Each ``TICKET_SERVER_*`` variable of ``environ`` (default: the process's) that names
+    no setting (the prefix in any case, as the settings read it): one line saying so, and
+    whether it is close to a setting's name (then the line names that setting)."""
+    import difflib
+
+    environ = os.environ if environ is None else environ
+    names = sorted(Settings.model_fields)
+    found = []
+    for variable in sorted(environ):
+        if not variable.upper().startswith(ENV_PREFIX):
+            continue
+        name = variable[len(ENV_PREFIX) :].lower()
+        if name in Settings.model_fields:
+            continue
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.85)
+        if close:
+            found.append(
+                (
+                    f"{variable} is not a setting; did you mean {ENV_PREFIX}{close[0].upper()}? "
+                    f"Rename the variable (README: Settings lists every {ENV_PREFIX}* variable)",
+                    True,
+                )
+            )
+        else:
+            found.append(
+                (
+                    f"{variable} is not a setting and is ignored (README: Settings lists every "
+                    f"{ENV_PREFIX}* variable)",
+                    False,
+                )
+            )
+    return found
 
 
 def _problem(error: Any) -> str:
