@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from ticket_server import __version__
 from ticket_server.admin import CommandError
 from ticket_server.logging import configure_logging
-from ticket_server.settings import Settings, SettingsInvalid, load_settings
+from ticket_server.settings import Settings, SettingsInvalid, load_settings, unknown_variables
 
 log = logging.getLogger("ticket_server")
 
@@ -93,6 +93,18 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     workers = 1 if args.workers is None else args.workers
     if workers < 1:
         raise CommandError("serve: --workers must be 1 or more")
+    if settings.is_sqlite:  # the server writes audit rows (and tickets): say so now
+        from ticket_server.db import sqlite_write_problem
+
+        problem = sqlite_write_problem(settings.database_url)
+        if problem is not None:
+            raise CommandError(f"serve: {problem}")
+    if not settings.rate_limit_storage_url.startswith("memory://"):
+        from ticket_server.access.ratelimit import storage_problem
+
+        problem = asyncio.run(storage_problem(settings.rate_limit_storage_url))
+        if problem is not None:
+            raise CommandError(f"serve: {problem}")
     if args.transport == "stdio":
         with collector_paused():
             from ticket_server.server import build_runtime
@@ -180,7 +192,7 @@ def _audit(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
     if args.audit_command == "prune":
-        commands.audit_prune(settings, args.older_than)
+        commands.audit_prune(settings, args.older_than, args.yes)
         return
     commands.audit(
         settings, args.caller, args.tool, args.since, args.limit, args.json, ticket=args.ticket
@@ -323,6 +335,11 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
     target: str | list[str] = args.target
     if len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
         target = args.target[0]
+    elif len(args.target) == 1 and _looks_like_an_address(args.target[0]):
+        raise CommandError(
+            f"probe: {args.target[0]!r} has no scheme; write http://{args.target[0]} (or "
+            "https://...), or for a stdio server the command after `--`"
+        )
     if args.args is not None and args.call is None:
         raise CommandError("--args needs --call TOOL")
     arguments = None
@@ -347,9 +364,21 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
         print(f"ticket-server probe: {exc}", file=sys.stderr)
         raise SystemExit(3) from None
     print(out)
+    sys.stdout.flush()  # a reader gone away (`| head`) is seen by main, before any SystemExit
     if status:
         print(f"ticket-server probe: {args.call} returned isError: true", file=sys.stderr)
         raise SystemExit(status)
+
+
+def _looks_like_an_address(target: str) -> bool:
+    """``HOST:PORT[/path]`` or ``HOST/mcp`` without a scheme (and no program of that name)."""
+    import re
+    import shutil
+
+    if shutil.which(target) is not None:
+        return False
+    host = r"(\[[0-9a-fA-F:.]+\]|[\w.-]+)"
+    return re.fullmatch(rf"{host}(:\d+(/\S*)?|/mcp\S*)", target) is not None
 
 
 def _client_tools(settings: Settings, args: argparse.Namespace) -> None:
@@ -415,7 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--count", type=int, help="generate this many tickets instead of the sample"
     )
-    source.add_argument("--file", help="load this JSON Lines file instead of the sample")
+    source.add_argument(
+        "--file",
+        help="load this JSON Lines file instead of the sample: one ticket a line, a JSON object "
+        "with id, subject, body, status, priority, owner (or null), queue, customer, "
+        "created_at and updated_at (RFC 3339); README: Loading your own tickets",
+    )
     seedp.add_argument("--if-empty", action="store_true", help="do nothing if tickets exist")
     db_commands.add_parser(
         "reindex",
@@ -491,7 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
     prunep.add_argument(
         "--older-than",
         help="rows older than this: 90d, 12h, or an ISO time "
-        "(default: TICKET_SERVER_AUDIT_RETENTION_DAYS, 90 days)",
+        "(default: TICKET_SERVER_AUDIT_RETENTION_DAYS, 90 days); less than 1h needs --yes",
+    )
+    prunep.add_argument(
+        "--yes", action="store_true", help="confirm an age under 1h (0d: every row)"
     )
 
     reportp = commands.add_parser("report", help="usage reports from the audit trail")
@@ -588,7 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the visible tools' schema block size, token estimate and cost per request",
         description="Connect to each server of CONFIG, take the tools the model is shown (pinned "
         "and visible) and print, per provider, the schema block's bytes as compact JSON, its "
-        "tokens (estimated as bytes / 4, about +-25 %% for JSON) and, given --price, its cost per "
+        "tokens (estimated as bytes / 4, about +-25 % for JSON) and, given --price, its cost per "
         "request. With --print, the block itself on stdout instead (the figures on stderr).",
     )
     client_tools.add_argument("config", help="the kit's TOML configuration file")
@@ -614,14 +651,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             _fail(line)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    for line, _ in unknown_variables():  # the misspelt ones were refused above
+        log.warning(line)
     try:
         args.handler(settings, args)
+        sys.stdout.flush()  # here, so that a reader gone away is seen below
     except CommandError as exc:
         _fail(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     return 0
+
+
+def _reader_gone() -> int:
+    """stdout's reader stopped reading (``ticket-server audit | head``): end quietly as a
+    command killed by SIGPIPE does (status 141), with stdout pointed at /dev/null so that
+    the interpreter's last flush at exit finds nowhere to fail."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13
 
 
 if __name__ == "__main__":

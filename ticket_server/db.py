@@ -234,7 +234,7 @@ def _migrate(step, database_url: str, revision: str) -> None:  # type: ignore[no
             f"(ticket_server/migrations/versions/)"
         ) from None
     except (SQLAlchemyError, OSError) as exc:
-        raise _unreachable(exc) from None
+        raise _unreachable(exc, database_url) from None
 
 
 async def table_names(settings: Settings) -> list[str]:
@@ -249,7 +249,7 @@ async def table_names(settings: Settings) -> list[str]:
         async with engine.connect() as conn:
             return sorted(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
     except Exception as exc:  # the driver's own message says what is wrong
-        raise _unreachable(exc) from None
+        raise _unreachable(exc, settings.database_url) from None
     finally:
         await engine.dispose()
 
@@ -258,11 +258,37 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else "no detail"
 
 
-def _unreachable(exc: BaseException) -> DatabaseSetupError:
+def _unreachable(exc: BaseException, database_url: str | None = None) -> DatabaseSetupError:
+    problem = sqlite_write_problem(database_url) if database_url is not None else None
+    if problem is not None:
+        return DatabaseSetupError(problem)
     return DatabaseSetupError(
         f"TICKET_SERVER_DATABASE_URL: cannot open the database ({type(exc).__name__}: "
         f"{_first_line(exc)}); check that it runs and the URL names it"
     )
+
+
+def sqlite_write_problem(database_url: str) -> str | None:
+    """Why this process cannot write the SQLite file of ``database_url`` (None when it can,
+    when the file does not exist yet, and for other engines), in one line naming the setting:
+    every command that writes and every server (audit rows) needs the file writable, and its
+    folder too, where SQLite keeps the file's -wal and -shm (or -journal) beside it."""
+    path = Settings(database_url=database_url).sqlite_path
+    if path is None or not path.exists():
+        return None
+    if not os.access(path, os.W_OK):
+        return (
+            f"TICKET_SERVER_DATABASE_URL: the SQLite file {path} is read-only for this user; "
+            "make it writable (e.g. chmod u+w, or run as its owner): the server and these "
+            "commands write to it"
+        )
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return (
+            f"TICKET_SERVER_DATABASE_URL: the folder {path.parent} is read-only for this user, "
+            "and SQLite keeps the database's -wal and -shm files beside it; make the folder "
+            "writable (or move the file to one that is)"
+        )
+    return None
 
 
 def _ensure_sqlite_folder(database_url: str, *, create_default: bool) -> None:
@@ -273,8 +299,15 @@ def _ensure_sqlite_folder(database_url: str, *, create_default: bool) -> None:
     if create_default and settings.uses_default_database:
         path.parent.mkdir(parents=True, exist_ok=True)
         return
+    relative = (
+        ""
+        if path.is_absolute()
+        else f" (a relative path, from the folder the server starts in, {Path.cwd()}: "
+        "three slashes after sqlite+aiosqlite: begin a relative path, four an absolute one)"
+    )
     raise DatabaseSetupError(
-        f"TICKET_SERVER_DATABASE_URL: the folder {path.parent} does not exist; create it first"
+        f"TICKET_SERVER_DATABASE_URL: the folder {path.parent} does not exist{relative}; "
+        "create it first"
     )
 
 
@@ -318,7 +351,7 @@ async def migration_state(settings: Settings, engine: AsyncEngine | None = None)
                     await conn.execute(text("SELECT version_num FROM alembic_version"))
                 ).scalar()
     except Exception as exc:  # the driver's own message says what is wrong
-        raise _unreachable(exc) from exc
+        raise _unreachable(exc, settings.database_url) from exc
     finally:
         if own:
             await engine.dispose()

@@ -82,6 +82,34 @@ def sync_storage(url: str) -> Storage:
 
 
 @lru_cache(maxsize=1024)
+async def storage_problem(url: str) -> str | None:
+    """Why the rate-limit storage at ``url`` cannot be used now, in one line naming the
+    setting (None when it answers, and always for ``memory://``): checked before serving,
+    so that a wrong or stopped Redis is said at start, not at the first call."""
+    if not _is_redis(url):
+        return None
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+
+    client = Redis.from_url(
+        url.replace("redis+unix://", "unix://", 1),  # `limits`' name for a socket path
+        socket_connect_timeout=STORAGE_TIMEOUT_SECONDS,
+        socket_timeout=STORAGE_TIMEOUT_SECONDS,
+    )
+    try:
+        await client.ping()
+        return None
+    except (RedisError, OSError) as exc:
+        # The exception's type only: its text may carry the URL (a password).
+        reason = type(exc).__name__
+    finally:
+        await client.aclose()
+    return (
+        "TICKET_SERVER_RATE_LIMIT_STORAGE_URL: the rate-limit storage (Redis) does not answer "
+        f"({reason}); start it or correct the URL, or use memory:// for a single server process"
+    )
+
+
 def parse_limit(text: str) -> RateLimitItem:
     """``parse`` once per distinct limit string (a caller's own limit is read on every call)."""
     return parse(text)

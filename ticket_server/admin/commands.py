@@ -12,19 +12,28 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from ticket_server.access.callers import CallerError, CallerStore, RegistryUnavailable, open_store
 from ticket_server.admin import CommandError
 from ticket_server.admin.reports import parse_since, prune, query
-from ticket_server.db import DatabaseSetupError, require_current_schema
+from ticket_server.db import DatabaseSetupError, require_current_schema, sqlite_write_problem
 from ticket_server.settings import Settings
 
 T = TypeVar("T")
 BOOTSTRAP_NAME = "admin"
 
 
-def _run(settings: Settings, work: Callable[[CallerStore], Awaitable[T]]) -> T:
+def _run(
+    settings: Settings, work: Callable[[CallerStore], Awaitable[T]], *, writes: bool = False
+) -> T:
+    """``work`` on the callers store of the migrated database; a command that ``writes``
+    is refused first, in one line, when the SQLite file or its folder is read-only."""
+    problem = sqlite_write_problem(settings.database_url) if writes else None
+    if problem is not None:
+        raise CommandError(problem)
+
     async def main() -> T:
         await require_current_schema(settings)  # says what to run, or that the database is down
         store = open_store(settings)
@@ -86,6 +95,7 @@ def callers_add(
             confirm_writes=confirm_writes,
             toolsets=toolsets,
         ),
+        writes=True,
     )
     assert token is not None
     print(token)
@@ -94,7 +104,9 @@ def callers_add(
 
 def callers_bootstrap(settings: Settings, name: str = BOOTSTRAP_NAME) -> None:
     """Create the first caller (tickets:read, every queue) unless any caller exists."""
-    token = _run(settings, lambda s: s.add(name, ["tickets:read"], None, only_if_empty=True))
+    token = _run(
+        settings, lambda s: s.add(name, ["tickets:read"], None, only_if_empty=True), writes=True
+    )
     if token is None:
         print("callers exist already; `ticket-server callers list` shows them", file=sys.stderr)
         return
@@ -142,13 +154,13 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
 
 
 def callers_revoke(settings: Settings, name: str) -> None:
-    _run(settings, lambda s: s.revoke(name))
+    _run(settings, lambda s: s.revoke(name), writes=True)
     print(f"revoked caller {name!r}: its token no longer works", file=sys.stderr)
 
 
 def callers_rotate(settings: Settings, name: str) -> None:
     """A new token for ``name``; a revoked caller is restored with it (and says so)."""
-    token, restored = _run(settings, lambda s: s.rotate(name))
+    token, restored = _run(settings, lambda s: s.rotate(name), writes=True)
     print(token)
     if restored:
         print(
@@ -216,14 +228,25 @@ def audit(
     print(f"{len(rows)} audit row(s)", file=sys.stderr)
 
 
-def audit_prune(settings: Settings, older_than: str | None) -> None:
+PRUNE_KEEPS_AT_LEAST = timedelta(hours=1)
+"""``audit prune`` keeps at least this much of the newest audit trail unless told --yes."""
+
+
+def audit_prune(settings: Settings, older_than: str | None, yes: bool = False) -> None:
     """Delete audit rows older than ``older_than`` (``90d``, ``12h``, an ISO time), by
-    default older than ``audit_retention_days``."""
+    default older than ``audit_retention_days``. A cut-off that keeps less than
+    ``PRUNE_KEEPS_AT_LEAST`` (``0d``, a time in the future) is refused without ``yes``."""
     try:
         before = parse_since(older_than or f"{settings.audit_retention_days}d")
     except ValueError as exc:
         raise CommandError(str(exc).replace("--since", "--older-than")) from exc
-    deleted = _run(settings, lambda s: prune(s, before))
+    if not yes and before > datetime.now(UTC) - PRUNE_KEEPS_AT_LEAST:
+        raise CommandError(
+            f"audit prune --older-than {older_than} would delete the audit rows of the last "
+            "hour too (all of them, for 0d); give a longer age (e.g. --older-than 90d), or "
+            "add --yes to delete them"
+        )
+    deleted = _run(settings, lambda s: prune(s, before), writes=True)
     print(
         f"{deleted} audit row(s) before {before.isoformat(timespec='seconds')} deleted",
         file=sys.stderr,

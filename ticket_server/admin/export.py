@@ -58,13 +58,14 @@ async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
     if caller is not None:
         # An in-process client is served as the stdio caller the settings name: the
         # access room's own authorization middleware filters the listing for it.
+        from ticket_server.access.callers import RegistryUnavailable
         from ticket_server.access.identity import IdentityError, check_stdio_identity
         from ticket_server.db import DatabaseSetupError, require_current_schema
 
         try:
             await require_current_schema(settings)
         except DatabaseSetupError as exc:
-            raise CommandError(f"--caller {caller}: {exc}") from exc
+            raise CommandError(f"tools export --caller {caller}: {exc}") from exc
 
         settings = settings.model_copy(update={"stdio_caller": caller, "token": None})
     runtime = build_runtime(settings)
@@ -73,7 +74,15 @@ async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
             await check_stdio_identity(settings, runtime.callers)
         except IdentityError as exc:
             await runtime.stop()
-            raise CommandError(f"--caller {caller}: {exc}") from exc
+            # The check names the setting it reads; here the name came from --caller, so
+            # apart from an unreadable callers table the one failure is an unknown name.
+            reason = (
+                str(exc)
+                if isinstance(exc.__cause__, RegistryUnavailable)
+                else f"no caller named {caller!r} (or it is revoked); pick a name from "
+                "`ticket-server callers list`, or add it with `ticket-server callers add`"
+            )
+            raise CommandError(f"tools export --caller {caller}: {reason}") from exc
     async with Client(build_server(runtime)) as client:
         return list(await client.list_tools())
 
