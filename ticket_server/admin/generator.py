@@ -1596,7 +1596,7 @@ def ticket_to_json(t: dict[str, Any]) -> str:
     return _ENCODER.encode(d)
 
 
-def _parse_ts(value: str) -> datetime:
+def parse_timestamp(value: str) -> datetime:
     dt = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
     if dt.tzinfo is None:
         raise ValueError(f"timestamp without time zone: {value!r}")
@@ -1606,8 +1606,8 @@ def _parse_ts(value: str) -> datetime:
 def ticket_from_json(line: str) -> dict[str, Any]:
     """Inverse of :func:`ticket_to_json`: timestamps come back as aware UTC datetimes."""
     t: dict[str, Any] = json.loads(line)
-    t["created_at"] = _parse_ts(t["created_at"])
-    t["updated_at"] = _parse_ts(t["updated_at"])
+    t["created_at"] = parse_timestamp(t["created_at"])
+    t["updated_at"] = parse_timestamp(t["updated_at"])
     return t
 
 

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,7 +19,7 @@ from ticket_server.admin.conversations import (
     generate_customers,
     record_from_json,
 )
-from ticket_server.admin.generator import generate_tickets, ticket_from_json
+from ticket_server.admin.generator import generate_tickets, parse_timestamp
 from ticket_server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,23 +53,20 @@ def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
         if not c.primary_key and c.server_default is None and c.default is None
     ]
     required = [c.name for c in columns if not c.nullable]
+    seen: set[str] = set()
     with fh:
         number = 0
         try:
             for number, line in enumerate(fh, start=1):  # noqa: B007  (read by the except)
                 if not line.strip():
                     continue
-                try:
-                    ticket = ticket_from_json(line)
-                except KeyError as exc:  # a timestamp field, read first
-                    raise ValueError(f"lacks {exc.args[0]}") from None
-                except TypeError:
-                    raise ValueError("is not a JSON object") from None
+                ticket = _parse_line(line)
                 missing = [name for name in required if name not in ticket]
                 if missing:
                     raise ValueError(f"lacks {', '.join(missing)}")
                 for column in columns:
                     ticket.setdefault(column.name, None)
+                check_ticket(ticket, seen)
                 yield ticket
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
             raise CommandError(
@@ -77,11 +75,96 @@ def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
             ) from None
 
 
+LINE_FIELDS = (
+    "id",
+    "subject",
+    "body",
+    "status",
+    "priority",
+    "owner",
+    "queue",
+    "customer",
+    "created_at",
+    "updated_at",
+)
+"""The keys of one line of a ``db seed --file`` (README: "Loading your own tickets")."""
+
+
+@lru_cache(maxsize=1)
+def _line_rules() -> tuple[dict[str, tuple[str, ...]], dict[str, int | None]]:
+    """The allowed values of the enum fields, and the longest text of each text field."""
+    from ticket_server.tickets.domain import TicketPriority, TicketStatus
+    from ticket_server.tickets.models import Ticket
+
+    choices = {
+        "status": tuple(m.value for m in TicketStatus),
+        "priority": tuple(m.value for m in TicketPriority),
+    }
+    lengths = {
+        name: getattr(Ticket.__table__.columns[name].type, "length", None)
+        for name in ("id", "subject", "body", "owner", "queue", "customer")
+    }
+    return choices, lengths
+
+
+def check_ticket(ticket: dict[str, Any], seen: set[str]) -> None:
+    """``ValueError`` (starting with "has ") naming the first field of ``ticket`` (one
+    line of a file, timestamps parsed) that the database would refuse or store wrongly,
+    and what it takes; ``seen`` collects the ids of the lines before it."""
+    choices, lengths = _line_rules()
+    if len(ticket) != len(LINE_FIELDS):
+        extra = sorted(set(ticket) - set(LINE_FIELDS))
+        raise ValueError(
+            f"has the unknown field {extra[0]!r}; a line holds only {', '.join(LINE_FIELDS)}"
+        )
+    for field, allowed in choices.items():
+        if ticket[field] not in allowed:
+            raise ValueError(
+                f"has {field} {json.dumps(ticket[field])}; allowed: {', '.join(allowed)}"
+            )
+    for field, most in lengths.items():
+        value = ticket[field]
+        if value is None and field == "owner":
+            continue
+        if not isinstance(value, str) or (field != "body" and not value.strip()):
+            raise ValueError(
+                f"has {field} {json.dumps(value)}; {field} must be "
+                + ("a text" if field == "body" else "a non-empty text")
+                + (" or null (unassigned)" if field == "owner" else "")
+                + (", e.g. SUP-5000" if field == "id" else "")
+            )
+        if most is not None and len(value) > most:
+            raise ValueError(f"has a {field} of {len(value)} characters; at most {most}")
+    if ticket["id"] in seen:
+        raise ValueError(f"has id {ticket['id']!r} again (an earlier line holds it)")
+    seen.add(ticket["id"])
+
+
+def _parse_line(line: str) -> dict[str, Any]:
+    """One line's ticket, its timestamps parsed; ``ValueError`` saying what is wrong."""
+    ticket = json.loads(line)
+    if not isinstance(ticket, dict):
+        raise ValueError("is not a JSON object")
+    for field in ("created_at", "updated_at"):
+        if field not in ticket:
+            raise ValueError(f"lacks {field}")
+        try:
+            ticket[field] = parse_timestamp(ticket[field])
+        except (ValueError, TypeError, AttributeError):
+            raise ValueError(
+                f"has {field} {json.dumps(ticket[field])}; give an RFC 3339 time with its "
+                "zone, e.g. 2025-03-05T16:56:11Z"
+            ) from None
+    return ticket
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"is not JSON ({exc.msg})"
     text = str(exc)
-    return text if text.startswith(("lacks", "is not ")) else f"has an unusable value ({text})"
+    if text.startswith(("lacks", "is not ", "has ")):
+        return text
+    return f"has an unusable value ({text})"
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -154,11 +237,14 @@ async def seed(
     """
     from sqlalchemy import func, insert, select
 
-    from ticket_server.db import create_engine, require_current_schema
+    from ticket_server.db import create_engine, require_current_schema, sqlite_write_problem
     from ticket_server.tickets.models import Customer, Ticket
     from ticket_server.tickets.repository import insert_tickets
     from ticket_server.tickets.search import fold_all_term_deltas
 
+    problem = sqlite_write_problem(settings.database_url)
+    if problem is not None:
+        raise CommandError(f"db seed: {problem}")
     await require_current_schema(settings)
     if count is not None and count < 0:
         raise CommandError("db seed --count: give 0 or more tickets")
