@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
+import pydantic_core
 from fastmcp import FastMCP
 from fastmcp.tools import ToolResult
 from mcp.types import TextContent
@@ -15,6 +16,7 @@ from ticket_server.access.context import current_queues
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors, too_long
+from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import find_ticket
 from ticket_server.tools.versions import Deprecation, ToolVersions
 
@@ -72,4 +74,14 @@ def register(mcp: FastMCP, repo: TicketRepository, versions: ToolVersions) -> No
                 structured_content={"result": []},
                 meta={"fastmcp": {"wrap_result": True}},
             )
-        return [TicketSummaryV1(id=t.id, subject=t.subject, status=t.status) for t in hits]
+        # The published result stays a list of {id, subject, status}: the subjects, which
+        # customers wrote, are labelled in the result's _meta only (C38).
+        found = [
+            TicketSummaryV1(id=t.id, subject=t.subject, status=t.status).model_dump(mode="json")
+            for t in hits
+        ]
+        return ToolResult(  # type: ignore[return-value]
+            content=[TextContent(type="text", text=pydantic_core.to_json(found).decode())],
+            structured_content={"result": found},
+            meta={"fastmcp": {"wrap_result": True}, **fields_meta(["result[].subject"])},
+        )
