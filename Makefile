@@ -16,10 +16,14 @@ STAMP  := $(VENV)/.installed-stamp
 
 install: $(STAMP)
 
+# pip's own progress (each package as it is collected, downloaded and installed) stays on:
+# a first install on a fresh machine takes minutes, and a silent terminal looks hung.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	@echo "make: installing ticket-server and its pinned dependencies into $(VENV) (the first time takes a few minutes; pip shows each package)" >&2
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
+	@echo "make: installed into $(VENV)" >&2
 
 run: $(STAMP)
 	$(BIN)/ticket-server db upgrade
