@@ -85,3 +85,25 @@ def test_no_link_outside_the_repository() -> None:
     for target in targets:
         assert "://" not in target, f"link outside the repository: {target}"
         assert (ROOT / target.split("#")[0]).exists(), target
+
+
+def test_the_tools_table_names_every_argument() -> None:
+    """Each row of the README's Tools table names every argument its tool takes (issue 32:
+    the search row lacked some of its filters)."""
+    import asyncio
+
+    from ticket_server.admin import contract
+
+    live = asyncio.run(contract.snapshot(contract.contract_server()))
+    section = README.split("\n## Tools\n", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        match.group(1): match.group(2)
+        for match in re.finditer(r"^\| `(\w+)` \| [^|]+ \| (.*?) \|", section, re.M)
+    }
+    assert rows, "no Tools table in README.md"
+    tools = {tool["name"]: tool for tool in live["tools"]}
+    assert {"search_tickets_v2", "get_ticket"} <= set(rows)
+    for name, arguments in rows.items():
+        tool = tools[name]
+        missing = [a for a in tool["inputSchema"]["properties"] if f"`{a}`" not in arguments]
+        assert not missing, f"README Tools table, {name}: no {', '.join(missing)}"

@@ -237,6 +237,15 @@ def test_audit_prune_deletes_rows_older_than_asked(settings: Settings) -> None:
     assert done.returncode == 0 and "1 audit row(s)" in done.stderr, done.stderr
     assert [r.trace_id for r in asyncio.run(audit_rows(settings))] == [f"{3:032d}"]
     assert prune("--older-than", "soon").returncode != 0
+    # An age that would take the last hour's rows too (0d: every row) is refused, one
+    # line saying what to do, and nothing is deleted; --yes does it.
+    refused = prune("--older-than", "0d")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--older-than 0d" in refused.stderr and "--yes" in refused.stderr, refused.stderr
+    assert len(asyncio.run(audit_rows(settings))) == 1
+    done = prune("--older-than", "0d", "--yes")
+    assert done.returncode == 0 and "1 audit row(s)" in done.stderr, done.stderr
+    assert asyncio.run(audit_rows(settings)) == []
 
 
 @pytest.mark.slow

@@ -24,10 +24,19 @@ def snippet(name: str, language: str) -> str:
 
 
 def test_the_readme_tutorial_runs(template_db: Path, tmp_path: Path) -> None:
-    shutil.copy(template_db, tmp_path / "tickets.db")
+    """As written (issue 32): the database is the one `make run` migrates and seeds, the
+    embedded default in the user's data directory (here under a HOME of the test's own),
+    and no file or setting the README does not name is needed."""
+    home = tmp_path / "home"
+    data = home / ".local" / "share" / "ticket-server"  # platformdirs' user data dir, Linux
+    data.mkdir(parents=True)
+    shutil.copy(template_db, data / "tickets.db")
     (tmp_path / "kit.toml").write_text(snippet("kit.toml", "toml"), encoding="utf-8")
     (tmp_path / "tutorial.py").write_text(snippet("tutorial", "python"), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TICKET_SERVER_", "XDG_DATA_HOME"))
+    }
+    env["HOME"] = str(home)
     env["PATH"] = (
         f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `ticket-server`
     )
