@@ -42,39 +42,6 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _require_free_port(host: str, port: int) -> None:
-    """``CommandError`` unless ``host:port`` can be bound now: checked before anything is
-    built or logged, with the socket options uvicorn binds with (SO_REUSEADDR)."""
-    import errno
-    import socket
-
-    if port == 0:
-        return
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise CommandError(
-            f"serve: cannot resolve the HTTP address {host!r} ({exc.strerror}); "
-            "set TICKET_SERVER_HOST or --host to an address of this machine, e.g. 127.0.0.1"
-        ) from None
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise CommandError(
-                    f"serve: port {port} on {host} is already in use by another process; "
-                    f"stop it or pick another port with TICKET_SERVER_PORT={port + 1} or --port {port + 1}"
-                ) from None
-            raise CommandError(
-                f"serve: cannot listen on {host}:{port} ({exc.strerror}); choose another "
-                "address or port with TICKET_SERVER_HOST / --host and TICKET_SERVER_PORT / --port"
-            ) from None
-
-
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
     http_only = [
         flag
@@ -93,18 +60,9 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     workers = 1 if args.workers is None else args.workers
     if workers < 1:
         raise CommandError("serve: --workers must be 1 or more")
-    if settings.is_sqlite:  # the server writes audit rows (and tickets): say so now
-        from ticket_server.db import sqlite_write_problem
+    from ticket_server.admin.preflight import require_free_port, require_writable_storage
 
-        problem = sqlite_write_problem(settings.database_url)
-        if problem is not None:
-            raise CommandError(f"serve: {problem}")
-    if not settings.rate_limit_storage_url.startswith("memory://"):
-        from ticket_server.access.ratelimit import storage_problem
-
-        problem = asyncio.run(storage_problem(settings.rate_limit_storage_url))
-        if problem is not None:
-            raise CommandError(f"serve: {problem}")
+    require_writable_storage(settings)
     if args.transport == "stdio":
         with collector_paused():
             from ticket_server.server import build_runtime
@@ -130,7 +88,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             "port": args.port if args.port is not None else settings.port,
         }
     )
-    _require_free_port(settings.host, settings.port)
+    require_free_port(settings.host, settings.port)
     url = f"http://{settings.host}:{settings.port}{http.MCP_PATH}"
     if workers > 1:
         import uvicorn
@@ -328,6 +286,7 @@ def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
 def _probe(settings: Settings, args: argparse.Namespace) -> None:
     import json
 
+    from ticket_server.admin.preflight import looks_like_an_address
     from ticket_server.admin.probe import ProbeError, run_probe
 
     # The probe is a client: its stdout is the report; the SDK's own logs stay quiet.
@@ -335,7 +294,7 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
     target: str | list[str] = args.target
     if len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
         target = args.target[0]
-    elif len(args.target) == 1 and _looks_like_an_address(args.target[0]):
+    elif len(args.target) == 1 and looks_like_an_address(args.target[0]):
         raise CommandError(
             f"probe: {args.target[0]!r} has no scheme; write http://{args.target[0]} (or "
             "https://...), or for a stdio server the command after `--`"
@@ -368,17 +327,6 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
     if status:
         print(f"ticket-server probe: {args.call} returned isError: true", file=sys.stderr)
         raise SystemExit(status)
-
-
-def _looks_like_an_address(target: str) -> bool:
-    """``HOST:PORT[/path]`` or ``HOST/mcp`` without a scheme (and no program of that name)."""
-    import re
-    import shutil
-
-    if shutil.which(target) is not None:
-        return False
-    host = r"(\[[0-9a-fA-F:.]+\]|[\w.-]+)"
-    return re.fullmatch(rf"{host}(:\d+(/\S*)?|/mcp\S*)", target) is not None
 
 
 def _client_tools(settings: Settings, args: argparse.Namespace) -> None:

@@ -85,12 +85,15 @@ class SearchHit(TicketSummaryV2):
     )
 
 
+_SUBJECT: list[Literal["subject"]] = ["subject"]
+
+
 class SearchPage(BaseModel):
     # One page of `search_tickets_v2` results; next_cursor is null on the last page;
     # note says what the search did with words or filters that matched nothing;
     # untrusted_fields names the hit fields customers wrote (C38: labelled, not reshaped,
     # so that the published `subject: string` stays as it is).
-    untrusted_fields: list[Literal["subject"]] = Field(default_factory=lambda: ["subject"])
+    untrusted_fields: list[Literal["subject"]] = Field(default_factory=lambda: _SUBJECT.copy())
     tickets: list[SearchHit]
     next_cursor: str | None
     note: str | None = None
