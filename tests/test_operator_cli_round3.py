@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_operator_cli import TICKET_SERVER, one_line, run, ticket_count, upgraded
+from ticket_server.admin import CommandError
+from ticket_server.admin.seeding import read_jsonl
 
 SAMPLE = Path(__file__).resolve().parents[1] / "seed" / "tickets.jsonl"
 
@@ -59,22 +61,27 @@ def test_c42_seed_file_with_unusable_values_names_line_field_and_values(
 ) -> None:
     """C42: `db seed --file` with lines holding "status":"exploded", "priority":"asap",
     "queue":null, "subject":null, "id":"": each one line naming the line number, the field
-    and the allowed values, exit status 2, nothing written (the good lines before it
-    included)."""
+    and the allowed values, exit status 2, nothing written (the good line before it
+    included). Each file is read by the command's own reader; one goes through the CLI."""
     upgraded(empty_database_url)
     first, second = (json.loads(line) for line in SAMPLE.read_text().splitlines()[:2])
+    files = []
     for fragment, field, allowed in C42_LINES:
         bad = {**second, **json.loads("{" + fragment + "}")}
         path = tmp_path / f"{field}.jsonl"
         path.write_text(json.dumps(first) + "\n" + json.dumps(bad) + "\n")
-        line = one_line(run(empty_database_url, "db", "seed", "--file", str(path)))
-        assert f"line 2 has {field} " in line and allowed in line, line
-        assert "nothing was written" in line
-        assert ticket_count(empty_database_url) == 0
+        files.append((path, f"line 2 has {field} ", allowed))
     path = tmp_path / "twice.jsonl"
     path.write_text(json.dumps(first) + "\n" + json.dumps(first) + "\n")
-    line = one_line(run(empty_database_url, "db", "seed", "--file", str(path)))
-    assert "line 2 has id" in line and "again" in line, line
+    files.append((path, "line 2 has id 'SUP-1000' again", "earlier line"))
+    for path, named, allowed in files:
+        with pytest.raises(CommandError) as refused:
+            list(read_jsonl(path))
+        message = str(refused.value)
+        assert named in message and allowed in message, message
+        assert message.startswith(f"db seed --file {path}") and "nothing was written" in message
+    line = one_line(run(empty_database_url, "db", "seed", "--file", str(files[0][0])))
+    assert 'line 2 has status "exploded"' in line and "new, open, in_progress" in line, line
     assert ticket_count(empty_database_url) == 0
 
 
@@ -156,14 +163,14 @@ def test_a_read_only_database_says_so(db_path: Path, tmp_path: Path, what: str) 
     path = folder / "tickets.db"
     shutil.copy(db_path, path)
     url = f"sqlite+aiosqlite:///{path}"
+    commands = [
+        ["serve", "--transport", "http"],
+        ["callers", "add", "zed", "--scope", "tickets:read"],
+    ]
+    if what == "file":
+        commands += [["serve"], ["db", "seed", "--count", "1"], ["audit", "prune"]]
     with read_only(path if what == "file" else folder):
-        for args in (
-            ["serve", "--transport", "http"],
-            ["serve"],
-            ["callers", "add", "zed", "--scope", "tickets:read"],
-            ["db", "seed", "--count", "1"],
-            ["audit", "prune"],
-        ):
+        for args in commands:
             line = one_line(run(url, *args))
             shown = str(path) if what == "file" else f"folder {folder}"
             assert "TICKET_SERVER_DATABASE_URL" in line and shown in line, (args, line)
