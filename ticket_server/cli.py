@@ -284,31 +284,11 @@ def _tools_export(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _probe(settings: Settings, args: argparse.Namespace) -> None:
-    import json
-
-    from ticket_server.admin.preflight import looks_like_an_address
-    from ticket_server.admin.probe import ProbeError, run_probe
+    from ticket_server.admin.probe import ProbeError, command_arguments, run_probe
 
     # The probe is a client: its stdout is the report; the SDK's own logs stay quiet.
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
-    target: str | list[str] = args.target
-    if len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
-        target = args.target[0]
-    elif len(args.target) == 1 and looks_like_an_address(args.target[0]):
-        raise CommandError(
-            f"probe: {args.target[0]!r} has no scheme; write http://{args.target[0]} (or "
-            "https://...), or for a stdio server the command after `--`"
-        )
-    if args.args is not None and args.call is None:
-        raise CommandError("--args needs --call TOOL")
-    arguments = None
-    if args.call is not None:
-        try:
-            arguments = json.loads(args.args) if args.args is not None else {}
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"--args is not JSON: {exc}") from exc
-        if not isinstance(arguments, dict):
-            raise CommandError('--args must be a JSON object, e.g. \'{"ticket_id": "SUP-4412"}\'')
+    target, arguments = command_arguments(args.target, args.call, args.args)
     try:
         status, out = run_probe(
             target,

@@ -1,6 +1,6 @@
 """Checks before a command does its work, each a ``CommandError`` of one line naming the
 setting or option to fix: the HTTP port is free, the storage a server writes to is
-writable and answers, a probe's target is not an address missing its scheme."""
+writable and answers."""
 
 from __future__ import annotations
 
@@ -59,14 +59,3 @@ def require_free_port(host: str, port: int) -> None:
                 f"serve: cannot listen on {host}:{port} ({exc.strerror}); choose another "
                 "address or port with TICKET_SERVER_HOST / --host and TICKET_SERVER_PORT / --port"
             ) from None
-
-
-def looks_like_an_address(target: str) -> bool:
-    """``HOST:PORT[/path]`` or ``HOST/mcp`` without a scheme (and no program of that name)."""
-    import re
-    import shutil
-
-    if shutil.which(target) is not None:
-        return False
-    host = r"(\[[0-9a-fA-F:.]+\]|[\w.-]+)"
-    return re.fullmatch(rf"{host}(:\d+(/\S*)?|/mcp\S*)", target) is not None

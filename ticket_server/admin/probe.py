@@ -362,3 +362,43 @@ def run_probe(
     )
     status = 1 if report.call is not None and report.call.is_error else 0
     return status, out
+
+
+def command_arguments(
+    targets: Sequence[str], call: str | None, args_json: str | None
+) -> tuple[str | list[str], dict[str, Any] | None]:
+    """The probe command's target (a URL, or a stdio command's argv) and its --call
+    arguments; ``CommandError`` for an address without a scheme and for --args that are not
+    a JSON object or come without --call."""
+    from ticket_server.admin import CommandError
+
+    target: str | list[str] = list(targets)
+    if len(targets) == 1 and targets[0].startswith(("http://", "https://")):
+        target = targets[0]
+    elif len(targets) == 1 and looks_like_an_address(targets[0]):
+        raise CommandError(
+            f"probe: {targets[0]!r} has no scheme; write http://{targets[0]} (or "
+            "https://...), or for a stdio server the command after `--`"
+        )
+    if args_json is not None and call is None:
+        raise CommandError("--args needs --call TOOL")
+    if call is None:
+        return target, None
+    try:
+        arguments = json.loads(args_json) if args_json is not None else {}
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--args is not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise CommandError('--args must be a JSON object, e.g. \'{"ticket_id": "SUP-4412"}\'')
+    return target, arguments
+
+
+def looks_like_an_address(target: str) -> bool:
+    """``HOST:PORT[/path]`` or ``HOST/mcp`` without a scheme (and no program of that name)."""
+    import re
+    import shutil
+
+    if shutil.which(target) is not None:
+        return False
+    host = r"(\[[0-9a-fA-F:.]+\]|[\w.-]+)"
+    return re.fullmatch(rf"{host}(:\d+(/\S*)?|/mcp\S*)", target) is not None
