@@ -219,7 +219,7 @@ def spawn_into_a_closed_pipe(database_url: str, *args: str) -> subprocess.Comple
     [
         ["tools", "export", "--format", "mcp"],
         ["callers", "list"],
-        ["probe", "--json", "--", TICKET_SERVER, "serve"],
+        ["probe", "--json", "--timeout", "90", "--", TICKET_SERVER, "serve"],
     ],
 )
 def test_output_into_a_closed_pipe_ends_quietly(db_path: Path, args: list[str]) -> None:
