@@ -224,51 +224,7 @@ def _tools(settings: Settings, args: argparse.Namespace) -> None:
 
     from ticket_server.admin import contract
 
-    path = Path(args.contract)
-    live = asyncio.run(contract.snapshot(contract.contract_server()))
-    if args.tools_command == "toolsets":
-        for name, description, names, tokens in contract.toolset_blocks(live):
-            chosen = "default" if name in settings.toolsets else "not by default"
-            print(f"{name} ({chosen}, ~{tokens} tokens): {description}")
-            print(f"  {', '.join(names)}")
-        return
-    if args.tools_command == "snapshot":
-        contract.write_contract(live, path)
-        print(f"wrote {len(live['tools'])} tools to {path}", file=sys.stderr)
-        return
-    if not path.exists():
-        raise CommandError(f"no published contract at {path}; run `ticket-server tools snapshot`")
-    differences = contract.compare(contract.read_contract(path), live)
-    for difference in differences:
-        print(difference)
-    breaking = [d for d in differences if d.kind == "breaking"]
-    print(
-        f"tool contract: {len(differences)} difference(s), {len(breaking)} breaking",
-        file=sys.stderr,
-    )
-    if breaking:
-        raise CommandError(
-            "breaking change(s) to published tools: ship them under a new _vN name instead"
-        )
-    tokens = contract.model_block_tokens(live)
-    print(
-        f"model-facing block: {len(live['tools'])} tools, ~{tokens} tokens "
-        f"(budget {contract.BLOCK_BUDGET_TOKENS})",
-        file=sys.stderr,
-    )
-    similar = contract.near_identical(live)
-    for first, second, score in similar:
-        print(f"NEAR-IDENTICAL {first} / {second}: descriptions {score:.2f} similar")
-    if tokens > contract.BLOCK_BUDGET_TOKENS:
-        raise CommandError(
-            f"the tools' model-facing block is ~{tokens} tokens, over its budget of "
-            f"{contract.BLOCK_BUDGET_TOKENS}: shorten descriptions and schemas, or publish fewer tools"
-        )
-    if similar:
-        raise CommandError(
-            f"{len(similar)} pair(s) of tools with near-identical descriptions (similarity "
-            f">= {contract.NEAR_IDENTICAL}): say in each what sets it apart, or merge them"
-        )
+    contract.command(args.tools_command, Path(args.contract), settings.toolsets)
 
 
 def _tools_export(settings: Settings, args: argparse.Namespace) -> None:

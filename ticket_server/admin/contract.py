@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from itertools import pairwise
@@ -318,3 +319,59 @@ def toolset_blocks(contract: dict[str, Any]) -> list[tuple[str, str, list[str], 
         tokens = model_block_tokens({"tools": entries})
         out.append((name, toolset.description, [t["name"] for t in entries], tokens))
     return out
+
+
+def command(tools_command: str, path: Path, default_toolsets: Sequence[str]) -> None:
+    """`ticket-server tools check | snapshot | toolsets` on the published contract at
+    ``path``: prints the differences, the model-facing block and near-identical pairs
+    (check), rewrites the file (snapshot) or lists the toolsets (``default_toolsets``:
+    the deployment's); ``CommandError`` on a breaking change or a guard's failure."""
+    import asyncio
+    import sys
+
+    from ticket_server.admin import CommandError
+
+    live = asyncio.run(snapshot(contract_server()))
+    if tools_command == "toolsets":
+        for name, description, names, tokens in toolset_blocks(live):
+            chosen = "default" if name in default_toolsets else "not by default"
+            print(f"{name} ({chosen}, ~{tokens} tokens): {description}")
+            print(f"  {', '.join(names)}")
+        return
+    if tools_command == "snapshot":
+        write_contract(live, path)
+        print(f"wrote {len(live['tools'])} tools to {path}", file=sys.stderr)
+        return
+    if not path.exists():
+        raise CommandError(f"no published contract at {path}; run `ticket-server tools snapshot`")
+    differences = compare(read_contract(path), live)
+    for difference in differences:
+        print(difference)
+    breaking = [d for d in differences if d.kind == "breaking"]
+    print(
+        f"tool contract: {len(differences)} difference(s), {len(breaking)} breaking",
+        file=sys.stderr,
+    )
+    if breaking:
+        raise CommandError(
+            "breaking change(s) to published tools: ship them under a new _vN name instead"
+        )
+    tokens = model_block_tokens(live)
+    print(
+        f"model-facing block: {len(live['tools'])} tools, ~{tokens} tokens "
+        f"(budget {BLOCK_BUDGET_TOKENS})",
+        file=sys.stderr,
+    )
+    similar = near_identical(live)
+    for first, second, score in similar:
+        print(f"NEAR-IDENTICAL {first} / {second}: descriptions {score:.2f} similar")
+    if tokens > BLOCK_BUDGET_TOKENS:
+        raise CommandError(
+            f"the tools' model-facing block is ~{tokens} tokens, over its budget of "
+            f"{BLOCK_BUDGET_TOKENS}: shorten descriptions and schemas, or publish fewer tools"
+        )
+    if similar:
+        raise CommandError(
+            f"{len(similar)} pair(s) of tools with near-identical descriptions (similarity "
+            f">= {NEAR_IDENTICAL}): say in each what sets it apart, or merge them"
+        )
