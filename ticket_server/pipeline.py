@@ -75,6 +75,10 @@ UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
+LIST_METHODS = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+)
+"""The list methods: each answers its whole list in one page and never issues a cursor."""
 
 
 def _not_recorded(count: int) -> str:
@@ -159,6 +163,22 @@ class CallPipeline(Middleware):
             return await call_next(replace(ctx, params={**params, "arguments": sample}))
         finally:
             _sent_keys.reset(reset)
+
+    @staticmethod
+    async def refuse_cursors(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        """A list request carrying a ``cursor`` is Invalid params (-32602): every list is
+        answered whole, so no cursor was ever issued, and answering the first page would
+        let a client page for ever. An empty or null cursor counts as none."""
+        params = ctx.params
+        if ctx.method in LIST_METHODS and isinstance(params, Mapping):
+            cursor = params.get("cursor")
+            if cursor is not None and cursor != "":
+                raise MCPError(
+                    code=mt.INVALID_PARAMS,
+                    message=f"Invalid params: {ctx.method} is answered in one page and this "
+                    "server never issues a cursor for it; send it without `cursor`",
+                )
+        return await call_next(ctx)
 
     # --- a tools/call refused as malformed before the pipeline ---------------------
 
@@ -412,6 +432,9 @@ class CallPipeline(Middleware):
         if refused is not None:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(refused)
+        whole = whole_numbers(arguments, (tool.parameters or {}).get("properties", {}))
+        if whole is not arguments:
+            context = context.copy(message=context.message.model_copy(update={"arguments": whole}))
 
         # Concurrency: at most ``concurrency`` calls of one caller run at once, so one
         # caller's slow calls cannot hold every database connection and worker thread.
@@ -475,6 +498,29 @@ class CallPipeline(Middleware):
                     sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())),
                 )
         return found
+
+
+def _admits_integer(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    if schema.get("type") == "integer":
+        return True
+    return any(_admits_integer(s) for s in schema.get("anyOf", ()))
+
+
+def whole_numbers(arguments: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with each float that has no fraction (``3.0``) given as an int where
+    the tool's schema says ``integer``: JSON Schema's ``integer`` admits such a number and
+    models send them, while the tools validate strictly. The same dict when none is."""
+    changed = {
+        name: int(value)
+        for name, value in arguments.items()
+        if type(value) is float
+        and value.is_integer()
+        and abs(value) < 2**53
+        and _admits_integer(properties.get(name))
+    }
+    return {**arguments, **changed} if changed else arguments
 
 
 def _transport(context: MiddlewareContext[Any]) -> str | None:

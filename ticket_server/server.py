@@ -247,6 +247,7 @@ def build_server(
         request_state_security=_request_state_security(rt.settings),
     )
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
+    compat.add_request_middleware(mcp, pipeline.refuse_cursors)
     cursors = CursorCodec(rt.cursor_key)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)
