@@ -337,6 +337,10 @@ class CallPipeline(Middleware):
                 record.fail(Outcome.TOOL_ERROR)
             record.result_bytes = result_size(result)
             return result
+        except asyncio.CancelledError:
+            # notifications/cancelled, the client gone, or the server stopping: no answer.
+            record.fail(Outcome.CANCELLED)
+            raise
         except (
             Exception
         ) as exc:  # ToolError (isError), NotFoundError (unknown or refused tool), ...
