@@ -142,13 +142,21 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             log_config=None,
             timeout_graceful_shutdown=10,
             **http.WORKER_OPTIONS,
+            proxy_headers=bool(settings.forwarded_allow_ips),  # see http.serve
+            forwarded_allow_ips=settings.forwarded_allow_ips,
         )
         return
     app = http.build_http_app(build_runtime(settings))
     log.info(
         f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__}
     )
-    http.serve(app, settings.host, settings.port, settings.http_read_timeout)
+    http.serve(
+        app,
+        settings.host,
+        settings.port,
+        settings.http_read_timeout,
+        settings.forwarded_allow_ips,
+    )
 
 
 def _callers(settings: Settings, args: argparse.Namespace) -> None:

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Extra browser Origins accepted over HTTP."
     )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are trusted "
+        "over HTTP: comma-separated addresses or networks (10.0.0.0/8), or * for any; empty "
+        "(the default): none, every limit and check uses the connection's own address.",
+    )
     max_request_bytes: int = Field(
         default=256 * 1024,
         ge=1024,
@@ -184,6 +190,24 @@ class Settings(BaseSettings):
     @classmethod
     def _choice_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        import ipaddress
+
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an address or a network; write it like "
+                    "'10.0.0.5,192.168.0.0/16' (or * for any)"
+                ) from None
+        return ",".join(entries)
 
     @field_validator("allowed_hosts", "allowed_origins", "retirement_dates", mode="before")
     @classmethod

@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+import anyio
+from mcp.shared.dispatcher import coerce_request_id
 from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -138,6 +140,7 @@ class SessionQuota:
         self.sessions: dict[
             str, dict[str, list[float]]
         ] = {}  # caller -> id -> [last seen, in flight]
+        self.ids: dict[str, set[str]] = {}  # session id -> request ids in flight
 
     def open_count(self, caller: str) -> int:
         held = self.sessions.get(caller, {})
@@ -150,6 +153,22 @@ class SessionQuota:
 
     def opened(self, caller: str, sid: str) -> None:
         self.sessions.setdefault(caller, {})[sid] = [monotonic(), 0]
+
+    def claim(self, sid: str, key: str) -> bool:
+        """Hold request id ``key`` in session ``sid`` until ``release``; False when a
+        request in flight holds it already."""
+        held = self.ids.setdefault(sid, set())
+        if key in held:
+            return False
+        held.add(key)
+        return True
+
+    def release(self, sid: str, key: str) -> None:
+        held = self.ids.get(sid)
+        if held is not None:
+            held.discard(key)
+            if not held:
+                del self.ids[sid]
 
     def begin(self, caller: str, sid: str) -> None:
         entry = self.sessions.get(caller, {}).get(sid)
@@ -311,7 +330,9 @@ class McpGate:
         if not self.stateful:
             await self.app(scope, replay, send)
             return
-        await self._with_session(scope, replay, send, headers, caller, message, request_id)
+        await self._with_session(
+            scope, receive, received, send, headers, caller, message, request_id
+        )
 
     # --- legacy sessions -------------------------------------------------------
 
@@ -319,12 +340,15 @@ class McpGate:
         self,
         scope: Scope,
         receive: Receive,
+        received: list[Message],
         send: Send,
         headers: dict[str, str],
         caller: Caller,
         message: Any,
         request_id: Any,
     ) -> None:
+        """``received``: the request's messages read so far (its body), given to the app
+        before anything ``receive`` brings."""
         sid = headers.get("mcp-session-id")
         if sid is None and scope["method"] in ("GET", "DELETE"):
             # Only initialize opens a session; the SDK would open one for this request too.
@@ -362,6 +386,20 @@ class McpGate:
                 )(scope, receive, send)
                 return
         elif sid is not None:
+            # A request id is the session's until its answer: the transport keys each
+            # request's answer by it, so a second request with an id in flight would
+            # take the first one's answer and leave the first waiting for ever.
+            key = _id_key(message) if scope["method"] == "POST" else None
+            if key is not None and not self.sessions.claim(sid, key):
+                await jsonrpc_error(
+                    400,
+                    -32600,
+                    f"Invalid Request: the id {_shown_id(request_id)} is already in use by a "
+                    "request of this session that has not been answered; send each request "
+                    "with a new id",
+                    request_id,
+                )(scope, _no_more_body, send)
+                return
             self.sessions.begin(caller.name, sid)
         status, finished = 0, False
 
@@ -377,15 +415,70 @@ class McpGate:
                             self.sessions.opened(caller.name, value.decode("latin-1"))
             await send(message)
 
+        gone = anyio.Event()
+
+        async def app_receive() -> Message:
+            if received:
+                return received.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def until_gone() -> None:
+            """The client closing its connection before its answer: the request is
+            cancelled in its session, as a ``notifications/cancelled`` would, so its
+            task ends instead of running to an answer nobody reads."""
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            if not finished and sid is not None and _id_key(message) is not None:
+                await self._cancel(scope, request_id)
+
         try:
-            await self.app(scope, receive, watch)
-            if status and not finished:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(until_gone)
+                await self.app(scope, app_receive, watch)
+                tasks.cancel_scope.cancel()
+            if status and not finished and not gone.is_set():
                 # An SSE stream the server ended at shutdown: close it as a complete response.
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if sid is not None:
                 closed = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
                 self.sessions.end(caller.name, sid, closed)
+                key = _id_key(message) if scope["method"] == "POST" and not opening else None
+                if key is not None:
+                    self.sessions.release(sid, key)
+
+    async def _cancel(self, scope: Scope, request_id: Any) -> None:
+        """Send the app, in the request's session, the ``notifications/cancelled`` its
+        client would have sent; the answer (202) goes nowhere."""
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": "the client closed the connection"},
+            }
+        ).encode()
+        replaced = {b"content-length", b"content-type", b"accept"}
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in replaced] + [
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ]
+        sent = False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.disconnect"}
+
+        async def discard(_: Message) -> None:
+            pass
+
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self.app({**scope, "headers": headers}, receive, discard)
 
     # --- refusals ---------------------------------------------------------------
 
@@ -513,6 +606,26 @@ def _unread_tool(headers: dict[str, str]) -> str:
     return f"({method})" if method else UNREAD
 
 
+def _id_key(message: Any) -> str | None:
+    """The key of a request's id as the MCP SDK correlates ids (``7`` and ``"7"`` are
+    one), or None for a message that is not a request."""
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    return str(coerce_request_id(request_id))
+
+
+def _shown_id(request_id: Any) -> str:
+    text = repr(request_id)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+async def _no_more_body() -> Message:
+    return {"type": "http.disconnect"}
+
+
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
     """Whether the 2026-07-28 routing headers (``Mcp-Method``, ``Mcp-Name``) say tools/call."""
     return headers.get("mcp-method") == "tools/call", headers.get("mcp-name")
@@ -637,11 +750,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def serve(app: ASGIApp, host: str, port: int, header_timeout: float) -> None:
+def serve(app: ASGIApp, host: str, port: int, header_timeout: float, proxies: str) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
     with the audit trail's flush, included) exits 0. A connection that has not sent a
     request's headers within ``header_timeout`` seconds is closed (slowloris), and no
-    answer announces the server software."""
+    answer announces the server software. X-Forwarded-* are read only from the proxies
+    ``proxies`` names (settings' ``forwarded_allow_ips``; empty: none): uvicorn's default
+    trusts loopback, so any local process, or a local proxy passing the header on, could
+    pick the client address the per-address limit and /metrics see."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -653,5 +769,7 @@ def serve(app: ASGIApp, host: str, port: int, header_timeout: float) -> None:
         server_header=False,
         http=compat.h11_with_header_deadline(header_timeout),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies,
     )
     compat.graceful_uvicorn_server(config).run()
