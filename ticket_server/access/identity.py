@@ -16,6 +16,7 @@ effect within that time, one by this process at once.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
@@ -113,8 +114,18 @@ class CallerTokenVerifier(_MetadataRoutes, TokenVerifier):
         super().__init__(base_url=base_url)
         self.store = store
         self.authorization_servers = []
+        self.may_look_up: Callable[[], Awaitable[bool]] | None = None
+        """Asked before a token the cache does not know is looked up in the table: False
+        (its client address is past the limit of requests without a valid token) refuses
+        it unread, so a flood of random tokens costs no query."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        if (
+            self.may_look_up is not None
+            and not self.store.knows_token(token)
+            and not await self.may_look_up()
+        ):
+            return None
         try:
             caller = await self.store.by_token(token)
         except RegistryUnavailable:

@@ -271,6 +271,18 @@ class HttpLimiter:
         allowed = self.local.hit(item, "http", key)
         return _verdict(item, allowed, self.local.get_window_stats(item, "http", key))
 
+    async def exhausted(self, key: str) -> bool:
+        """Whether ``key`` has no request left of the default limit (nothing counted)."""
+        item = self.default
+        if self.is_async and time.monotonic() >= self.retry_storage_at:
+            try:
+                allowed = self.limiter.test(item, "http", key)
+                return not (allowed if isinstance(allowed, bool) else await allowed)
+            except self.storage.base_exceptions:
+                pass  # ``hit`` notes the outage and counts in memory
+        limiter = self.memory if self.is_async else self.limiter
+        return not limiter.test(item, "http", key)
+
 
 def _verdict(item: RateLimitItem, allowed: bool, stats: WindowStats) -> HttpVerdict:
     reset = max(1, math.ceil(stats.reset_time - time.time()))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ from ticket_server.access.audit import storable
 from ticket_server.access.callers import Caller
 from ticket_server.access.context import CallRecord, Cause, Outcome
 from ticket_server.access.identity import (
+    CallerTokenVerifier,
     build_token_verifier,
     caller_from_access_token,
     unverifiable,
@@ -228,6 +230,31 @@ class McpGate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         access = getattr(scope.get("user"), "access_token", None)
         started = monotonic()
+        if not _one_credential(scope["headers"]):
+            # The token verifier reads the first header only: served in one order and
+            # refused in the other, which a proxy adding its own header could exploit.
+            self.metrics.unauthenticated.labels("400").inc()
+            self._record(
+                headers,
+                None,
+                _unread_tool(headers),
+                Outcome.DENIED,
+                Cause.UNAUTHENTICATED,
+                "more than one credential",
+                started,
+            )
+            await jsonrpc_error(
+                400,
+                UNAUTHORIZED,
+                "HTTP 400 Bad Request: send exactly one Authorization header holding one "
+                f"bearer token. {HOW_TO_GET_A_TOKEN}",
+                headers={
+                    "WWW-Authenticate": f'Bearer error="invalid_request", '
+                    f'resource_metadata="{self.metadata_url}"',
+                    "Connection": "close",
+                },
+            )(scope, receive, send)
+            return
         if access is not None and unverifiable(access):
             self._record(
                 headers,
@@ -254,8 +281,7 @@ class McpGate:
                 self._record(headers, caller, call[1], outcome, cause, detail, started)
 
         if caller is None:
-            address = scope["client"][0] if scope.get("client") else "unknown"
-            verdict = await self.limiter.hit(f"address:{address}")
+            verdict = await self.limiter.hit(address_key(scope))
             if verdict.allowed:
                 answer, outcome, cause = (
                     self._unauthorized(headers),
@@ -278,6 +304,13 @@ class McpGate:
             record(Outcome.TOOL_ERROR, Cause.TOO_LARGE)
             await self._too_large()(scope, receive, send)
             return
+        unfit = media_problem(headers) if scope["method"] == "POST" else None
+        if unfit is not None:
+            record(Outcome.TOOL_ERROR, Cause.MALFORMED, unfit[1])
+            await jsonrpc_error(unfit[0], -32600, unfit[1], headers={"Connection": "close"})(
+                scope, receive, send
+            )
+            return
         verdict = await self.limiter.hit(f"caller:{caller.name}", caller.http_rate_limit)
         try:
             received = await self._read_body(receive)
@@ -299,6 +332,10 @@ class McpGate:
                 )(scope, receive, send)
                 return
             message, parse_error = frames.parse(body)
+            if parse_error == frames.NOT_UTF8:
+                record(Outcome.TOOL_ERROR, Cause.MALFORMED, parse_error)
+                await jsonrpc_error(400, -32700, parse_error)(scope, receive, send)
+                return
             if isinstance(message, dict) and message.get("method") == "tools/call":
                 name = (
                     (message.get("params") or {}).get("name")
@@ -544,7 +581,14 @@ class McpGate:
         else:
             text = f"HTTP 401 Unauthorized: this server needs a bearer token. {HOW_TO_GET_A_TOKEN}"
             challenge = f'Bearer resource_metadata="{self.metadata_url}"'
-        return jsonrpc_error(401, UNAUTHORIZED, text, headers={"WWW-Authenticate": challenge})
+        # Connection: close: the body is never read, and a kept-alive connection would
+        # have to read it all (a gigabyte, if the client says so) before the next request.
+        return jsonrpc_error(
+            401,
+            UNAUTHORIZED,
+            text,
+            headers={"WWW-Authenticate": challenge, "Connection": "close"},
+        )
 
     @staticmethod
     def _too_many(verdict: HttpVerdict, request_id: Any, caller: Caller | None = None) -> Response:
@@ -555,12 +599,14 @@ class McpGate:
             f"Too many requests: {who} may send {verdict.limit} requests per window of the HTTP limit; "
             f"nothing was done; retry in {verdict.reset_seconds} seconds."
         )
+        # Without a caller the body was not read: close rather than read it (as for 401).
+        extra = {"Connection": "close"} if caller is None else {}
         return jsonrpc_error(
             429,
             TOO_MANY_REQUESTS,
             text,
             request_id,
-            headers=verdict.headers(),
+            headers={**verdict.headers(), **extra},
             data={"retry_after_seconds": verdict.reset_seconds},
         )
 
@@ -592,6 +638,73 @@ class McpGate:
             self.runtime.audit.observe(record)
 
 
+class NamedMisdirection:
+    """ASGI, outermost: the 421 that Host validation answers for a ``Host`` this server
+    does not answer to (FastMCP's guard says only "Misdirected Request") becomes a
+    JSON-RPC error naming the setting that admits it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        misdirected = False
+
+        async def named(message: Message) -> None:
+            nonlocal misdirected
+            if message["type"] == "http.response.start" and message["status"] == 421:
+                misdirected = True
+                return
+            if not misdirected:
+                await send(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                host = storable(_header(scope, b"host"), 100)
+                await jsonrpc_error(
+                    421,
+                    -32600,
+                    f"Misdirected Request: this server does not answer to the Host {host!r}. "
+                    "An operator who wants it to adds the name to TICKET_SERVER_ALLOWED_HOSTS "
+                    """(a JSON list, e.g. '["tickets.example.com"]').""",
+                )(scope, receive, send)
+
+        await self.app(scope, receive, named)
+
+
+class RefusalSample(logging.Filter):
+    """uvicorn's access log (``uvicorn.access``) keeps every answered request under 400
+    and up to ``per_minute`` refusals (400 and above) each minute, as the audit samples
+    the requests refused without a token: a flood must not fill the log."""
+
+    def __init__(self, per_minute: int = 60) -> None:
+        super().__init__()
+        self.per_minute = per_minute
+        self.minute, self.logged, self.dropped = monotonic(), 0, 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        status = args[4] if isinstance(args, tuple) and len(args) == 5 else None
+        if not isinstance(status, int) or status < 400:
+            return True
+        now = monotonic()
+        if now - self.minute >= 60:
+            if self.dropped:
+                record.msg = f"{record.msg} ({self.dropped} earlier refusals not logged)"
+            self.minute, self.logged, self.dropped = now, 0, 0
+        if self.logged < self.per_minute:
+            self.logged += 1
+            return True
+        self.dropped += 1
+        return False
+
+
+def sample_refusals_in_access_log() -> None:
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RefusalSample) for f in access.filters):
+        access.addFilter(RefusalSample())
+
+
 UNREAD = "(request not read)"
 """The audit's tool for a request refused before its body was read, whose headers do not
 say what it is (the legacy revision has no ``Mcp-Method`` header)."""
@@ -604,6 +717,47 @@ def _unread_tool(headers: dict[str, str]) -> str:
     if method == "tools/call":
         return name or "unknown"
     return f"({method})" if method else UNREAD
+
+
+def media_problem(headers: dict[str, str]) -> tuple[int, str] | None:
+    """(406 or 415, why) for a POST whose ``Accept`` admits no JSON answer or whose
+    body is not declared ``application/json`` in UTF-8; None when both are fine."""
+    accepted = [part.split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")]
+    if not {"application/json", "application/*", "*/*"} & set(accepted):
+        return 406, (
+            "Not Acceptable: this server answers POST /mcp with application/json (or "
+            "text/event-stream); send `Accept: application/json, text/event-stream`"
+        )
+    media, *parameters = headers.get("content-type", "").split(";")
+    charset = next(
+        (
+            p.split("=", 1)[1].strip().strip('"').lower()
+            for p in parameters
+            if "=" in p and p.split("=", 1)[0].strip().lower() == "charset"
+        ),
+        "utf-8",
+    )
+    if media.strip().lower() != "application/json" or charset not in ("utf-8", "utf8"):
+        return 415, (
+            "Unsupported Media Type: the body of POST /mcp must be JSON in UTF-8, sent "
+            "with `Content-Type: application/json`"
+        )
+    return None
+
+
+def address_key(scope: Scope) -> str:
+    """The HTTP limiter's key of a request without a valid token: its client address
+    (the socket's, unless a configured proxy said otherwise: ``proxy_options``)."""
+    return f"address:{scope['client'][0] if scope.get('client') else 'unknown'}"
+
+
+def _one_credential(raw: list[tuple[bytes, bytes]]) -> bool:
+    """At most one ``Authorization`` header, holding at most one credential (a scheme
+    and one token: RFC 7235's token68 has no comma or space)."""
+    values = [value for key, value in raw if key.lower() == b"authorization"]
+    return len(values) <= 1 and all(
+        b"," not in value and len(value.split()) <= 2 for value in values
+    )
 
 
 def _id_key(message: Any) -> str | None:
@@ -624,6 +778,10 @@ def _shown_id(request_id: Any) -> str:
 
 async def _no_more_body() -> Message:
     return {"type": "http.disconnect"}
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == name), "")
 
 
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
@@ -662,6 +820,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     protection, MCP spec "Transports: Security Warning") is always on; loopback names are
     accepted, others only when listed in ``allowed_hosts``/``allowed_origins``. CORS
     answers browser pages from those origins (the MCP Inspector's web UI included)."""
+    from fastmcp.server.dependencies import get_http_request
     from mcp.server.auth.routes import build_resource_metadata_url
     from starlette.middleware import Middleware as AsgiMiddleware
     from starlette.middleware.cors import CORSMiddleware
@@ -673,8 +832,20 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     if metrics is None:
         raise ValueError("an HTTP server exposes its metrics: build its runtime with metrics=True")
     mcp = build_server(runtime)
+    limiter = HttpLimiter(settings)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
-    mcp.auth = build_token_verifier(settings, runtime.callers)
+    verifier = build_token_verifier(settings, runtime.callers)
+    if isinstance(verifier, CallerTokenVerifier):
+
+        async def may_look_up() -> bool:
+            """A token the cache does not know is looked up only while its client
+            address may still be refused one by one (401): past its limit it gets 429
+            anyway, so a flood of random tokens costs no query."""
+            request = get_http_request()
+            return not await limiter.exhausted(address_key(request.scope))
+
+        verifier.may_look_up = may_look_up
+    mcp.auth = verifier
     metadata_url = str(
         build_resource_metadata_url(AnyHttpUrl(settings.base_url.rstrip("/") + MCP_PATH))
     )
@@ -703,7 +874,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
             return JSONResponse({"error": "forbidden"}, status_code=403)
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    return mcp.http_app(
+    app = mcp.http_app(
         path=MCP_PATH,
         middleware=[
             AsgiMiddleware(
@@ -718,7 +889,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
                 McpGate,
                 runtime=runtime,
                 metrics=metrics,
-                limiter=HttpLimiter(settings),
+                limiter=limiter,
                 metadata_url=metadata_url,
                 sessions=SessionQuota(settings.sessions_per_caller, settings.session_idle_timeout),
                 may_call_any=may_call_any,
@@ -731,6 +902,9 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
         allowed_hosts=settings.allowed_hosts or None,
         allowed_origins=settings.allowed_origins or None,
     )
+    app.add_middleware(NamedMisdirection)
+    sample_refusals_in_access_log()
+    return app
 
 
 # For `--workers N` (``uvicorn.run`` with a factory): each worker process imports its
