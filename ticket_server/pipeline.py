@@ -30,6 +30,7 @@ sessions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -75,6 +76,9 @@ UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
+EXPENSIVE = frozenset({"search_tickets_v2", "search_tickets", "get_ticket", "get_customer"})
+"""Read tools whose work grows with the data (searches, full reads): with the writes,
+what ``CallPipeline``'s per-caller share bounds."""
 LIST_METHODS = frozenset(
     {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 )
@@ -122,19 +126,24 @@ class CallPipeline(Middleware):
         *,
         deadline: float,
         concurrency: int = 8,
+        share: int = 2,
         ready: Callable[[], Awaitable[None]] | None = None,
         offered: frozenset[str] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
         start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
-        the most calls of one caller running at once; ``offered`` the names of the tools
-        the deployment's toolsets offer (None: every tool)."""
+        the most calls of one caller running at once; ``share`` the most of its
+        expensive calls (``EXPENSIVE``, and every write) doing their work at once;
+        ``offered`` the names of the tools the deployment's toolsets offer (None: every
+        tool)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.offered = offered
         self.observers = tuple(observers)
         self.deadline = deadline
         self.concurrency = concurrency
         self.running: dict[str, int] = {}
+        self.share = share
+        self.shares: dict[str, asyncio.Semaphore] = {}  # caller -> its expensive work
         self.ready = ready
         # A tool found once is kept by name with its sensitive argument names (FastMCP's
         # get_tool runs the providers again on every call); scopes are checked on every
@@ -466,9 +475,15 @@ class CallPipeline(Middleware):
         deprecation: Deprecation | None,
     ) -> ToolResult:
         name = tool.name
-        # Executor: the tool under the deadline.
+        # Fair shares: a caller's expensive calls beyond its share wait their turn (not
+        # refused: a refusal the client retries at once costs the loop as much again).
+        turn: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if name in EXPENSIVE or WRITE_SCOPE in tool.tags:
+            caller = record.caller.name if record.caller is not None else ""
+            turn = self.shares.setdefault(caller, asyncio.Semaphore(self.share))
+        # Executor: the tool under the deadline (its wait for a turn included).
         try:
-            async with asyncio.timeout(self.deadline):
+            async with asyncio.timeout(self.deadline), turn:
                 result = await call_next(context)
         except ValidationError as exc:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)

@@ -231,6 +231,7 @@ def build_server(
         [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else []),
         deadline=rt.settings.tool_timeout,
         concurrency=rt.settings.caller_concurrency,
+        share=rt.settings.caller_share,
         ready=ready,
         offered=offered(rt.settings.toolsets),
     )

@@ -338,6 +338,14 @@ class Settings(BaseSettings):
         description="Most tools/call of one caller running at once in one server process; "
         "one more is answered with an isError asking to wait.",
     )
+    caller_share: int = Field(
+        default=2,
+        ge=1,
+        description="Most expensive tools/call (searches, full ticket and customer reads, "
+        "writes) of one caller doing their work at once in one server process; the "
+        "caller's others wait their turn within the call deadline, so one caller cannot "
+        "take the event loop or the database from the others.",
+    )
 
     metrics_token: SecretStr | None = Field(
         default=None,
