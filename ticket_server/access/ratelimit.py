@@ -274,14 +274,12 @@ class HttpLimiter:
     async def exhausted(self, key: str) -> bool:
         """Whether ``key`` has no request left of the default limit (nothing counted)."""
         item = self.default
-        if self.is_async and time.monotonic() >= self.retry_storage_at:
+        if self.async_limiter is not None and time.monotonic() >= self.retry_storage_at:
             try:
-                allowed = self.limiter.test(item, "http", key)
-                return not (allowed if isinstance(allowed, bool) else await allowed)
+                return not await self.async_limiter.test(item, "http", key)
             except self.storage.base_exceptions:
                 pass  # ``hit`` notes the outage and counts in memory
-        limiter = self.memory if self.is_async else self.limiter
-        return not limiter.test(item, "http", key)
+        return not self.local.test(item, "http", key)
 
 
 def _verdict(item: RateLimitItem, allowed: bool, stats: WindowStats) -> HttpVerdict:

@@ -924,26 +924,33 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def serve(app: ASGIApp, host: str, port: int, header_timeout: float, proxies: str) -> None:
+def worker_options(settings: Settings) -> dict[str, Any]:
+    """``WORKER_OPTIONS`` and the proxy-header options (``serve`` says why) for
+    ``uvicorn.run`` with ``--workers N``."""
+    proxies = settings.forwarded_allow_ips
+    return {**WORKER_OPTIONS, "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies}
+
+
+def serve(app: ASGIApp, settings: Settings) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
     with the audit trail's flush, included) exits 0. A connection that has not sent a
-    request's headers within ``header_timeout`` seconds is closed (slowloris), and no
+    request's headers within ``http_read_timeout`` seconds is closed (slowloris), and no
     answer announces the server software. X-Forwarded-* are read only from the proxies
-    ``proxies`` names (settings' ``forwarded_allow_ips``; empty: none): uvicorn's default
+    ``forwarded_allow_ips`` names (empty: none): uvicorn's default
     trusts loopback, so any local process, or a local proxy passing the header on, could
     pick the client address the per-address limit and /metrics see."""
     import uvicorn
 
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
+        host=settings.host,
+        port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=10,
         server_header=False,
-        http=compat.h11_with_header_deadline(header_timeout),
+        http=compat.h11_with_header_deadline(settings.http_read_timeout),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-        proxy_headers=bool(proxies),
-        forwarded_allow_ips=proxies,
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
     compat.graceful_uvicorn_server(config).run()
