@@ -30,6 +30,8 @@ def test_c40_requests_in_flight_at_end_of_input_are_answered(db_path: Path) -> N
         frames.append(_call(3, "get_ticket_status_v2", {"ticket_id": "SUP-4412"}))
         assert raw.process.stdin is not None
         raw.process.stdin.write(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        raw.process.stdin.close()  # at once: the server has not even started yet
+        raw.process.wait(timeout=90)  # a loaded machine: start-up alone may take 20 s
         raw.close()
         assert raw.process.returncode == 0, raw.stderr()
     finally:
