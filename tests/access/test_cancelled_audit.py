@@ -1,6 +1,6 @@
 """C47: a tools/call the client cancels while it runs is recorded as `cancelled`, on
 both engines (the `audit_events.outcome` constraint takes the value since revision
-0009): over raw stdio, a search waiting on a locked database is cancelled with
+0011): over raw stdio, a search waiting on a locked database is cancelled with
 `notifications/cancelled` (tests/hardening/test_cancellation.py's scenario)."""
 
 from __future__ import annotations
