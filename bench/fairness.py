@@ -12,7 +12,7 @@ The load generator is one process per flood, beside the server and the measuring
 client on the same machine. Target: in each flood the second caller's p99 is at most 3x
 its quiet p99. Run on its own (prints only; nothing is written):
 
-    .venv/bin/python -m bench.fairness [--lookups 200] [--cap 8] [--connections 64]
+    .venv/bin/python -m bench.fairness [--lookups 200] [--cap 8] [--connections 64] [--share 2]
 """
 
 from __future__ import annotations
@@ -103,13 +103,14 @@ def _words_only_other_queues_hold(db: Path) -> str:
     return " ".join(words[:16])
 
 
-def run(count: int, cap: int, connections: int) -> None:
+def run(count: int, cap: int, connections: int, share: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "tickets.db"
         env = {
             "TICKET_SERVER_DATABASE_URL": sqlite_url(db),
             "FASTMCP_CHECK_FOR_UPDATES": "off",
             "TICKET_SERVER_CALLER_CONCURRENCY": str(cap),
+            "TICKET_SERVER_CALLER_SHARE": str(share),
             "TICKET_SERVER_LOG_LEVEL": "WARNING",
         }
         exe = str(Path(PYTHON).parent / "ticket-server")
@@ -154,7 +155,10 @@ def run(count: int, cap: int, connections: int) -> None:
                 flood.join()
                 time.sleep(2)
     quiet_p99 = percentile(figures["quiet"][0], 0.99)
-    log(f"fairness: {count} lookups of the second caller per phase; cap {cap}; query {query!r}")
+    log(
+        f"fairness: {count} lookups of the second caller per phase; cap {cap}, share {share}; "
+        f"query {query!r}"
+    )
     for kind, (took, health) in figures.items():
         p99 = percentile(took, 0.99)
         verdict = (
@@ -174,8 +178,9 @@ def main() -> None:
     p.add_argument("--lookups", type=int, default=200)
     p.add_argument("--cap", type=int, default=8)
     p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--share", type=int, default=2, help="TICKET_SERVER_CALLER_SHARE (cap: off)")
     a = p.parse_args()
-    run(a.lookups, a.cap, a.connections)
+    run(a.lookups, a.cap, a.connections, a.share)
 
 
 if __name__ == "__main__":
