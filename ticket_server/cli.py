@@ -111,14 +111,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             port=settings.port,
             log_config=None,
             timeout_graceful_shutdown=10,
-            **http.WORKER_OPTIONS,
+            **http.worker_options(settings),
         )
         return
     app = http.build_http_app(build_runtime(settings))
     log.info(
         f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__}
     )
-    http.serve(app, settings.host, settings.port, settings.http_read_timeout)
+    http.serve(app, settings)
 
 
 def _callers(settings: Settings, args: argparse.Namespace) -> None:

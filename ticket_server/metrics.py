@@ -9,10 +9,18 @@ load balancer); see README "Deploying".
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 
 from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ticket_server.access.context import CallRecord, Cause, Outcome
@@ -25,6 +33,13 @@ _PROTOCOL_VERSIONS = frozenset(SUPPORTED_PROTOCOL_VERSIONS)
 
 # Tool latency buckets in seconds: sub-millisecond lookups up to slow searches.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def _tasks_alive() -> float:
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:  # rendered outside the event loop
+        return 0
 
 
 class Metrics:
@@ -70,6 +85,14 @@ class Metrics:
             ["status"],
             registry=self.registry,
         )
+        # The process's resident memory and the asyncio tasks alive: a request whose
+        # task outlives it (a leak) shows in both.
+        ProcessCollector(registry=self.registry)
+        Gauge(
+            "ticket_server_asyncio_tasks",
+            "asyncio tasks alive in this process (each request in flight holds some).",
+            registry=self.registry,
+        ).set_function(_tasks_alive)
         self.database_errors = Counter(
             "ticket_server_database_errors",
             "Queries that found the ticket database unavailable.",

@@ -30,6 +30,7 @@ sessions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -75,6 +76,13 @@ UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
+EXPENSIVE = frozenset({"search_tickets_v2", "search_tickets", "get_ticket", "get_customer"})
+"""Read tools whose work grows with the data (searches, full reads): with the writes,
+what ``CallPipeline``'s per-caller share bounds."""
+LIST_METHODS = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+)
+"""The list methods: each answers its whole list in one page and never issues a cursor."""
 
 
 def _not_recorded(count: int) -> str:
@@ -118,19 +126,24 @@ class CallPipeline(Middleware):
         *,
         deadline: float,
         concurrency: int = 8,
+        share: int = 2,
         ready: Callable[[], Awaitable[None]] | None = None,
         offered: frozenset[str] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
         start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
-        the most calls of one caller running at once; ``offered`` the names of the tools
-        the deployment's toolsets offer (None: every tool)."""
+        the most calls of one caller running at once; ``share`` the most of its
+        expensive calls (``EXPENSIVE``, and every write) doing their work at once;
+        ``offered`` the names of the tools the deployment's toolsets offer (None: every
+        tool)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.offered = offered
         self.observers = tuple(observers)
         self.deadline = deadline
         self.concurrency = concurrency
         self.running: dict[str, int] = {}
+        self.share = share
+        self.shares: dict[str, asyncio.Semaphore] = {}  # caller -> its expensive work
         self.ready = ready
         # A tool found once is kept by name with its sensitive argument names (FastMCP's
         # get_tool runs the providers again on every call); scopes are checked on every
@@ -159,6 +172,22 @@ class CallPipeline(Middleware):
             return await call_next(replace(ctx, params={**params, "arguments": sample}))
         finally:
             _sent_keys.reset(reset)
+
+    @staticmethod
+    async def refuse_cursors(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        """A list request carrying a ``cursor`` is Invalid params (-32602): every list is
+        answered whole, so no cursor was ever issued, and answering the first page would
+        let a client page for ever. An empty or null cursor counts as none."""
+        params = ctx.params
+        if ctx.method in LIST_METHODS and isinstance(params, Mapping):
+            cursor = params.get("cursor")
+            if cursor is not None and cursor != "":
+                raise MCPError(
+                    code=mt.INVALID_PARAMS,
+                    message=f"Invalid params: {ctx.method} is answered in one page and this "
+                    "server never issues a cursor for it; send it without `cursor`",
+                )
+        return await call_next(ctx)
 
     # --- a tools/call refused as malformed before the pipeline ---------------------
 
@@ -317,6 +346,10 @@ class CallPipeline(Middleware):
                 record.fail(Outcome.TOOL_ERROR)
             record.result_bytes = result_size(result)
             return result
+        except asyncio.CancelledError:
+            # notifications/cancelled, the client gone, or the server stopping: no answer.
+            record.fail(Outcome.CANCELLED)
+            raise
         except (
             Exception
         ) as exc:  # ToolError (isError), NotFoundError (unknown or refused tool), ...
@@ -412,6 +445,9 @@ class CallPipeline(Middleware):
         if refused is not None:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(refused)
+        whole = whole_numbers(arguments, (tool.parameters or {}).get("properties", {}))
+        if whole is not arguments:
+            context = context.copy(message=context.message.model_copy(update={"arguments": whole}))
 
         # Concurrency: at most ``concurrency`` calls of one caller run at once, so one
         # caller's slow calls cannot hold every database connection and worker thread.
@@ -439,9 +475,15 @@ class CallPipeline(Middleware):
         deprecation: Deprecation | None,
     ) -> ToolResult:
         name = tool.name
-        # Executor: the tool under the deadline.
+        # Fair shares: a caller's expensive calls beyond its share wait their turn (not
+        # refused: a refusal the client retries at once costs the loop as much again).
+        turn: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if name in EXPENSIVE or WRITE_SCOPE in tool.tags:
+            caller = record.caller.name if record.caller is not None else ""
+            turn = self.shares.setdefault(caller, asyncio.Semaphore(self.share))
+        # Executor: the tool under the deadline (its wait for a turn included).
         try:
-            async with asyncio.timeout(self.deadline):
+            async with asyncio.timeout(self.deadline), turn:
                 result = await call_next(context)
         except ValidationError as exc:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
@@ -475,6 +517,29 @@ class CallPipeline(Middleware):
                     sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())),
                 )
         return found
+
+
+def _admits_integer(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    if schema.get("type") == "integer":
+        return True
+    return any(_admits_integer(s) for s in schema.get("anyOf", ()))
+
+
+def whole_numbers(arguments: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with each float that has no fraction (``3.0``) given as an int where
+    the tool's schema says ``integer``: JSON Schema's ``integer`` admits such a number and
+    models send them, while the tools validate strictly. The same dict when none is."""
+    changed = {
+        name: int(value)
+        for name, value in arguments.items()
+        if type(value) is float
+        and value.is_integer()
+        and abs(value) < 2**53
+        and _admits_integer(properties.get(name))
+    }
+    return {**arguments, **changed} if changed else arguments
 
 
 def _transport(context: MiddlewareContext[Any]) -> str | None:

@@ -231,6 +231,7 @@ def build_server(
         [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else []),
         deadline=rt.settings.tool_timeout,
         concurrency=rt.settings.caller_concurrency,
+        share=rt.settings.caller_share,
         ready=ready,
         offered=offered(rt.settings.toolsets),
     )
@@ -247,6 +248,7 @@ def build_server(
         request_state_security=_request_state_security(rt.settings),
     )
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
+    compat.add_request_middleware(mcp, pipeline.refuse_cursors)
     cursors = CursorCodec(rt.cursor_key)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Extra browser Origins accepted over HTTP."
     )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are trusted "
+        "over HTTP: comma-separated addresses or networks (10.0.0.0/8), or * for any; empty "
+        "(the default): none, every limit and check uses the connection's own address.",
+    )
     max_request_bytes: int = Field(
         default=256 * 1024,
         ge=1024,
@@ -195,6 +201,24 @@ class Settings(BaseSettings):
     @classmethod
     def _choice_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        import ipaddress
+
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an address or a network; write it like "
+                    "'10.0.0.5,192.168.0.0/16' (or * for any)"
+                ) from None
+        return ",".join(entries)
 
     @field_validator("allowed_hosts", "allowed_origins", "retirement_dates", mode="before")
     @classmethod
@@ -331,6 +355,14 @@ class Settings(BaseSettings):
         ge=1,
         description="Most tools/call of one caller running at once in one server process; "
         "one more is answered with an isError asking to wait.",
+    )
+    caller_share: int = Field(
+        default=2,
+        ge=1,
+        description="Most expensive tools/call (searches, full ticket and customer reads, "
+        "writes) of one caller doing their work at once in one server process; the "
+        "caller's others wait their turn within the call deadline, so one caller cannot "
+        "take the event loop or the database from the others.",
     )
 
     metrics_token: SecretStr | None = Field(

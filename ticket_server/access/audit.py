@@ -150,7 +150,8 @@ class AuditWriter:
         self._stopping = False
         self._retry_at = 0.0
         self._backoff = 0.0
-        self._minute = (0.0, 0, 0)  # (start, recorded in it, not recorded)
+        self._minute = (0.0, 0)  # (start, recorded in it)
+        self._unrecorded: dict[Cause | None, int] = {}  # not recorded in it, by cause
 
     def observe_unauthenticated(self, record: CallRecord) -> None:
         """A request refused before anyone could be named (no valid bearer token): it costs
@@ -160,27 +161,39 @@ class AuditWriter:
         rest are counted, and one record per minute (``UNAUTHENTICATED_SUMMARY``, written
         within ``flush_seconds`` of the minute's end, or at stop) says how many."""
         self._end_minute(monotonic())
-        start, recorded, unrecorded = self._minute
+        start, recorded = self._minute
         if recorded < UNAUTHENTICATED_ROWS_PER_MINUTE:
-            self._minute = (start, recorded + 1, unrecorded)
+            self._minute = (start, recorded + 1)
             self.observe(record)
         else:
-            self._minute = (start, recorded, unrecorded + 1)
+            self._unrecorded[record.cause] = self._unrecorded.get(record.cause, 0) + 1
 
     def _end_minute(self, now: float, *, stopping: bool = False) -> None:
-        start, _, unrecorded = self._minute
+        start, _ = self._minute
         if now - start < self.SAMPLE_SECONDS and not stopping:
             return
-        if unrecorded:
+        within = max(1, round(min(self.SAMPLE_SECONDS, now - start)))
+        for cause, count in self._unrecorded.items():
             summary = CallRecord(tool=UNAUTHENTICATED_SUMMARY, transport="http")
-            summary.fail(
-                Outcome.DENIED,
-                Cause.UNAUTHENTICATED,
-                f"{unrecorded} more requests without a valid bearer token refused within "
-                f"{max(1, round(min(self.SAMPLE_SECONDS, now - start)))} s; not recorded one by one",
-            )
+            if cause is Cause.CALLERS_UNAVAILABLE:
+                # Their tokens may well be valid: they were never checked.
+                summary.fail(
+                    Outcome.TOOL_ERROR,
+                    cause,
+                    f"{count} more requests refused with 503 within {within} s: the callers "
+                    "table did not answer, so their bearer tokens could not be checked; "
+                    "not recorded one by one",
+                )
+            else:
+                summary.fail(
+                    Outcome.DENIED,
+                    cause or Cause.UNAUTHENTICATED,
+                    f"{count} more requests without a valid bearer token refused within "
+                    f"{within} s; not recorded one by one",
+                )
             self.observe(summary)
-        self._minute = (now, 0, 0)
+        self._unrecorded = {}
+        self._minute = (now, 0)
 
     def observe(self, record: CallRecord) -> None:
         """Log ``record`` on stderr now and queue its row for the table."""

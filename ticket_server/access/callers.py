@@ -362,6 +362,10 @@ class CallerStore:
 
         return await self._lookup(("token", digest), lambda t: t.token_sha256 == digest, live)
 
+    def knows_token(self, token: str) -> bool:
+        """Whether ``by_token(token)`` would be answered from the cache (no query)."""
+        return self._cache.get(("token", token_hash(token))) is not _MISS
+
     async def by_name(self, name: str) -> Caller | None:
         """The live caller called ``name``; None if there is none or it is revoked."""
         return (await self.find(name))[0]

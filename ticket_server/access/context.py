@@ -26,6 +26,7 @@ class Outcome(StrEnum):
     TOOL_ERROR = "tool_error"  # an isError result or a refused/unknown tool name
     DENIED = "denied"  # the caller may not call this tool (answered as an unknown tool)
     RATE_LIMITED = "rate_limited"
+    CANCELLED = "cancelled"  # the client cancelled it (or went away) while it ran
 
 
 class Cause(StrEnum):

@@ -16,6 +16,7 @@ effect within that time, one by this process at once.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
@@ -42,6 +43,8 @@ from ticket_server.settings import Settings
 # Every scope a tool declares in its tags (`resource:action`); `callers add` refuses others.
 KNOWN_SCOPES = ["tickets:read", "tickets:write"]
 CLOCK_SKEW_SECONDS = 30
+VOUCHED_SECONDS = 600.0
+MAX_VOUCHED = 10_000  # tokens remembered as lately valid: more than any callers table holds
 """How far a token's ``nbf`` may be ahead of this server's clock."""
 
 
@@ -113,13 +116,33 @@ class CallerTokenVerifier(_MetadataRoutes, TokenVerifier):
         super().__init__(base_url=base_url)
         self.store = store
         self.authorization_servers = []
+        self.may_look_up: Callable[[], Awaitable[bool]] | None = None
+        """Asked before a token the cache does not know is looked up in the table: False
+        (its client address is past the limit of requests without a valid token) refuses
+        it unread, so a flood of random tokens costs no query. A token that was valid
+        within ``VOUCHED_SECONDS`` is looked up regardless: a caller sharing its address
+        with a flood (a NAT, a proxy) is not locked out by it."""
+        self.vouched: dict[str, float] = {}  # token hash -> when it was last valid
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        if (
+            self.may_look_up is not None
+            and not self.store.knows_token(token)
+            and time.monotonic() - self.vouched.get(token_hash(token), -VOUCHED_SECONDS)
+            >= VOUCHED_SECONDS
+            and not await self.may_look_up()
+        ):
+            return None
         try:
             caller = await self.store.by_token(token)
         except RegistryUnavailable:
             return _unverifiable(token)
-        return _access_token(caller, token) if caller is not None else None
+        if caller is None:
+            return None
+        if len(self.vouched) >= MAX_VOUCHED:
+            self.vouched.clear()
+        self.vouched[token_hash(token)] = time.monotonic()
+        return _access_token(caller, token)
 
     def get_routes(self, mcp_path: str | None = None) -> list[Route]:
         self.set_mcp_path(mcp_path)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from ticket_server.tickets.models import Base, UTCDateTime
 
-OUTCOMES = ("ok", "tool_error", "denied", "rate_limited")
+OUTCOMES = ("ok", "tool_error", "denied", "rate_limited", "cancelled")
 
 
 class CallerRow(Base):

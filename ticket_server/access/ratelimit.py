@@ -299,6 +299,16 @@ class HttpLimiter:
         allowed = self.local.hit(item, "http", key)
         return _verdict(item, allowed, self.local.get_window_stats(item, "http", key))
 
+    async def exhausted(self, key: str) -> bool:
+        """Whether ``key`` has no request left of the default limit (nothing counted)."""
+        item = self.default
+        if self.async_limiter is not None and time.monotonic() >= self.retry_storage_at:
+            try:
+                return not await self.async_limiter.test(item, "http", key)
+            except self.storage.base_exceptions:
+                pass  # ``hit`` notes the outage and counts in memory
+        return not self.local.test(item, "http", key)
+
 
 def _verdict(item: RateLimitItem, allowed: bool, stats: WindowStats) -> HttpVerdict:
     reset = max(1, math.ceil(stats.reset_time - time.time()))

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 PARSE_ERROR = "Parse error: the message is not valid JSON"
+NOT_UTF8 = "Parse error: the message is not UTF-8 (JSON text must be UTF-8, RFC 8259 section 8.1)"
 NOT_A_MESSAGE = "expected a JSON-RPC 2.0 request, notification or response object"
 NULL_ID = "a request id must be a string or an integer"
 MAX_MESSAGE_TOKENS = 8192
@@ -58,7 +59,13 @@ def too_many_tokens(body: bytes, limit: int = MAX_MESSAGE_TOKENS) -> bool:
 
 
 def parse(raw: str | bytes) -> tuple[Any, str | None]:
-    """(the parsed message, None) or (None, ``PARSE_ERROR``)."""
+    """(the parsed message, None) or (None, ``PARSE_ERROR`` or ``NOT_UTF8``). Bytes must
+    be UTF-8 (RFC 8259 section 8.1): ``json.loads`` would also read UTF-16 and UTF-32."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, NOT_UTF8
     try:
         return json.loads(raw), None
     except (ValueError, RecursionError):

@@ -31,10 +31,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+import anyio
+from mcp.shared.dispatcher import coerce_request_id
 from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -45,6 +48,7 @@ from ticket_server.access.audit import storable
 from ticket_server.access.callers import Caller
 from ticket_server.access.context import CallRecord, Cause, Outcome
 from ticket_server.access.identity import (
+    CallerTokenVerifier,
     build_token_verifier,
     caller_from_access_token,
     unverifiable,
@@ -138,6 +142,7 @@ class SessionQuota:
         self.sessions: dict[
             str, dict[str, list[float]]
         ] = {}  # caller -> id -> [last seen, in flight]
+        self.ids: dict[str, set[str]] = {}  # session id -> request ids in flight
 
     def open_count(self, caller: str) -> int:
         held = self.sessions.get(caller, {})
@@ -150,6 +155,22 @@ class SessionQuota:
 
     def opened(self, caller: str, sid: str) -> None:
         self.sessions.setdefault(caller, {})[sid] = [monotonic(), 0]
+
+    def claim(self, sid: str, key: str) -> bool:
+        """Hold request id ``key`` in session ``sid`` until ``release``; False when a
+        request in flight holds it already."""
+        held = self.ids.setdefault(sid, set())
+        if key in held:
+            return False
+        held.add(key)
+        return True
+
+    def release(self, sid: str, key: str) -> None:
+        held = self.ids.get(sid)
+        if held is not None:
+            held.discard(key)
+            if not held:
+                del self.ids[sid]
 
     def begin(self, caller: str, sid: str) -> None:
         entry = self.sessions.get(caller, {}).get(sid)
@@ -209,6 +230,31 @@ class McpGate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         access = getattr(scope.get("user"), "access_token", None)
         started = monotonic()
+        if not _one_credential(scope["headers"]):
+            # The token verifier reads the first header only: served in one order and
+            # refused in the other, which a proxy adding its own header could exploit.
+            self.metrics.unauthenticated.labels("400").inc()
+            self._record(
+                headers,
+                None,
+                _unread_tool(headers),
+                Outcome.DENIED,
+                Cause.UNAUTHENTICATED,
+                "more than one credential",
+                started,
+            )
+            await jsonrpc_error(
+                400,
+                UNAUTHORIZED,
+                "HTTP 400 Bad Request: send exactly one Authorization header holding one "
+                f"bearer token. {HOW_TO_GET_A_TOKEN}",
+                headers={
+                    "WWW-Authenticate": f'Bearer error="invalid_request", '
+                    f'resource_metadata="{self.metadata_url}"',
+                    "Connection": "close",
+                },
+            )(scope, receive, send)
+            return
         if access is not None and unverifiable(access):
             self._record(
                 headers,
@@ -235,8 +281,7 @@ class McpGate:
                 self._record(headers, caller, call[1], outcome, cause, detail, started)
 
         if caller is None:
-            address = scope["client"][0] if scope.get("client") else "unknown"
-            verdict = await self.limiter.hit(f"address:{address}")
+            verdict = await self.limiter.hit(address_key(scope))
             if verdict.allowed:
                 answer, outcome, cause = (
                     self._unauthorized(headers),
@@ -259,6 +304,13 @@ class McpGate:
             record(Outcome.TOOL_ERROR, Cause.TOO_LARGE)
             await self._too_large()(scope, receive, send)
             return
+        unfit = media_problem(headers) if scope["method"] == "POST" else None
+        if unfit is not None:
+            record(Outcome.TOOL_ERROR, Cause.MALFORMED, unfit[1])
+            await jsonrpc_error(unfit[0], -32600, unfit[1], headers={"Connection": "close"})(
+                scope, receive, send
+            )
+            return
         verdict = await self.limiter.hit(f"caller:{caller.name}", caller.http_rate_limit)
         try:
             received = await self._read_body(receive)
@@ -280,6 +332,10 @@ class McpGate:
                 )(scope, receive, send)
                 return
             message, parse_error = frames.parse(body)
+            if parse_error == frames.NOT_UTF8:
+                record(Outcome.TOOL_ERROR, Cause.MALFORMED, parse_error)
+                await jsonrpc_error(400, -32700, parse_error)(scope, receive, send)
+                return
             if isinstance(message, dict) and message.get("method") == "tools/call":
                 name = (
                     (message.get("params") or {}).get("name")
@@ -311,7 +367,9 @@ class McpGate:
         if not self.stateful:
             await self.app(scope, replay, send)
             return
-        await self._with_session(scope, replay, send, headers, caller, message, request_id)
+        await self._with_session(
+            scope, receive, received, send, headers, caller, message, request_id
+        )
 
     # --- legacy sessions -------------------------------------------------------
 
@@ -319,12 +377,15 @@ class McpGate:
         self,
         scope: Scope,
         receive: Receive,
+        received: list[Message],
         send: Send,
         headers: dict[str, str],
         caller: Caller,
         message: Any,
         request_id: Any,
     ) -> None:
+        """``received``: the request's messages read so far (its body), given to the app
+        before anything ``receive`` brings."""
         sid = headers.get("mcp-session-id")
         if sid is None and scope["method"] in ("GET", "DELETE"):
             # Only initialize opens a session; the SDK would open one for this request too.
@@ -362,6 +423,20 @@ class McpGate:
                 )(scope, receive, send)
                 return
         elif sid is not None:
+            # A request id is the session's until its answer: the transport keys each
+            # request's answer by it, so a second request with an id in flight would
+            # take the first one's answer and leave the first waiting for ever.
+            key = _id_key(message) if scope["method"] == "POST" else None
+            if key is not None and not self.sessions.claim(sid, key):
+                await jsonrpc_error(
+                    400,
+                    -32600,
+                    f"Invalid Request: the id {_shown_id(request_id)} is already in use by a "
+                    "request of this session that has not been answered; send each request "
+                    "with a new id",
+                    request_id,
+                )(scope, _no_more_body, send)
+                return
             self.sessions.begin(caller.name, sid)
         status, finished = 0, False
 
@@ -377,15 +452,70 @@ class McpGate:
                             self.sessions.opened(caller.name, value.decode("latin-1"))
             await send(message)
 
+        gone = anyio.Event()
+
+        async def app_receive() -> Message:
+            if received:
+                return received.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def until_gone() -> None:
+            """The client closing its connection before its answer: the request is
+            cancelled in its session, as a ``notifications/cancelled`` would, so its
+            task ends instead of running to an answer nobody reads."""
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            if not finished and sid is not None and _id_key(message) is not None:
+                await self._cancel(scope, request_id)
+
         try:
-            await self.app(scope, receive, watch)
-            if status and not finished:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(until_gone)
+                await self.app(scope, app_receive, watch)
+                tasks.cancel_scope.cancel()
+            if status and not finished and not gone.is_set():
                 # An SSE stream the server ended at shutdown: close it as a complete response.
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if sid is not None:
                 closed = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
                 self.sessions.end(caller.name, sid, closed)
+                key = _id_key(message) if scope["method"] == "POST" and not opening else None
+                if key is not None:
+                    self.sessions.release(sid, key)
+
+    async def _cancel(self, scope: Scope, request_id: Any) -> None:
+        """Send the app, in the request's session, the ``notifications/cancelled`` its
+        client would have sent; the answer (202) goes nowhere."""
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": "the client closed the connection"},
+            }
+        ).encode()
+        replaced = {b"content-length", b"content-type", b"accept"}
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in replaced] + [
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ]
+        sent = False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.disconnect"}
+
+        async def discard(_: Message) -> None:
+            pass
+
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self.app({**scope, "headers": headers}, receive, discard)
 
     # --- refusals ---------------------------------------------------------------
 
@@ -451,7 +581,14 @@ class McpGate:
         else:
             text = f"HTTP 401 Unauthorized: this server needs a bearer token. {HOW_TO_GET_A_TOKEN}"
             challenge = f'Bearer resource_metadata="{self.metadata_url}"'
-        return jsonrpc_error(401, UNAUTHORIZED, text, headers={"WWW-Authenticate": challenge})
+        # Connection: close: the body is never read, and a kept-alive connection would
+        # have to read it all (a gigabyte, if the client says so) before the next request.
+        return jsonrpc_error(
+            401,
+            UNAUTHORIZED,
+            text,
+            headers={"WWW-Authenticate": challenge, "Connection": "close"},
+        )
 
     @staticmethod
     def _too_many(verdict: HttpVerdict, request_id: Any, caller: Caller | None = None) -> Response:
@@ -462,12 +599,14 @@ class McpGate:
             f"Too many requests: {who} may send {verdict.limit} requests per window of the HTTP limit; "
             f"nothing was done; retry in {verdict.reset_seconds} seconds."
         )
+        # Without a caller the body was not read: close rather than read it (as for 401).
+        extra = {"Connection": "close"} if caller is None else {}
         return jsonrpc_error(
             429,
             TOO_MANY_REQUESTS,
             text,
             request_id,
-            headers=verdict.headers(),
+            headers={**verdict.headers(), **extra},
             data={"retry_after_seconds": verdict.reset_seconds},
         )
 
@@ -499,6 +638,73 @@ class McpGate:
             self.runtime.audit.observe(record)
 
 
+class NamedMisdirection:
+    """ASGI, outermost: the 421 that Host validation answers for a ``Host`` this server
+    does not answer to (FastMCP's guard says only "Misdirected Request") becomes a
+    JSON-RPC error naming the setting that admits it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        misdirected = False
+
+        async def named(message: Message) -> None:
+            nonlocal misdirected
+            if message["type"] == "http.response.start" and message["status"] == 421:
+                misdirected = True
+                return
+            if not misdirected:
+                await send(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                host = storable(_header(scope, b"host"), 100)
+                await jsonrpc_error(
+                    421,
+                    -32600,
+                    f"Misdirected Request: this server does not answer to the Host {host!r}. "
+                    "An operator who wants it to adds the name to TICKET_SERVER_ALLOWED_HOSTS "
+                    """(a JSON list, e.g. '["tickets.example.com"]').""",
+                )(scope, receive, send)
+
+        await self.app(scope, receive, named)
+
+
+class RefusalSample(logging.Filter):
+    """uvicorn's access log (``uvicorn.access``) keeps every answered request under 400
+    and up to ``per_minute`` refusals (400 and above) each minute, as the audit samples
+    the requests refused without a token: a flood must not fill the log."""
+
+    def __init__(self, per_minute: int = 60) -> None:
+        super().__init__()
+        self.per_minute = per_minute
+        self.minute, self.logged, self.dropped = monotonic(), 0, 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        status = args[4] if isinstance(args, tuple) and len(args) == 5 else None
+        if not isinstance(status, int) or status < 400:
+            return True
+        now = monotonic()
+        if now - self.minute >= 60:
+            if self.dropped:
+                record.msg = f"{record.msg} ({self.dropped} earlier refusals not logged)"
+            self.minute, self.logged, self.dropped = now, 0, 0
+        if self.logged < self.per_minute:
+            self.logged += 1
+            return True
+        self.dropped += 1
+        return False
+
+
+def sample_refusals_in_access_log() -> None:
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RefusalSample) for f in access.filters):
+        access.addFilter(RefusalSample())
+
+
 UNREAD = "(request not read)"
 """The audit's tool for a request refused before its body was read, whose headers do not
 say what it is (the legacy revision has no ``Mcp-Method`` header)."""
@@ -511,6 +717,71 @@ def _unread_tool(headers: dict[str, str]) -> str:
     if method == "tools/call":
         return name or "unknown"
     return f"({method})" if method else UNREAD
+
+
+def media_problem(headers: dict[str, str]) -> tuple[int, str] | None:
+    """(406 or 415, why) for a POST whose ``Accept`` admits no JSON answer or whose
+    body is not declared ``application/json`` in UTF-8; None when both are fine."""
+    accepted = [part.split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")]
+    if not {"application/json", "application/*", "*/*"} & set(accepted):
+        return 406, (
+            "Not Acceptable: this server answers POST /mcp with application/json (or "
+            "text/event-stream); send `Accept: application/json, text/event-stream`"
+        )
+    media, *parameters = headers.get("content-type", "").split(";")
+    charset = next(
+        (
+            p.split("=", 1)[1].strip().strip('"').lower()
+            for p in parameters
+            if "=" in p and p.split("=", 1)[0].strip().lower() == "charset"
+        ),
+        "utf-8",
+    )
+    if media.strip().lower() != "application/json" or charset not in ("utf-8", "utf8"):
+        return 415, (
+            "Unsupported Media Type: the body of POST /mcp must be JSON in UTF-8, sent "
+            "with `Content-Type: application/json`"
+        )
+    return None
+
+
+def address_key(scope: Scope) -> str:
+    """The HTTP limiter's key of a request without a valid token: its client address
+    (the socket's, unless a configured proxy said otherwise: ``proxy_options``)."""
+    return f"address:{scope['client'][0] if scope.get('client') else 'unknown'}"
+
+
+def _one_credential(raw: list[tuple[bytes, bytes]]) -> bool:
+    """At most one ``Authorization`` header, holding at most one credential (a scheme
+    and one token: RFC 7235's token68 has no comma or space)."""
+    values = [value for key, value in raw if key.lower() == b"authorization"]
+    return len(values) <= 1 and all(
+        b"," not in value and len(value.split()) <= 2 for value in values
+    )
+
+
+def _id_key(message: Any) -> str | None:
+    """The key of a request's id as the MCP SDK correlates ids (``7`` and ``"7"`` are
+    one), or None for a message that is not a request."""
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    return str(coerce_request_id(request_id))
+
+
+def _shown_id(request_id: Any) -> str:
+    text = repr(request_id)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+async def _no_more_body() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == name), "")
 
 
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
@@ -549,6 +820,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     protection, MCP spec "Transports: Security Warning") is always on; loopback names are
     accepted, others only when listed in ``allowed_hosts``/``allowed_origins``. CORS
     answers browser pages from those origins (the MCP Inspector's web UI included)."""
+    from fastmcp.server.dependencies import get_http_request
     from mcp.server.auth.routes import build_resource_metadata_url
     from starlette.middleware import Middleware as AsgiMiddleware
     from starlette.middleware.cors import CORSMiddleware
@@ -560,8 +832,20 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     if metrics is None:
         raise ValueError("an HTTP server exposes its metrics: build its runtime with metrics=True")
     mcp = build_server(runtime)
+    limiter = HttpLimiter(settings)
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
-    mcp.auth = build_token_verifier(settings, runtime.callers)
+    verifier = build_token_verifier(settings, runtime.callers)
+    if isinstance(verifier, CallerTokenVerifier):
+
+        async def may_look_up() -> bool:
+            """A token the cache does not know is looked up only while its client
+            address may still be refused one by one (401): past its limit it gets 429
+            anyway, so a flood of random tokens costs no query."""
+            request = get_http_request()
+            return not await limiter.exhausted(address_key(request.scope))
+
+        verifier.may_look_up = may_look_up
+    mcp.auth = verifier
     metadata_url = str(
         build_resource_metadata_url(AnyHttpUrl(settings.base_url.rstrip("/") + MCP_PATH))
     )
@@ -590,7 +874,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
             return JSONResponse({"error": "forbidden"}, status_code=403)
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    return mcp.http_app(
+    app = mcp.http_app(
         path=MCP_PATH,
         middleware=[
             AsgiMiddleware(
@@ -605,7 +889,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
                 McpGate,
                 runtime=runtime,
                 metrics=metrics,
-                limiter=HttpLimiter(settings),
+                limiter=limiter,
                 metadata_url=metadata_url,
                 sessions=SessionQuota(settings.sessions_per_caller, settings.session_idle_timeout),
                 may_call_any=may_call_any,
@@ -618,6 +902,9 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
         allowed_hosts=settings.allowed_hosts or None,
         allowed_origins=settings.allowed_origins or None,
     )
+    app.add_middleware(NamedMisdirection)
+    sample_refusals_in_access_log()
+    return app
 
 
 # For `--workers N` (``uvicorn.run`` with a factory): each worker process imports its
@@ -637,21 +924,33 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def serve(app: ASGIApp, host: str, port: int, header_timeout: float) -> None:
+def worker_options(settings: Settings) -> dict[str, Any]:
+    """``WORKER_OPTIONS`` and the proxy-header options (``serve`` says why) for
+    ``uvicorn.run`` with ``--workers N``."""
+    proxies = settings.forwarded_allow_ips
+    return {**WORKER_OPTIONS, "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies}
+
+
+def serve(app: ASGIApp, settings: Settings) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
     with the audit trail's flush, included) exits 0. A connection that has not sent a
-    request's headers within ``header_timeout`` seconds is closed (slowloris), and no
-    answer announces the server software."""
+    request's headers within ``http_read_timeout`` seconds is closed (slowloris), and no
+    answer announces the server software. X-Forwarded-* are read only from the proxies
+    ``forwarded_allow_ips`` names (empty: none): uvicorn's default
+    trusts loopback, so any local process, or a local proxy passing the header on, could
+    pick the client address the per-address limit and /metrics see."""
     import uvicorn
 
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
+        host=settings.host,
+        port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=10,
         server_header=False,
-        http=compat.h11_with_header_deadline(header_timeout),
+        http=compat.h11_with_header_deadline(settings.http_read_timeout),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
     compat.graceful_uvicorn_server(config).run()

@@ -1,4 +1,4 @@
-"""The stdio transport: FastMCP's ``run_stdio_async``, with two additions.
+"""The stdio transport: FastMCP's ``run_stdio_async``, with three additions.
 
 - Malformed frames are answered as JSON-RPC 2.0 requires (``transports.frames``): the
   SDK's stdio reader drops a line it cannot parse without a word, so a client that sent
@@ -9,6 +9,10 @@
   exists unrevoked) run in-process beside the start: ``initialize`` may be answered
   first, tools/list and tools/call wait for them. A failed check ends the process with
   its one-line message and exit status 2.
+- Request ids are tracked between stdin and the server (``InFlight``): a request whose
+  id a request still unanswered holds is answered -32600 at once (the SDK would run
+  both and give one of them the other's answer), and at the end of input the requests
+  still running are answered before the server stops, rather than "Connection closed".
 """
 
 from __future__ import annotations
@@ -24,8 +28,19 @@ from typing import Any
 
 import anyio
 from fastmcp import FastMCP
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+)
 from pydantic import ValidationError
 
 from ticket_server import __version__, compat
@@ -99,8 +114,50 @@ class StrictUtf8Lines:
         return NULL_ID if _null_id_request(text) else text
 
 
-async def run_stdio(mcp: FastMCP) -> None:
-    """Serve ``mcp`` over stdin/stdout until stdin ends (like ``run_stdio_async``)."""
+class InFlight:
+    """The ids of the requests read from stdin and not yet answered, as the relays see
+    them pass: a request whose id is already among them is answered -32600 at once and
+    never reaches the server (which would run both and answer one of them twice, the
+    other never); at the end of input the relay waits for them to be answered."""
+
+    def __init__(self) -> None:
+        self.ids: set[RequestId] = set()
+        self.drained = anyio.Event()
+        self.drained.set()
+
+    def begin(self, request_id: RequestId) -> bool:
+        key = coerce_request_id(request_id)
+        if key in self.ids:
+            return False
+        self.ids.add(key)
+        self.drained = anyio.Event() if len(self.ids) == 1 else self.drained
+        return True
+
+    def end(self, request_id: RequestId | None) -> None:
+        if request_id is None:
+            return
+        self.ids.discard(coerce_request_id(request_id))
+        if not self.ids:
+            self.drained.set()
+
+
+def duplicate_id(request_id: RequestId) -> JSONRPCError:
+    shown = repr(request_id)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(
+            code=INVALID_REQUEST,
+            message=f"Invalid Request: the id {shown} is already in use by a request "
+            "that has not been answered; send each request with a new id",
+        ),
+    )
+
+
+async def run_stdio(mcp: FastMCP, drain_seconds: float = 30.0) -> None:
+    """Serve ``mcp`` over stdin/stdout until stdin ends (like ``run_stdio_async``); the
+    requests still running then are answered first (for at most ``drain_seconds``)."""
     from fastmcp.server.context import reset_transport, set_transport
     from mcp.server.stdio import stdio_server
 
@@ -109,11 +166,24 @@ async def run_stdio(mcp: FastMCP) -> None:
         stdin = StrictUtf8Lines(sys.stdin.buffer)
         async with compat.lifespan(mcp), stdio_server(stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
             to_server, from_relay = compat.context_streams(0)
+            to_client, from_server = compat.context_streams(0)
+            pending = InFlight()
 
             async def relay() -> None:
                 async with to_server:
                     async for item in read_stream:
                         if not isinstance(item, Exception):
+                            message = item.message
+                            if isinstance(message, JSONRPCRequest) and not pending.begin(
+                                message.id
+                            ):
+                                await write_stream.send(SessionMessage(duplicate_id(message.id)))
+                                continue
+                            if (
+                                isinstance(message, JSONRPCNotification)
+                                and message.method == "notifications/cancelled"
+                            ):  # a cancelled request is never answered
+                                pending.end(cancelled_request_id_from_params(message.params))
                             await to_server.send(item)
                             continue
                         error = frame_error(item)
@@ -123,11 +193,22 @@ async def run_stdio(mcp: FastMCP) -> None:
                         await write_stream.send(
                             SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
                         )
+                    # End of input: answer what is running before the server stops.
+                    with anyio.move_on_after(drain_seconds):
+                        await pending.drained.wait()
+
+            async def answers() -> None:
+                async for item in from_server:
+                    await write_stream.send(item)
+                    if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                        pending.end(item.message.id)  # once written: the relay may then end
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(relay)
-                await compat.run_session(mcp, from_relay, write_stream)
+                tg.start_soon(answers)
+                await compat.run_session(mcp, from_relay, to_client)
                 tg.cancel_scope.cancel()
+            await write_stream.aclose()  # the end of output, as the server would close it
     finally:
         reset_transport(token)
 
@@ -181,7 +262,7 @@ def serve_stdio(runtime: Runtime, fail: Callable[[str], None]) -> None:
         verdict = asyncio.ensure_future(check())
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(terminate()))
-        await run_stdio(mcp)
+        await run_stdio(mcp, runtime.settings.tool_timeout + 5)
         # End of input: the lifespan has ended and flushed the audit trail. The exit
         # status still reports a failed check. Then leave rather than let asyncio.run
         # wait for worker threads: a query cancelled inside a driver's thread can leave
