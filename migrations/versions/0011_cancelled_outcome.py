@@ -5,7 +5,7 @@
 value (Alembic drops the old one). On SQLite the table is copied (Alembic's batch mode),
 as SQLite cannot alter a constraint.
 
-Revision ID: 0011_h32a_cancelled_outcome
+Revision ID: 0011_cancelled_outcome
 Revises: 0010_caller_toolsets
 Create Date: 2026-12-02
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_h32a_cancelled_outcome"
+revision = "0011_cancelled_outcome"
 down_revision = "0010_caller_toolsets"
 branch_labels = None
 depends_on = None
