@@ -316,6 +316,10 @@ class CallPipeline(Middleware):
             if result.is_error and record.outcome is Outcome.OK:
                 record.fail(Outcome.TOOL_ERROR)
             record.result_bytes = result_size(result)
+            if result.is_error and record.detail is None:
+                record.detail = _said(
+                    " ".join(getattr(block, "text", "") for block in result.content)
+                )
             return result
         except (
             Exception
@@ -325,6 +329,8 @@ class CallPipeline(Middleware):
             if isinstance(exc, UnavailableError):
                 record.fail(Outcome.TOOL_ERROR, Cause.DATABASE_UNAVAILABLE)
             record.result_bytes = len(str(exc).encode("utf-8"))
+            if record.detail is None:  # every refusal says why in the audit
+                record.detail = _said(str(exc))
             raise
         finally:
             current_call.reset(reset)
@@ -475,6 +481,16 @@ class CallPipeline(Middleware):
                     sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())),
                 )
         return found
+
+
+MAX_DETAIL = 160
+
+
+def _said(text: str) -> str:
+    """A refusal's own words as its audit detail when no stage named a cause: the first
+    sentence, at most ``MAX_DETAIL`` characters, stored safely."""
+    first = text.strip().split(". ")[0] or "refused"
+    return storable(first, MAX_DETAIL)
 
 
 def _transport(context: MiddlewareContext[Any]) -> str | None:

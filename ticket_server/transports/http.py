@@ -15,6 +15,11 @@ verification, which read headers only), which decides in this order, cheapest fi
 4. the caller's HTTP limit: 429 with ``Retry-After``;
 5. a body that is not one JSON-RPC message (400, -32600) or a tools/call with unusable
    params (400, -32602);
+
+A legacy session opened by a client that declares the elicitation capability (and
+accepts ``text/event-stream``) answers in SSE streams, which can carry a confirmation's
+question (``compat.stream_sessions_when``); every other answer is one JSON body
+(``json_response``).
 6. legacy sessions: only ``initialize`` opens one, only for a caller that may call some
    tool, at most ``sessions_per_caller`` at once (429).
 
@@ -197,6 +202,7 @@ class McpGate:
         settings = runtime.settings
         self.max_bytes, self.read_timeout = settings.max_request_bytes, settings.http_read_timeout
         self.stateful = not settings.stateless_http
+        self.stream = compat.stream_sessions_when()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -308,10 +314,17 @@ class McpGate:
         async def replay() -> Message:
             return received.pop(0) if received else await receive()
 
-        if not self.stateful:
-            await self.app(scope, replay, send)
-            return
-        await self._with_session(scope, replay, send, headers, caller, message, request_id)
+        # A legacy session of a client that can ask the person (elicitation) answers in
+        # SSE streams, which can carry a confirmation's question; JSON cannot.
+        reset = self.stream.set(True) if _can_ask(message, headers) else None
+        try:
+            if not self.stateful:
+                await self.app(scope, replay, send)
+                return
+            await self._with_session(scope, replay, send, headers, caller, message, request_id)
+        finally:
+            if reset is not None:
+                self.stream.reset(reset)
 
     # --- legacy sessions -------------------------------------------------------
 
@@ -513,6 +526,20 @@ def _unread_tool(headers: dict[str, str]) -> str:
     return f"({method})" if method else UNREAD
 
 
+def _can_ask(message: Any, headers: dict[str, str]) -> bool:
+    """Whether ``message`` is a legacy ``initialize`` of a client that declares the
+    elicitation capability and accepts SSE: its session answers in SSE streams."""
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return False
+    params = message.get("params")
+    capabilities = params.get("capabilities") if isinstance(params, dict) else None
+    return (
+        isinstance(capabilities, dict)
+        and capabilities.get("elicitation") is not None
+        and "text/event-stream" in headers.get("accept", "")
+    )
+
+
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
     """Whether the 2026-07-28 routing headers (``Mcp-Method``, ``Mcp-Name``) say tools/call."""
     return headers.get("mcp-method") == "tools/call", headers.get("mcp-name")
@@ -560,6 +587,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     if metrics is None:
         raise ValueError("an HTTP server exposes its metrics: build its runtime with metrics=True")
     mcp = build_server(runtime)
+    compat.stream_sessions_when()
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
     mcp.auth = build_token_verifier(settings, runtime.callers)
     metadata_url = str(
