@@ -447,7 +447,7 @@ class CallPipeline(Middleware):
         name = tool.name
         # Executor: the tool under the deadline.
         try:
-            async with asyncio.timeout(self.deadline):
+            async with asyncio.timeout(self.deadline) as record.deadline:
                 result = await call_next(context)
         except ValidationError as exc:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)

@@ -401,3 +401,24 @@ async def test_every_audit_row_has_its_figures_and_every_refusal_a_detail(
     assert note.duration_ms > 0
     refusal = next(r for r in rows if r.tool == "escalate_ticket")
     assert refusal.detail == "nothing to change" and refusal.result_bytes > 0
+
+
+async def test_the_persons_time_does_not_count_against_the_call_deadline(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """Legacy: the call waits for the person's answer beyond the tool deadline (up to the
+    confirmation's own expiry), then writes."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    billing = await ticket_in(settings, "billing")
+
+    async def slow_person(message, response_type, params, context):
+        await asyncio.sleep(1.5)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async with Client(
+        server_as(stdio_caller="agent", tool_timeout=1.0),
+        mode="legacy",
+        elicitation_handler=slow_person,
+    ) as client:
+        done = await _call(client, "reply_to_customer", {"ticket_id": billing, "reply": "Later."})
+    assert not done.is_error, text_of(done)

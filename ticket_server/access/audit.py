@@ -194,7 +194,7 @@ class AuditWriter:
             # its result size and whole duration follow it (``flush``).
             self._amends.append(
                 {
-                    "row_pk": record.audit_pk,
+                    "pk": record.audit_pk,
                     "result_bytes": record.result_bytes,
                     "duration_ms": record.duration_ms,
                 }
@@ -297,20 +297,15 @@ class AuditWriter:
         """Set the result size and duration of the written rows queued in ``_amends``
         (one UPDATE per row, one transaction); False when the database failed (they stay
         queued and are tried again)."""
-        from sqlalchemy import bindparam, update
+        from sqlalchemy import update
 
         from ticket_server.access.models import AuditEvent
 
-        table = AuditEvent.__table__
         batch = [self._amends[i] for i in range(min(self.batch_size, len(self._amends)))]
-        statement = (
-            update(table)
-            .where(table.c.pk == bindparam("row_pk"))
-            .values(result_bytes=bindparam("result_bytes"), duration_ms=bindparam("duration_ms"))
-        )
         try:
+            # The ORM's bulk UPDATE by primary key: one statement, a parameter set a row.
             async with self.store.session("audit trail") as session, session.begin():
-                await (await session.connection()).execute(statement, batch)
+                await session.execute(update(AuditEvent), batch)
         except Exception as exc:
             if not _refused_content(exc):
                 self._retry_later(exc)

@@ -8,9 +8,13 @@ second row for it. An internal note and a reply are different tools with differe
 result shapes, so a note is never sent to the customer by mistake.
 
 Confirmation (``Settings.confirm_writes``, or the caller's own list; default a reply and
-closing a ticket): on the legacy revision the server asks the person through
-``elicitation/create``; on 2026-07-28 the call answers with an ``input_required`` result
-and sealed request state (``ConfirmationState``), and the retry carries the answer. A
+closing a ticket; ``set_ticket_status`` confirms closing too): first the write's checks
+run in one read (a refusal answers at once; an idempotency replay returns the first
+result, nobody asked); then, in one form (``CONFIRM_SCHEMA``) naming what will change, on
+the legacy revision the server asks the person through ``elicitation/create`` (the call's
+deadline waits for the answer), and on 2026-07-28 the call answers with an
+``input_required`` result and sealed request state (``ConfirmationState``), and the
+retry carries the answer. A
 declined or cancelled confirmation changes nothing and spends its request state. A
 request state that fails verification (FastMCP's outer seal, handed over by
 ``compat.hand_invalid_request_state_to``, or ours) is refused here, in the call
@@ -20,6 +24,7 @@ capability) gets an ``isError`` and nothing is written.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import hashlib
@@ -342,6 +347,10 @@ class Writer:
             return InputRequiredResult(
                 input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims)
             )
+        if record is not None and record.deadline is not None:
+            # The person's time is not the tool's: the call may wait for the answer as long
+            # as a 2026-07-28 confirmation's request state lives.
+            record.deadline.reschedule(asyncio.get_running_loop().time() + CONFIRM_SECONDS)
         session = ctx.session
         if not session.can_send_request:
             _note(f"confirmation unavailable ({action})")
