@@ -214,10 +214,12 @@ async def test_escalation_reason_is_kept_as_a_digest(
 
 
 async def test_a_closed_ticket_takes_internal_notes_only(
-    settings: Settings, add_caller, server_as, mode: str
+    settings: Settings, add_caller, server_as, mode: str, caplog
 ) -> None:
     """C37: on a closed ticket a reply, an assignment and an escalation are isError naming
-    the status; an internal note is written; nothing else changes."""
+    the status; an internal note is written; nothing else changes. Routine refusals are
+    logged below ERROR."""
+    caplog.set_level(logging.INFO)
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     closed = await closed_in(settings, "billing")
     before = await state(settings, closed)
@@ -238,6 +240,7 @@ async def test_a_closed_ticket_takes_internal_notes_only(
     assert after[0][:4] == before[0][:4] and after[1] == before[1] + 1
     rows = await audit_rows(settings, caller="agent")
     assert [r.detail for r in rows if r.tool in WRITE_TOOLS] == ["ticket closed"] * 3 + [None]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_writes_that_would_be_refused_are_refused_before_asking(
