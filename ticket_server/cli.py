@@ -406,16 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--write-queue",
         action="append",
-        help="with tickets:write: write only in this queue, one of its --queue queues "
-        "(repeatable; default: every queue it reads)",
+        help="with tickets:write: write only in this queue, one of its --queue ones (repeatable)",
     )
     add.add_argument(
         "--confirm",
         action="append",
-        help="with tickets:write: a write needing a person's confirmation for this caller: a write "
-        "tool's name, or close_ticket (set_ticket_status to closed; set_ticket_status confirms "
-        "every status change, closing included) (repeatable; `none` alone: no confirmation; "
-        "default: TICKET_SERVER_CONFIRM_WRITES)",
+        help="with tickets:write: a write a person confirms, a tool or close_ticket (set_ticket_status "
+        "covers closing too); repeatable; `none` alone: none; default TICKET_SERVER_CONFIRM_WRITES",
     )
     add.add_argument(
         "--toolset",
