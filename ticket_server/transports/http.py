@@ -15,11 +15,6 @@ verification, which read headers only), which decides in this order, cheapest fi
 4. the caller's HTTP limit: 429 with ``Retry-After``;
 5. a body that is not one JSON-RPC message (400, -32600) or a tools/call with unusable
    params (400, -32602);
-
-A legacy session opened by a client that declares the elicitation capability (and
-accepts ``text/event-stream``) answers in SSE streams, which can carry a confirmation's
-question (``compat.stream_sessions_when``); every other answer is one JSON body
-(``json_response``).
 6. legacy sessions: only ``initialize`` opens one, only for a caller that may call some
    tool, at most ``sessions_per_caller`` at once (429).
 
@@ -29,6 +24,11 @@ refused for want of a valid token is audited whatever it is (its headers name th
 method when they can; the body is never read), as a sample: ``AuditWriter.
 observe_unauthenticated`` records up to a number per minute and counts the rest, and
 the ``ticket_server_unauthenticated_requests`` metric counts every one.
+
+A legacy session opened by a client that declares the elicitation capability (and
+accepts ``text/event-stream``) answers in SSE streams, which can carry a confirmation's
+question (``compat.stream_sessions_when``); every other answer is one JSON body
+(``json_response``).
 """
 
 from __future__ import annotations
