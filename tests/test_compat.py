@@ -203,3 +203,23 @@ def test_memory_storage_counts_as_shipped_and_drops_expired_entries_on_the_calle
     assert limiter.hit(item, "tool", "ann")
     assert sum(map(len, storage.events.values())) == 1  # ann's new entry only
     assert storage.timer is timer
+
+
+def test_stream_sessions_flag_clears_json_responses_of_transports_made_under_it() -> None:
+    """The SDK's Streamable HTTP transport still takes ``is_json_response_enabled`` in its
+    constructor and keeps it as the attribute its POST handler and router read; one made
+    while the flag is set answers in SSE streams, any other keeps JSON."""
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+    flag = compat.stream_sessions_when()
+    assert compat.stream_sessions_when() is flag  # installed once
+    plain = StreamableHTTPServerTransport(mcp_session_id="a", is_json_response_enabled=True)
+    assert plain.is_json_response_enabled is True
+    reset = flag.set(True)
+    try:
+        streamed = StreamableHTTPServerTransport(mcp_session_id="b", is_json_response_enabled=True)
+    finally:
+        flag.reset(reset)
+    assert streamed.is_json_response_enabled is False
+    source = inspect.getsource(StreamableHTTPServerTransport)
+    assert source.count("self.is_json_response_enabled") >= 3  # POST handler, router, metadata

@@ -362,13 +362,13 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--write-queue",
         action="append",
-        help="with tickets:write: write only in this queue (repeatable; default: every queue it reads)",
+        help="with tickets:write: write only in this queue, one of its --queue ones (repeatable)",
     )
     add.add_argument(
         "--confirm",
         action="append",
-        help="a write needing a person's confirmation for this caller, e.g. reply_to_customer or "
-        "close_ticket (repeatable; `none`: no confirmation; default: TICKET_SERVER_CONFIRM_WRITES)",
+        help="with tickets:write: a write a person confirms, a tool or close_ticket (set_ticket_status "
+        "covers closing too); repeatable; `none` alone: none; default TICKET_SERVER_CONFIRM_WRITES",
     )
     add.add_argument(
         "--toolset",

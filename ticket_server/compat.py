@@ -231,3 +231,36 @@ def memory_storage() -> MemoryStorage:
                 self._MemoryStorage__expire_events()  # type: ignore[attr-defined]  # name-mangled
 
     return Storage()
+
+
+_stream_sessions: Any = None  # a ContextVar[bool], made by ``stream_sessions_when``
+
+
+def stream_sessions_when() -> Any:  # -> contextvars.ContextVar[bool]
+    """A flag that makes the legacy Streamable HTTP session opened while it is set answer
+    its POSTs as SSE streams although the app is built with ``json_response=True``: a
+    JSON body carries only the response, so a tool that must ask the person
+    (``elicitation/create``, sent on the stream of the call that asks) has no channel
+    for the question. The HTTP gate sets the flag (a ``ContextVar``: this request only)
+    on an ``initialize`` that declares the elicitation capability. Wraps
+    ``StreamableHTTPServerTransport.__init__`` (made in the opening request's task) to
+    clear its ``is_json_response_enabled``, which its POST handler and its message router
+    read; installed once."""
+    global _stream_sessions
+    if _stream_sessions is not None:
+        return _stream_sessions
+    from contextvars import ContextVar
+
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+    flag: ContextVar[bool] = ContextVar("ticket_server_stream_session", default=False)
+    made = StreamableHTTPServerTransport.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        if flag.get():
+            self.is_json_response_enabled = False
+
+    StreamableHTTPServerTransport.__init__ = init  # type: ignore[method-assign]
+    _stream_sessions = flag
+    return flag

@@ -345,6 +345,10 @@ class CallPipeline(Middleware):
             if result.is_error and record.outcome is Outcome.OK:
                 record.fail(Outcome.TOOL_ERROR)
             record.result_bytes = result_size(result)
+            if result.is_error and record.detail is None:
+                record.detail = _said(
+                    " ".join(getattr(block, "text", "") for block in result.content)
+                )
             return result
         except asyncio.CancelledError:
             # notifications/cancelled, the client gone, or the server stopping: no answer.
@@ -358,6 +362,8 @@ class CallPipeline(Middleware):
             if isinstance(exc, UnavailableError):
                 record.fail(Outcome.TOOL_ERROR, Cause.DATABASE_UNAVAILABLE)
             record.result_bytes = len(str(exc).encode("utf-8"))
+            if record.detail is None:  # every refusal says why in the audit
+                record.detail = _said(str(exc))
             raise
         finally:
             current_call.reset(reset)
@@ -483,7 +489,7 @@ class CallPipeline(Middleware):
             turn = self.shares.setdefault(caller, asyncio.Semaphore(self.share))
         # Executor: the tool under the deadline (its wait for a turn included).
         try:
-            async with asyncio.timeout(self.deadline), turn:
+            async with asyncio.timeout(self.deadline) as record.deadline, turn:
                 result = await call_next(context)
         except ValidationError as exc:
             record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
@@ -540,6 +546,16 @@ def whole_numbers(arguments: dict[str, Any], properties: Mapping[str, Any]) -> d
         and _admits_integer(properties.get(name))
     }
     return {**arguments, **changed} if changed else arguments
+
+
+MAX_DETAIL = 160
+
+
+def _said(text: str) -> str:
+    """A refusal's own words as its audit detail when no stage named a cause: the first
+    sentence, at most ``MAX_DETAIL`` characters, stored safely."""
+    first = text.strip().split(". ")[0] or "refused"
+    return storable(first, MAX_DETAIL)
 
 
 def _transport(context: MiddlewareContext[Any]) -> str | None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from platformdirs import user_data_path
 from pydantic import (
@@ -192,6 +193,31 @@ class Settings(BaseSettings):
             ) from None
         return value
 
+    @field_validator("confirm_writes", mode="before")
+    @classmethod
+    def _actions(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ValueError(
+                    "not a JSON list; write it like reply_to_customer,close_ticket or "
+                    '\'["reply_to_customer", "close_ticket"]\''
+                ) from None
+        else:
+            value = [a for a in re.split(r"[\s,]+", text) if a and a != "none"]
+        choices = get_args(WriteAction)
+        for action in value if isinstance(value, list) else []:
+            if action not in choices:
+                raise ValueError(
+                    f"{action!r} is not a write; use some of {', '.join(choices)} (comma-separated), "
+                    "or none"
+                )
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _level_any_case(cls, value: Any) -> Any:
@@ -322,10 +348,11 @@ class Settings(BaseSettings):
         "owner, priority, queue). A tool outside a caller's toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
-    confirm_writes: list[WriteAction] = Field(
+    confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(
         default=["reply_to_customer", "close_ticket"],
         description="Writes that need a person's confirmation before they happen: tool names, "
-        "or `close_ticket` (set_ticket_status to closed).",
+        "or `close_ticket` (set_ticket_status to closed; `set_ticket_status` confirms closing "
+        "too), as a JSON list or separated by commas; `none` for no confirmation.",
     )
     http_rate_limit: str = Field(
         default="600/minute",

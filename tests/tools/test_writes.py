@@ -555,7 +555,9 @@ async def test_declined_confirmation_cannot_be_replayed_to_write(
 
     async def person(message, response_type, params, context):
         action = answers.pop(0)
-        return ElicitResult(action=action, content={"value": True} if action == "accept" else None)
+        return ElicitResult(
+            action=action, content={"confirm": True} if action == "accept" else None
+        )
 
     arguments = {"ticket_id": billing, "reply": "Hello"}
     async with Client(

@@ -20,6 +20,16 @@ def _count(db_path: Path, sql: str, *params: object) -> int:
         return conn.execute(sql, params).fetchone()[0]
 
 
+def open_ticket(db_path: Path, queue: str = "billing") -> str:
+    """The oldest ticket of ``queue`` still being worked on (a closed one takes notes only)."""
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(
+            "SELECT id FROM tickets WHERE queue = ? AND status IN ('open', 'in_progress') "
+            "ORDER BY pk LIMIT 1",
+            (queue,),
+        ).fetchone()[0]
+
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_writes_over_http(db_path: Path, tmp_path: Path, mode: str) -> None:
     writer = add_caller(
@@ -27,6 +37,7 @@ async def test_writes_over_http(db_path: Path, tmp_path: Path, mode: str) -> Non
     )
     reader = add_caller(db_path, "reader", queues=["billing"])
     support, billing = support_and_billing_ids(db_path)
+    billing = open_ticket(db_path)
     server = start_http_server(db_path, tmp_path)
     try:
         async with Client(server.transport(reader), mode=mode) as client:
@@ -136,7 +147,7 @@ async def test_invalid_confirmation_state_over_http_is_refused_and_audited(
     other = add_caller(
         db_path, "other", scopes=("tickets:read", "tickets:write"), queues=["billing"]
     )
-    _, billing = support_and_billing_ids(db_path)
+    billing = open_ticket(db_path)
     arguments = {"ticket_id": billing, "reply": "over http"}
     yes = {"confirm": ElicitResult(action="accept", content={"confirm": True})}
     server = start_http_server(db_path, tmp_path)

@@ -145,6 +145,7 @@ class AuditWriter:
         self.queue_limit = queue_limit
         self._dropped = dropped
         self._pending: deque[dict[str, Any]] = deque()
+        self._amends: deque[dict[str, Any]] = deque()  # written rows' final figures
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -201,6 +202,18 @@ class AuditWriter:
         audit_log.info("tools/call", extra={"audit": {**row, "time": row["time"].isoformat()}})
         if not record.audited:
             self.submit(row)
+        elif record.audit_pk is not None:
+            # A write's row went in with its transaction, before the call had a result:
+            # its result size and whole duration follow it (``flush``).
+            self._amends.append(
+                {
+                    "pk": record.audit_pk,
+                    "result_bytes": record.result_bytes,
+                    "duration_ms": record.duration_ms,
+                }
+            )
+            if self._wake is not None and len(self._amends) >= self.batch_size:
+                self._wake.set()
 
     @property
     def pending(self) -> int:
@@ -252,6 +265,8 @@ class AuditWriter:
         time for as long as calls arrive, a transaction each, on the event loop every
         served call shares."""
         written, left = 0, len(self._pending)
+        if self._amends and not await self._amend():
+            return written
         while left and self._pending:
             batch = [
                 self._pending[i] for i in range(min(self.batch_size, left, len(self._pending)))
@@ -291,6 +306,28 @@ class AuditWriter:
         async with self.store.session("audit trail") as session, session.begin():
             await session.execute(AuditEvent.__table__.insert(), rows)
 
+    async def _amend(self) -> bool:
+        """Set the result size and duration of the written rows queued in ``_amends``
+        (one UPDATE per row, one transaction); False when the database failed (they stay
+        queued and are tried again)."""
+        from sqlalchemy import update
+
+        from ticket_server.access.models import AuditEvent
+
+        batch = [self._amends[i] for i in range(min(self.batch_size, len(self._amends)))]
+        try:
+            # The ORM's bulk UPDATE by primary key: one statement, a parameter set a row.
+            async with self.store.session("audit trail") as session, session.begin():
+                await session.execute(update(AuditEvent), batch)
+        except Exception as exc:
+            if not _refused_content(exc):
+                self._retry_later(exc)
+                return False
+            self._lose(len(batch), "audit figures refused by the database: they are lost")
+        for _ in batch:
+            self._amends.popleft()
+        return True
+
     def _retry_later(self, exc: Exception) -> None:
         self._backoff = min(
             self.RETRY_MOST_SECONDS, max(self.RETRY_FIRST_SECONDS, self._backoff * 2)
@@ -317,13 +354,14 @@ class AuditWriter:
                 log.exception("audit writer failed")
             self._task = None
         self._end_minute(monotonic(), stopping=True)
-        while self._pending:  # also the rows of calls that ended meanwhile
-            left = len(self._pending)
+        while self._pending or self._amends:  # also the rows of calls that ended meanwhile
+            left = len(self._pending) + len(self._amends)
             await self.flush()
-            if len(self._pending) == left:  # the database takes none: stop trying
+            if len(self._pending) + len(self._amends) == left:  # the database takes none
                 break
         if self._pending:
             self._lose(
                 len(self._pending), f"audit rows lost at stop: {len(self._pending)} not written"
             )
             self._pending.clear()
+        self._amends.clear()

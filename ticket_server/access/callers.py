@@ -173,6 +173,7 @@ class CallerInfo:
     revoked_at: datetime | None
     write_queues: list[str] | None = None
     toolsets: list[str] | None = None
+    confirm_writes: list[str] | None = None
 
 
 def validate(
@@ -480,6 +481,7 @@ class CallerStore:
                 revoked_at=r.revoked_at,
                 write_queues=r.write_queues.split() if r.write_queues is not None else None,
                 toolsets=r.toolsets.split() if r.toolsets is not None else None,
+                confirm_writes=r.confirm_writes.split() if r.confirm_writes is not None else None,
             )
             for r in rows
         ]

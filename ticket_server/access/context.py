@@ -70,6 +70,8 @@ class CallRecord:
     started: float = field(default_factory=monotonic)
     duration_ms: float = 0.0
     audited: bool = False  # a write's audit row was written in the write's transaction
+    audit_pk: int | None = None  # that row's key: its result size and duration follow it
+    deadline: Any = None  # the call's asyncio.Timeout, which a person's confirmation extends
 
     def fail(self, outcome: Outcome, cause: Cause | None = None, detail: str | None = None) -> None:
         self.outcome, self.cause = outcome, cause

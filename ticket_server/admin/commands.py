@@ -81,25 +81,90 @@ def callers_add(
             f"callers add: unknown scope(s) {', '.join(unknown)}: no tool needs them; "
             f"the known scopes are {', '.join(KNOWN_SCOPES)}"
         )
+    problem = contradiction(scopes, queues, write_queues, confirm_writes)
+    if problem is not None:
+        raise CommandError(f"callers add: {problem}")
     if confirm_writes is not None:
         confirm_writes = [a for a in confirm_writes if a != "none"]
-    token = _run(
-        settings,
-        lambda s: s.add(
+
+    async def add(store: CallerStore) -> str | None:
+        known = await existing_queues(store)
+        return await store.add(
             name,
             scopes,
-            queues,
+            known_queues(queues, known, "--queue"),
             tool_limit,
             http_limit,
-            write_queues=write_queues,
+            write_queues=known_queues(write_queues, known, "--write-queue"),
             confirm_writes=confirm_writes,
             toolsets=toolsets,
-        ),
-        writes=True,
-    )
+        )
+
+    token = _run(settings, add, writes=True)
     assert token is not None
     print(token)
     print(f"created caller {name!r}; the token above is shown only once", file=sys.stderr)
+
+
+def contradiction(
+    scopes: list[str],
+    queues: list[str] | None,
+    write_queues: list[str] | None,
+    confirm_writes: list[str] | None,
+) -> str | None:
+    """The first grant of `callers add` that cannot work as given, in one line, or None."""
+    writes = "tickets:write" in scopes
+    if writes and "tickets:read" not in scopes:
+        return (
+            "tickets:write needs tickets:read too (a writer reads what it changes, and without "
+            "it every queue would be writable); add --scope tickets:read"
+        )
+    if write_queues and not writes:
+        return "--write-queue needs --scope tickets:write (it narrows where that scope applies)"
+    if confirm_writes and not writes:
+        return "--confirm needs --scope tickets:write (it says which writes a person confirms)"
+    if confirm_writes and "none" in confirm_writes and len(set(confirm_writes)) > 1:
+        return "--confirm none means no confirmation at all; give it alone, or only the actions"
+    if write_queues and queues:
+        fold = {q.strip().lower() for q in queues}
+        outside = sorted({q for q in write_queues if q.strip().lower() not in fold})
+        if outside:
+            return (
+                f"--write-queue {', '.join(outside)} is not among its --queue queues "
+                f"({', '.join(queues)}): a caller never writes where it cannot read"
+            )
+    return None
+
+
+async def existing_queues(store: CallerStore) -> list[str]:
+    """The queues that hold a ticket (none in a database without tickets)."""
+    from sqlalchemy import text
+
+    async with store.session() as session:
+        return [r[0] for r in await session.execute(text("SELECT DISTINCT queue FROM tickets"))]
+
+
+def known_queues(given: list[str] | None, known: list[str], option: str) -> list[str] | None:
+    """``given`` as stored: each the existing queue it names, ignoring case, accents and
+    surrounding spaces (lower case while no ticket exists); one naming no queue is a
+    ``CallerError`` listing them."""
+    if given is None:
+        return None
+    from ticket_server.tickets.analyzer import fold
+
+    kept = []
+    for queue in given:
+        wanted = fold(queue.strip())
+        found = [q for q in known if fold(q) == wanted]
+        if found:
+            kept.append(found[0])
+        elif not known:
+            kept.append(queue.strip().lower())
+        else:
+            raise CallerError(
+                f"{option} {queue!r}: no such queue; the queues are {', '.join(sorted(known))}"
+            )
+    return kept
 
 
 def callers_bootstrap(settings: Settings, name: str = BOOTSTRAP_NAME) -> None:
@@ -126,6 +191,7 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
                         "queues": r.queues,
                         "write_queues": r.write_queues,
                         "toolsets": r.toolsets,
+                        "confirm_writes": r.confirm_writes,
                         "tool_rate_limit": r.tool_rate_limit,
                         "http_rate_limit": r.http_rate_limit,
                         "created_at": r.created_at.isoformat(),
@@ -135,15 +201,37 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
             )
         return
     table = [
-        ["NAME", "SCOPES", "QUEUES", "TOOLSETS", "TOOL LIMIT", "HTTP LIMIT", "CREATED", "REVOKED"]
+        [
+            "NAME",
+            "SCOPES",
+            "QUEUES",
+            "TOOLSETS",
+            "WRITE QUEUES",
+            "CONFIRM",
+            "TOOL LIMIT",
+            "HTTP LIMIT",
+            "CREATED",
+            "REVOKED",
+        ]
     ]
     for r in rows:
+        writes = "tickets:write" in r.scopes
         table.append(
             [
                 r.name,
                 ",".join(r.scopes),
                 ",".join(r.queues) if r.queues is not None else "(all)",
                 ",".join(r.toolsets) if r.toolsets is not None else "(default)",
+                "-"
+                if not writes
+                else ",".join(r.write_queues)
+                if r.write_queues is not None
+                else "(its queues)",
+                "-"
+                if not writes
+                else (",".join(r.confirm_writes) or "none")
+                if r.confirm_writes is not None
+                else "(default)",
                 r.tool_rate_limit or "(default)",
                 r.http_rate_limit or "(default)",
                 r.created_at.strftime("%Y-%m-%d %H:%M"),
@@ -338,7 +426,22 @@ def _row(r: Any) -> dict[str, Any]:
     }
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on an operator's terminal: control and format characters
+    (escape sequences, NUL, bidirectional marks, zero-width characters, line
+    separators) shown escaped (``\\x1b``, ``\\u202e``); other text as stored."""
+    import unicodedata
+
+    return "".join(
+        (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+        else c
+        for c in text
+    )
+
+
 def _print_table(rows: list[list[str]]) -> None:
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

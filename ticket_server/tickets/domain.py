@@ -162,6 +162,24 @@ class IllegalTransition(WriteRefused):
         )
 
 
+CLOSED_RULE = (
+    "a closed ticket is final: it takes internal notes only (no reply, assignment, escalation "
+    "or status change; a returning problem is a new ticket)"
+)
+"""The one rule for closed tickets, as every refusal of it says."""
+
+
+class TicketClosed(WriteRefused):
+    """A write other than an internal note to a closed ticket (``CLOSED_RULE``)."""
+
+    reason = "ticket closed"
+
+    def __init__(self, ticket_id: str) -> None:
+        super().__init__(
+            f"Ticket {ticket_id} has status closed; {CLOSED_RULE}. Nothing was changed."
+        )
+
+
 class NoChange(WriteRefused):
     """The write would change nothing (e.g. the owner is already that login)."""
 

@@ -193,6 +193,11 @@ class TicketRepository:
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
                 return await conn.run_sync(read)
 
+    async def read(self, read: Callable[[Connection], T]) -> T:
+        """``read(connection)`` as one read (``_read``): the write path's checks made
+        before a person is asked to confirm a write."""
+        return await self._read(read)
+
     async def _read_point(self, read: Callable[[Connection], T]) -> T:
         """``read(connection)`` of one ticket's rows by key (bounded work, no scan): on SQLite
         first on the event loop on ``point_reader``, which never waits for a lock, so

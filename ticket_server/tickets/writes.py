@@ -5,9 +5,12 @@ Every write, in its transaction:
 
 1. locks the ticket (SQLite: the database write lock; PostgreSQL: ``FOR UPDATE``, and
    this process's writers of other tickets go ahead);
-2. with an idempotency key, returns the first result of that key (a replay, nothing
-   written), or refuses the key when it was used for another request;
-3. checks the caller's writable queues and ``expected_version`` (stale: ``StaleVersion``
+2. with an idempotency key (on PostgreSQL under an advisory lock of the caller's key, so
+   concurrent calls with one key wait for each other), returns the first result of that
+   key (a replay, nothing written), or refuses the key when it was used for another
+   request;
+3. checks the caller's writable queues, the closed-ticket rule (``CLOSED_RULE``: a closed
+   ticket takes internal notes only) and ``expected_version`` (stale: ``StaleVersion``
    with the current state);
 4. applies the change, bumps ``tickets.version`` and ``updated_at`` (the UPDATE repeats
    the version read in its WHERE) and moves the ticket's search postings with it,
@@ -16,7 +19,8 @@ Every write, in its transaction:
    which the caller uses to write its audit record: a write whose audit record fails is
    rolled back with it.
 
-A refusal (``WriteRefused``) rolls everything back. Nothing here knows who the caller is
+The same checks run without a lock or a write (``audit=None``: a ``Checked``) before a
+person is asked to confirm. A refusal (``WriteRefused``) rolls everything back. Nothing here knows who the caller is
 beyond the name and queues it is given.
 """
 
@@ -28,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from ticket_server.tickets.domain import (
     NEXT_STATUSES,
@@ -40,6 +44,7 @@ from ticket_server.tickets.domain import (
     NoChange,
     QueueNotWritable,
     StaleVersion,
+    TicketClosed,
     TicketNotWritable,
     TicketPriority,
     TicketStatus,
@@ -118,11 +123,26 @@ class _Plan:
     comment: tuple[str, Visibility] | None = None
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What ``check`` found: the first result of the idempotency key (``replay``; nothing
+    to ask or write), or the ticket's state and the changes the write would make."""
+
+    replay: WriteOutcome | None
+    state: dict[str, Any]
+    changes: list[FieldChange]
+
+
 class TicketWrites:
     """The write operations over a repository's engine. Each returns ``(outcome,
     replayed)``: ``replayed`` is True when the idempotency key's first result is returned
     and nothing was written. Refusals raise ``WriteRefused`` subclasses;
-    ``DatabaseUnavailable`` when the database does not answer."""
+    ``DatabaseUnavailable`` when the database does not answer.
+
+    Each takes ``audit``; without it (None) nothing is written: the same checks run in
+    one read and the answer is a ``Checked`` (``check``), so that a person is never asked
+    to confirm a write that would be refused. The write itself checks everything again
+    under its lock."""
 
     def __init__(self, repository: TicketRepository) -> None:
         self.repository = repository
@@ -133,18 +153,25 @@ class TicketWrites:
         ticket_id: str,
         body: str,
         visibility: Visibility,
-        audit: Audit,
-    ) -> tuple[WriteOutcome, bool]:
-        """An internal note (``INTERNAL``) or a reply the customer sees (``PUBLIC``)."""
-        return await self._write(ctx, ticket_id, lambda row: _Plan({}, (body, visibility)), audit)
+        audit: Audit | None,
+    ) -> tuple[WriteOutcome, bool] | Checked:
+        """An internal note (``INTERNAL``) or a reply the customer sees (``PUBLIC``); a
+        closed ticket takes internal notes only (``CLOSED_RULE``)."""
+        return await self._write(
+            ctx,
+            ticket_id,
+            lambda row: _Plan({}, (body, visibility)),
+            audit,
+            closed_ok=visibility is Visibility.INTERNAL,
+        )
 
     async def set_status(
         self,
         ctx: WriteContext,
         ticket_id: str,
         status: TicketStatus,
-        audit: Audit,
-    ) -> tuple[WriteOutcome, bool]:
+        audit: Audit | None,
+    ) -> tuple[WriteOutcome, bool] | Checked:
         """Move the ticket to ``status``; ``IllegalTransition`` names the allowed ones."""
 
         def plan(row: dict[str, Any]) -> _Plan:
@@ -153,15 +180,16 @@ class TicketWrites:
                 raise IllegalTransition(current, status)
             return _Plan({EventField.STATUS: status})
 
-        return await self._write(ctx, ticket_id, plan, audit)
+        # A closed ticket's status: IllegalTransition names "closed" and that it is final.
+        return await self._write(ctx, ticket_id, plan, audit, closed_ok=True)
 
     async def assign(
         self,
         ctx: WriteContext,
         ticket_id: str,
         owner: str | None,
-        audit: Audit,
-    ) -> tuple[WriteOutcome, bool]:
+        audit: Audit | None,
+    ) -> tuple[WriteOutcome, bool] | Checked:
         """Make ``owner`` (a login) the ticket's owner; None unassigns it."""
 
         def plan(row: dict[str, Any]) -> _Plan:
@@ -180,8 +208,8 @@ class TicketWrites:
         priority: TicketPriority | None,
         queue: str | None,
         reason: str,
-        audit: Audit,
-    ) -> tuple[WriteOutcome, bool]:
+        audit: Audit | None,
+    ) -> tuple[WriteOutcome, bool] | Checked:
         """Raise the priority and/or move the ticket to ``queue``; ``reason`` is kept as an
         internal note. A queue outside ``ctx.queues`` is ``QueueNotWritable``."""
 
@@ -221,28 +249,44 @@ class TicketWrites:
 
         await self.repository.transaction(work, row=ticket_id)
 
-    def _locked(self, conn: Connection, ticket_id: str) -> Any:
+    def _locked(self, conn: Connection, ticket_id: str, lock: bool = True) -> Any:
         """The ticket's state, its row locked until the transaction ends (PostgreSQL;
         SQLite's ``BEGIN IMMEDIATE`` already holds the database's write lock)."""
         found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE), *_POSTED).where(
             _TICKETS.c.id == ticket_id
         )
-        if self.repository.dialect == "postgresql":
+        if lock and self.repository.dialect == "postgresql":
             found = found.with_for_update()
         return conn.execute(found).mappings().first()
+
+    def _key_turn(self, conn: Connection, ctx: WriteContext, key: str) -> None:
+        """PostgreSQL: wait until no other transaction holds ``key`` of this caller (an
+        advisory lock until the transaction ends), so that concurrent calls with one key
+        on different tickets see each other's row: one writes, the others find the key
+        used (a replay or ``IdempotencyConflict``) instead of breaking the unique index.
+        SQLite's writers are serialised already."""
+        if self.repository.dialect == "postgresql":
+            conn.execute(
+                select(func.pg_advisory_xact_lock(func.hashtextextended(f"{ctx.actor}:{key}", 0)))
+            )
 
     async def _write(
         self,
         ctx: WriteContext,
         ticket_id: str,
         plan: Callable[[dict[str, Any]], _Plan],
-        audit: Audit,
-    ) -> tuple[WriteOutcome, bool]:
-        def work(conn: Connection) -> tuple[WriteOutcome, bool]:
-            row = self._locked(conn, ticket_id)
-            # The key is looked up under the ticket's lock: a concurrent retry with the
-            # same key waits for the first and then finds its result.
+        audit: Audit | None,
+        *,
+        closed_ok: bool = False,
+    ) -> tuple[WriteOutcome, bool] | Checked:
+        def checked(conn: Connection, lock: bool) -> tuple[Checked, _Plan | None]:
+            row = self._locked(conn, ticket_id, lock)
+            # The key is looked up under the ticket's lock (and, on PostgreSQL, the
+            # key's own): a concurrent retry with the same key waits for the first and
+            # then finds its result.
             if ctx.idempotency_key is not None:
+                if lock:
+                    self._key_turn(conn, ctx, ctx.idempotency_key)
                 first = conn.execute(
                     select(_REQUESTS.c.request_sha256, _REQUESTS.c.result).where(
                         _REQUESTS.c.caller == ctx.actor,
@@ -252,7 +296,7 @@ class TicketWrites:
                 if first is not None:
                     if first.request_sha256 != ctx.request_sha256:
                         raise IdempotencyConflict()
-                    return WriteOutcome.model_validate_json(first.result), True
+                    return Checked(WriteOutcome.model_validate_json(first.result), {}, []), None
             if _spent(conn, ctx):  # before anything else can refuse: a replay is named as one
                 raise ConfirmationSpent()
             if row is None or (ctx.queues is not None and row["queue"] not in ctx.queues):
@@ -260,9 +304,28 @@ class TicketWrites:
                     f"No ticket {ticket_id} in a queue this caller may write; nothing was changed."
                 )
             state = dict(row)
+            if not closed_ok and state["status"] == TicketStatus.CLOSED:
+                raise TicketClosed(ticket_id)
             if ctx.expected_version is not None and state["version"] != ctx.expected_version:
                 raise StaleVersion(ctx.expected_version, _current(state))
             change = plan(state)
+            changes = [
+                FieldChange(
+                    field=field, old_value=_text(state[field.value]), new_value=_text(value)
+                )
+                for field, value in change.fields.items()
+            ]
+            return Checked(None, state, changes), change
+
+        if audit is None:
+            return (await self.repository.read(lambda conn: checked(conn, False)))[0]
+
+        def work(conn: Connection) -> tuple[WriteOutcome, bool]:
+            found, change = checked(conn, True)
+            if found.replay is not None:
+                return found.replay, True
+            assert change is not None
+            state, changes = found.state, found.changes
             now = datetime.now(UTC)
             values = {field.value: value for field, value in change.fields.items()}
             done = conn.execute(
@@ -273,12 +336,6 @@ class TicketWrites:
             if done.rowcount != 1:  # the lock above makes this unreachable; never write blind
                 raise StaleVersion(state["version"], _current(state))
             move_postings(conn, state, now)
-            changes = [
-                FieldChange(
-                    field=field, old_value=_text(state[field.value]), new_value=_text(value)
-                )
-                for field, value in change.fields.items()
-            ]
             if changes:
                 conn.execute(
                     insert(_EVENTS),

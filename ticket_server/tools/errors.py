@@ -8,6 +8,7 @@ result, protocol errors as JSON-RPC errors). Internal detail stays in the log.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -161,6 +162,22 @@ def _lone_surrogate(text: str) -> bool:
     return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
+CONTROL_CHARACTERS = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+"""Characters no argument takes (a regular expression class): NUL, the other C0 controls
+but tab, line feed and carriage return, DEL and the C1 controls. PostgreSQL's text
+refuses NUL (SQLite would store it), and the others reach a terminal as escape sequences."""
+_CONTROL = re.compile(CONTROL_CHARACTERS)
+
+
+def _control(text: str) -> str | None:
+    found = _CONTROL.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "holds a NUL character (U+0000), which no text takes"
+    return f"holds the control character U+{ord(found.group()):04X}, which no text takes"
+
+
 def _unusable(value: Any, depth: int = 0) -> str | None:
     """Why ``value`` cannot be taken as an argument at all, or None.
 
@@ -172,7 +189,7 @@ def _unusable(value: Any, depth: int = 0) -> str | None:
         return (
             "contains a lone UTF-16 surrogate (not valid Unicode text)"
             if _lone_surrogate(value)
-            else None
+            else _control(value)
         )
     if isinstance(value, dict):
         for key, item in value.items():

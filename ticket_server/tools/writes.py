@@ -8,9 +8,13 @@ second row for it. An internal note and a reply are different tools with differe
 result shapes, so a note is never sent to the customer by mistake.
 
 Confirmation (``Settings.confirm_writes``, or the caller's own list; default a reply and
-closing a ticket): on the legacy revision the server asks the person through
-``elicitation/create``; on 2026-07-28 the call answers with an ``input_required`` result
-and sealed request state (``ConfirmationState``), and the retry carries the answer. A
+closing a ticket; ``set_ticket_status`` confirms closing too): first the write's checks
+run in one read (a refusal answers at once; an idempotency replay returns the first
+result, nobody asked); then, in one form (``CONFIRM_SCHEMA``) naming what will change, on
+the legacy revision the server asks the person through ``elicitation/create`` (the call's
+deadline waits for the answer), and on 2026-07-28 the call answers with an
+``input_required`` result and sealed request state (``ConfirmationState``), and the
+retry carries the answer. A
 declined or cancelled confirmation changes nothing and spends its request state. A
 request state that fails verification (FastMCP's outer seal, handed over by
 ``compat.hand_invalid_request_state_to``, or ours) is refused here, in the call
@@ -20,14 +24,16 @@ capability) gets an ``isError`` and nothing is written.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -35,6 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools import ToolResult
+from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.types import (
     ElicitRequest,
     ElicitRequestFormParams,
@@ -53,14 +60,14 @@ from ticket_server.tickets.domain import (
     Visibility,
     WriteRefused,
 )
-from ticket_server.tools.errors import UnavailableError
+from ticket_server.tools.errors import CONTROL_CHARACTERS, UnavailableError, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from ticket_server.tickets.repository import TicketRepository
-    from ticket_server.tickets.writes import TicketWrites, WriteContext, WriteOutcome
+    from ticket_server.tickets.writes import Checked, TicketWrites, WriteContext, WriteOutcome
 
 T = TypeVar("T")
 WRITE_SCOPE = "tickets:write"
@@ -70,6 +77,31 @@ CANNOT_CONFIRM = (
     "This action needs a person's confirmation, which this client cannot give; nothing was "
     "changed. Ask the person to do it in the helpdesk, or use a client that supports elicitation."
 )
+NO_BACK_CHANNEL = (
+    "This action needs a person's confirmation, and this connection cannot carry the question "
+    "(an HTTP request that does not accept text/event-stream, or a stateless server); nothing "
+    "was changed. Send the call with `Accept: application/json, text/event-stream` in a session, "
+    "or use the 2026-07-28 revision."
+)
+CLOSE_ACTION = "close_ticket"
+"""The confirmation action of ``set_ticket_status`` to ``closed`` (``set_ticket_status`` in
+a policy confirms it too)."""
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {
+            "type": "boolean",
+            "title": "Confirm",
+            "description": "true: make this change; false: do not.",
+        }
+    },
+    "required": ["confirm"],
+}
+"""The one confirmation form, on both revisions."""
+MAX_KEY = 128
+_CONTROL = re.compile(CONTROL_CHARACTERS)
+OWNER = re.compile(r"^[a-z0-9][a-z0-9._@-]{0,63}$")
+"""An owner login as stored (after folding to lower case)."""
 MAX_TEXT = 10_000
 CONFIRM_SECONDS = 300
 """How long a person's confirmation may take (the sealed request state's expiry)."""
@@ -84,7 +116,11 @@ TOOLS = (
     "assign_ticket",
     "escalate_ticket",
 )
-AUDIT_DIGESTS = {"add_internal_note": ("note",), "reply_to_customer": ("reply",)}
+AUDIT_DIGESTS = {
+    "add_internal_note": ("note",),
+    "reply_to_customer": ("reply",),
+    "escalate_ticket": ("reason",),
+}
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
@@ -106,7 +142,7 @@ ESCALATE = ToolAnnotations(
 TicketId = Annotated[str, Field(max_length=MAX_ID_LENGTH, description="Ticket id, e.g. SUP-4412.")]
 Body = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
 Key = Annotated[
-    Annotated[str, Field(min_length=1, max_length=128)] | None,
+    Annotated[str, Field(min_length=1, max_length=MAX_KEY)] | None,
     Field(
         description="Any unique string; retrying with the same key and arguments returns the first result."
     ),
@@ -220,8 +256,8 @@ class ConfirmationState:
 
 
 class Writer:
-    """Runs one write tool call: confirmation, the transaction with its audit row, the
-    mapping of refusals to ``isError`` results."""
+    """Runs one write tool call: the checks, confirmation, the transaction with its audit
+    row, the mapping of refusals to ``isError`` results."""
 
     def __init__(
         self, repository: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
@@ -255,11 +291,11 @@ class Writer:
         if caller is None:  # the pipeline admits no call without one; fail closed
             raise ToolError("No caller: nothing was changed.")
         if key is None:
-            # The client kit sends the key in the request's _meta (a mapping).
+            # The client kit sends the key in the request's _meta (a mapping): one that
+            # cannot be used is refused, never dropped (a retry would then write twice).
             meta = ctx.request_context.meta if ctx.request_context is not None else None
-            value = meta.get(IDEMPOTENCY_META) if meta else None
-            if isinstance(value, str) and 0 < len(value) <= 128:
-                key = value
+            if meta and IDEMPOTENCY_META in meta:
+                key = _meta_key(meta[IDEMPOTENCY_META])
         return WriteContext(
             actor=caller.name,
             tool=tool,
@@ -269,19 +305,9 @@ class Writer:
             expected_version=expected_version,
         )
 
-    async def confirmed(
-        self,
-        ctx: Context,
-        action: str,
-        question: str,
-        wctx: WriteContext,
-        ticket_id: str,
-    ) -> tuple[WriteContext, str] | InputRequiredResult:
-        """``(wctx, "not required" | "accepted")`` (``wctx`` then carries the single-use
-        nonce of a 2026-07-28 confirmation), or (2026-07-28, first round) the
-        ``InputRequiredResult`` asking the person; raises ``ToolError`` (nothing written;
-        the pipeline audits the refusal) when the person declines or cancels, when the
-        client cannot ask, or when the returned request state is not valid."""
+    def needs_confirmation(self, action: str) -> bool:
+        """Whether the caller's policy (or the deployment's) confirms ``action``; closing
+        (``close_ticket``) is confirmed by ``close_ticket`` or by ``set_ticket_status``."""
         record = current_call.get()
         caller = record.caller if record is not None else None
         policy = (
@@ -289,70 +315,99 @@ class Writer:
             if caller is not None and caller.confirm_writes is not None
             else self.confirm
         )
-        if action not in policy:
-            return wctx, "not required"
+        if action == CLOSE_ACTION:
+            return bool({CLOSE_ACTION, "set_ticket_status"} & policy)
+        return action in policy
+
+    async def ask(
+        self, ctx: Context, action: str, question: str, wctx: WriteContext, ticket_id: str
+    ) -> str | InputRequiredResult:
+        """Ask the person (the checks passed): "accepted", or (2026-07-28) the
+        ``InputRequiredResult`` to send; raises ``ToolError`` (nothing written) when the
+        person does not accept or the client cannot ask."""
         rc = ctx.request_context
         capabilities = rc.session.client_capabilities if rc is not None else None
         if capabilities is None or capabilities.elicitation is None:
             _note(f"confirmation unavailable ({action})")
-            raise ToolError(CANNOT_CONFIRM)
-        if record is None or record.protocol_version != "2026-07-28":
-            answer = await ctx.elicit(question, response_type=bool)
-            outcome = answer.action
-            # accepted the form, answered "no"
-            if outcome == "accept" and getattr(answer, "data", None) is not True:
-                outcome = "decline"
-            return wctx, self._answered(action, outcome)
-        binding = {"c": wctx.actor, "t": wctx.tool, "k": ticket_id, "h": wctx.request_sha256}
-        state = ctx.request_state
-        if state is None:
+            raise model_error(CANNOT_CONFIRM)
+        record = current_call.get()
+        if record is not None and record.protocol_version == "2026-07-28":
             claims = {
-                **binding,
+                "c": wctx.actor,
+                "t": wctx.tool,
+                "k": ticket_id,
+                "h": wctx.request_sha256,
                 "e": int(time.time()) + CONFIRM_SECONDS,
                 "n": secrets.token_urlsafe(16),
             }
-            schema = {
-                "type": "object",
-                "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
-                "required": ["confirm"],
-            }
             ask = ElicitRequest(
-                params=ElicitRequestFormParams(message=question, requested_schema=schema)
+                params=ElicitRequestFormParams(message=question, requested_schema=CONFIRM_SCHEMA)
             )
             _note(f"confirmation requested ({action})")
             return InputRequiredResult(
                 input_requests={CONFIRM_REQUEST: ask}, request_state=self.states.seal(claims)
             )
+        if record is not None and record.deadline is not None:
+            # The person's time is not the tool's: the call may wait for the answer as long
+            # as a 2026-07-28 confirmation's request state lives.
+            record.deadline.reschedule(asyncio.get_running_loop().time() + CONFIRM_SECONDS)
+        session = ctx.session
+        if not session.can_send_request:
+            _note(f"confirmation unavailable ({action})")
+            raise model_error(NO_BACK_CHANNEL)
+        try:
+            answer = await session.elicit_form(
+                question, CONFIRM_SCHEMA, related_request_id=ctx.request_id
+            )
+        except NoBackChannelError as exc:
+            _note(f"confirmation unavailable ({action})")
+            raise model_error(NO_BACK_CHANNEL) from exc
+        except MCPError as exc:  # the client answered the request with an error
+            _note(f"confirmation failed ({action})")
+            raise model_error(
+                "The client could not ask the person to confirm; nothing was changed."
+            ) from exc
+        return _decided(action, answer.action, answer.content)
+
+    async def answered(
+        self, ctx: Context, action: str, wctx: WriteContext, ticket_id: str
+    ) -> tuple[WriteContext, str]:
+        """2026-07-28, the retry carrying the person's answer and the sealed state:
+        ``(wctx with the state's single-use nonce, "accepted")``; raises ``ToolError``
+        when the state is not valid or the person did not accept (the nonce is then
+        spent, so the state cannot confirm a write later)."""
+        state = ctx.request_state
         if state == INVALID_REQUEST_STATE:
             _note(f"confirmation state invalid ({action})")
-            raise ToolError(
+            raise model_error(
                 "The request state is not valid (altered, expired, or sent with other arguments); "
                 "nothing was changed. Call the tool again without request state to ask the person "
                 "afresh."
             )
-        sealed = self.states.unseal(state)
-        if sealed is None or any(sealed.get(k) != v for k, v in binding.items()):
+        binding = {"c": wctx.actor, "t": wctx.tool, "k": ticket_id, "h": wctx.request_sha256}
+        claims = self.states.unseal(state) if state is not None else None
+        if claims is None or any(claims.get(k) != v for k, v in binding.items()):
             _note(f"confirmation state invalid ({action})")
-            raise ToolError(
+            raise model_error(
                 "The confirmation does not match this request; nothing was changed. Call the tool "
                 "again to ask the person afresh."
             )
-        expires = sealed.get("e")
+        expires = claims.get("e")
         if not isinstance(expires, int) or expires <= time.time():
             _note(f"confirmation expired ({action})")
-            raise ToolError(
+            raise model_error(
                 "The confirmation expired; nothing was changed. Call the tool again to ask afresh."
             )
         responses = ctx.input_responses or {}
-        response = responses.get(CONFIRM_REQUEST)
-        outcome = getattr(response, "action", "cancel")
-        content = getattr(response, "content", None) or {}
-        if outcome == "accept" and content.get("confirm") is not True:
-            outcome = "decline"
-        wctx = replace(wctx, confirmation_nonce=str(sealed.get("n")))
-        if outcome != "accept":  # spent, so this state cannot confirm a write later
+        answer = responses.get(CONFIRM_REQUEST)
+        wctx = replace(wctx, confirmation_nonce=str(claims.get("n")))
+        try:
+            return wctx, _decided(
+                action, getattr(answer, "action", "cancel"), getattr(answer, "content", None)
+            )
+        except ToolError:  # spent, so this state cannot confirm a write later
             await self.guarded(self.writes.spend_confirmation(wctx, ticket_id))
-        return wctx, self._answered(action, outcome)
+            raise
 
     @staticmethod
     async def guarded(work: Awaitable[T]) -> T:
@@ -361,20 +416,9 @@ class Writer:
             return await work
         except WriteRefused as exc:
             _note(exc.reason)
-            raise ToolError(str(exc)) from exc
+            raise model_error(str(exc)) from exc
         except DatabaseUnavailable as exc:
             raise UnavailableError() from exc
-
-    @staticmethod
-    def _answered(action: str, outcome: str) -> str:
-        if outcome != "accept":
-            _note(
-                f"confirmation {outcome}d ({action})"
-                if outcome == "decline"
-                else f"confirmation cancelled ({action})"
-            )
-            raise ToolError(f"The person did not confirm ({outcome}); nothing was changed.")
-        return "accepted"
 
     async def perform(
         self,
@@ -384,13 +428,15 @@ class Writer:
         arguments: dict[str, Any],
         key: str | None,
         expected_version: int | None,
-        question: str,
+        question: Callable[[Checked], str],
         operation: Any,
         *args: Any,
         action: str | None = None,
     ) -> tuple[WriteOutcome, bool] | InputRequiredResult:
-        """One write call: its context, the confirmation ``action`` (default: ``tool``)
-        needs, then ``operation(wctx, ticket_id, *args)``; or the input request to send."""
+        """One write call: its context; when ``action`` (default: ``tool``) needs a
+        person's confirmation, the checks (a refusal or an idempotency replay answers at
+        once, nobody asked), then ``question(checked)`` put to the person; then
+        ``operation(wctx, ticket_id, *args, audit=...)``. Or the input request to send."""
         wctx = self.context(
             ctx,
             tool,
@@ -398,10 +444,22 @@ class Writer:
             key,
             expected_version,
         )
-        asked = await self.confirmed(ctx, action or tool, question, wctx, ticket_id)
-        if isinstance(asked, InputRequiredResult):
-            return asked
-        wctx, confirmation = asked
+        action = action or tool
+        confirmation = "not required"
+        if self.needs_confirmation(action):
+            record = current_call.get()
+            modern = record is not None and record.protocol_version == "2026-07-28"
+            if modern and ctx.request_state is not None:
+                wctx, confirmation = await self.answered(ctx, action, wctx, ticket_id)
+            else:
+                checked = await self.guarded(operation(wctx, ticket_id, *args, audit=None))
+                if checked.replay is not None:
+                    _note("replay")
+                    return checked.replay, True
+                asked = await self.ask(ctx, action, question(checked), wctx, ticket_id)
+                if isinstance(asked, InputRequiredResult):
+                    return asked
+                confirmation = asked
         return await self.run(operation, wctx, confirmation, ticket_id, *args)
 
     async def run(
@@ -431,15 +489,18 @@ class Writer:
                 "idempotency_key": ctx.idempotency_key,
                 "confirmation": confirmation,
             }
-            # The call is not over: its duration so far; its result size is not known yet.
+            # The call is not over: its duration so far and no result size yet; the
+            # audit writer sets both on this row once the call ends (``AuditWriter``).
             record.duration_ms = round((time.monotonic() - record.started) * 1000, 3)
             row = record.as_row(datetime.now(UTC))
-            conn.execute(
+            done = conn.execute(
                 insert(AuditEvent.__table__).values(
                     **row, change=json.dumps(change, ensure_ascii=False)
                 )
             )
             record.audited = True
+            key = done.inserted_primary_key
+            record.audit_pk = int(key[0]) if key is not None else None
 
         outcome, replayed = await self.guarded(operation(ctx, *args, audit=audit))
         if replayed:
@@ -447,10 +508,119 @@ class Writer:
         return outcome, replayed
 
 
+def _decided(action: str, outcome: str, content: Mapping[str, Any] | None) -> str:
+    """ "accepted" for an accepted form whose ``confirm`` is true; raises ``ToolError``
+    (noted for the audit) for a decline, a cancel, ``confirm: false`` or an answer of
+    another shape."""
+    if outcome == "accept":
+        answer = (content or {}).get("confirm")
+        if answer is True:
+            return "accepted"
+        if answer is not False:
+            _note(f"confirmation answer not understood ({action})")
+            keys = ", ".join(sorted(map(str, content or {}))) or "nothing"
+            raise model_error(
+                f"The confirmation answer held {keys}, not confirm: true or false; nothing was "
+                "changed. Call the tool again and answer the form's confirm field."
+            )
+        outcome = "decline"  # accepted the form, answered "no"
+    _note(
+        f"confirmation {outcome}d ({action})"
+        if outcome == "decline"
+        else f"confirmation cancelled ({action})"
+    )
+    raise model_error(f"The person did not confirm ({outcome}); nothing was changed.")
+
+
+def _meta_key(value: Any) -> str:
+    """The idempotency key sent in ``_meta``, or a ``ToolError`` saying why it is refused."""
+    if not isinstance(value, str):
+        _note("idempotency key refused")
+        raise model_error(
+            f"_meta[{IDEMPOTENCY_META!r}] must be a string, not {type(value).__name__}; nothing "
+            "was changed. Send the key as a string of 1 to 128 characters."
+        )
+    if not 0 < len(value) <= MAX_KEY or _CONTROL.search(value):
+        _note("idempotency key refused")
+        raise model_error(
+            f"_meta[{IDEMPOTENCY_META!r}] must be 1 to {MAX_KEY} characters without control "
+            f"characters (it has {len(value)}); nothing was changed."
+        )
+    return value
+
+
+def _question(title: str, checked: Checked, text: str | None = None) -> str:
+    """What the person is asked: the action, each field it changes (old -> new), the text."""
+    lines = [title]
+    if checked.changes:
+        lines.append(
+            "Changes: "
+            + "; ".join(
+                f"{c.field.value} {c.old_value or 'none'} -> {c.new_value or 'none'}"
+                for c in checked.changes
+            )
+        )
+    if text is not None:
+        lines += ["", text]
+    return "\n".join(lines)
+
+
+def _not_blank(name: str, text: str) -> str:
+    if not text.strip():
+        _note(f"blank {name}")
+        raise model_error(f"{name} is blank; give the text. Nothing was changed.")
+    return text
+
+
+def _owner(owner: str | None) -> str | None:
+    """A login as stored: folded to lower case, in ``OWNER``'s alphabet (else refused)."""
+    if owner is None:
+        return None
+    login = owner.strip().lower()
+    if not OWNER.match(login):
+        _note("invalid owner")
+        raise model_error(
+            f"owner {owner[:64]!r} is not a login: use 1 to 64 of a-z, 0-9, '.', '_', '-' and "
+            "'@', starting with a letter or digit (case is ignored), or null to unassign. "
+            "Nothing was changed."
+        )
+    return login
+
+
 def _note(detail: str) -> None:
     record = current_call.get()
     if record is not None:
         record.detail = detail
+
+
+async def _writable_queue(repo: TicketRepository, queue: str) -> str:
+    """The queue ``queue`` names among those the caller may write (every queue that
+    exists when it may write anywhere), folded as a search's queue filter is; else a
+    ``ToolError`` naming them."""
+    from ticket_server.tickets.analyzer import fold
+
+    record = current_call.get()
+    caller = record.caller if record is not None else None
+    writable = caller.writable_queues if caller is not None else frozenset()
+    known = sorted(writable) if writable is not None else await repo.queues()
+    wanted = fold(queue.strip())
+    found = [q for q in known if fold(q) == wanted] if wanted else []
+    if len(found) == 1:
+        return found[0]
+    yours = ", ".join(known) or "none"
+    if wanted and writable is not None:
+        elsewhere = [q for q in await repo.queues() if fold(q) == wanted]
+        if elsewhere:
+            _note("queue not writable")
+            raise model_error(
+                f"This caller may not write in queue {elsewhere[0]!r}, so the ticket cannot be "
+                f"moved there; it may write in: {yours}. Nothing was changed."
+            )
+    _note("unknown queue")
+    raise model_error(
+        f"There is no queue {queue[:64]!r} among the queues you may write: {yours}. "
+        "Use one of these names; nothing was changed."
+    )
 
 
 def register(
@@ -476,9 +646,11 @@ def register(
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
-        """Add an internal note (agents only, never sent to the customer). Returns the
-        ticket's new state and the note id."""
+        """Add an internal note (agents only, never sent to the customer); the one write a
+        closed ticket takes. Blank text is refused. Returns the ticket's new state and the
+        note id."""
         tid = normalise_ticket_id(ticket_id)
+        _not_blank("note", note)
         done = await writer.perform(
             ctx,
             "add_internal_note",
@@ -486,7 +658,7 @@ def register(
             {"note": note},
             idempotency_key,
             expected_version,
-            f"Add an internal note to {tid}?",
+            lambda checked: _question(f"Add this internal note to {tid}?", checked, note),
             writer.writes.add_comment,
             note,
             Visibility.INTERNAL,
@@ -513,9 +685,11 @@ def register(
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
-        """Send a public reply: the CUSTOMER receives it. Not for internal notes. May ask
-        the person to confirm first. Returns the ticket's new state and the reply id."""
+        """Send a public reply: the CUSTOMER receives it. Not for internal notes; refused on
+        a closed ticket and for blank text. May ask the person to confirm first. Returns
+        the ticket's new state and the reply id."""
         tid = normalise_ticket_id(ticket_id)
+        _not_blank("reply", reply)
         done = await writer.perform(
             ctx,
             "reply_to_customer",
@@ -523,7 +697,7 @@ def register(
             {"reply": reply},
             idempotency_key,
             expected_version,
-            f"Send this reply to the customer of {tid}?\n\n{reply}",
+            lambda checked: _question(f"Send this reply to the customer of {tid}?", checked, reply),
             writer.writes.add_comment,
             reply,
             Visibility.PUBLIC,
@@ -551,7 +725,8 @@ def register(
         expected_version: Version = None,
     ) -> ToolResult:
         """Move a ticket to another status; an illegal move is an error naming the allowed
-        next statuses (closed is final). Closing may ask the person to confirm."""
+        next statuses (closed is final: internal notes only). Closing may ask the person
+        to confirm (policy action close_ticket, or set_ticket_status)."""
         tid = normalise_ticket_id(ticket_id)
         done = await writer.perform(
             ctx,
@@ -560,10 +735,15 @@ def register(
             {"status": status.value},
             idempotency_key,
             expected_version,
-            f"Set {tid} to {status.value}?",
+            lambda checked: _question(
+                f"Close {tid}? A closed ticket is final (internal notes only)."
+                if status is TicketStatus.CLOSED
+                else f"Set the status of {tid} to {status.value}?",
+                checked,
+            ),
             writer.writes.set_status,
             status,
-            action="close_ticket" if status is TicketStatus.CLOSED else None,
+            action=CLOSE_ACTION if status is TicketStatus.CLOSED else None,
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
@@ -580,24 +760,26 @@ def register(
         ticket_id: TicketId,
         owner: Annotated[
             Annotated[str, Field(min_length=1, max_length=64)] | None,
-            Field(description="Assignee login; null unassigns."),
+            Field(description="Assignee login (a-z, 0-9, . _ - @; case ignored); null unassigns."),
         ],
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
-        """Assign a ticket to an owner (login), or unassign it with null."""
+        """Assign a ticket to an owner (login), or unassign it with null; refused on a
+        closed ticket."""
         tid = normalise_ticket_id(ticket_id)
+        login = _owner(owner)
         done = await writer.perform(
             ctx,
             "assign_ticket",
             tid,
-            {"owner": owner or ""},
+            {"owner": login or ""},
             idempotency_key,
             expected_version,
-            f"Assign {tid} to {owner or 'nobody'}?",
+            lambda checked: _question(f"Assign {tid} to {login or 'nobody'}?", checked),
             writer.writes.assign,
-            owner,
+            login,
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
@@ -619,20 +801,24 @@ def register(
         priority: TicketPriority | None = None,
         queue: Annotated[
             Annotated[str, Field(min_length=1, max_length=64)] | None,
-            Field(description="Target queue, e.g. engineering."),
+            Field(description="Target queue, e.g. engineering (one you may write; case ignored)."),
         ] = None,
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
-        """Escalate: change priority and/or move to another queue (one you may write in),
-        with a reason kept as an internal note."""
+        """Escalate: change priority and/or move to another queue (one you may write in;
+        an unknown queue is an error listing yours), with a reason kept as an internal
+        note. Refused on a closed ticket."""
         tid = normalise_ticket_id(ticket_id)
         if priority is None and queue is None:
-            raise ToolError("Give a priority, a queue, or both; nothing was changed.")
+            _note("nothing to change")
+            raise model_error("Give a priority, a queue, or both; nothing was changed.")
+        _not_blank("reason", reason)
+        target = await writer.guarded(_writable_queue(repo, queue)) if queue is not None else None
         arguments = {
             "reason": reason,
             "priority": priority.value if priority else None,
-            "queue": queue,
+            "queue": target,
         }
         done = await writer.perform(
             ctx,
@@ -641,10 +827,10 @@ def register(
             arguments,
             idempotency_key,
             expected_version,
-            f"Escalate {tid}?",
+            lambda checked: _question(f"Escalate {tid}?", checked, f"Reason: {reason}"),
             writer.writes.escalate,
             priority,
-            queue,
+            target,
             reason,
         )
         if isinstance(done, InputRequiredResult):

@@ -24,6 +24,11 @@ refused for want of a valid token is audited whatever it is (its headers name th
 method when they can; the body is never read), as a sample: ``AuditWriter.
 observe_unauthenticated`` records up to a number per minute and counts the rest, and
 the ``ticket_server_unauthenticated_requests`` metric counts every one.
+
+A legacy session opened by a client that declares the elicitation capability (and
+accepts ``text/event-stream``) answers in SSE streams, which can carry a confirmation's
+question (``compat.stream_sessions_when``); every other answer is one JSON body
+(``json_response``).
 """
 
 from __future__ import annotations
@@ -218,6 +223,7 @@ class McpGate:
         settings = runtime.settings
         self.max_bytes, self.read_timeout = settings.max_request_bytes, settings.http_read_timeout
         self.stateful = not settings.stateless_http
+        self.stream = compat.stream_sessions_when()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -364,12 +370,19 @@ class McpGate:
         async def replay() -> Message:
             return received.pop(0) if received else await receive()
 
-        if not self.stateful:
-            await self.app(scope, replay, send)
-            return
-        await self._with_session(
-            scope, receive, received, send, headers, caller, message, request_id
-        )
+        # A legacy session of a client that can ask the person (elicitation) answers in
+        # SSE streams, which can carry a confirmation's question; JSON cannot.
+        reset = self.stream.set(True) if _can_ask(message, headers) else None
+        try:
+            if not self.stateful:
+                await self.app(scope, replay, send)
+                return
+            await self._with_session(
+                scope, receive, received, send, headers, caller, message, request_id
+            )
+        finally:
+            if reset is not None:
+                self.stream.reset(reset)
 
     # --- legacy sessions -------------------------------------------------------
 
@@ -784,6 +797,20 @@ def _header(scope: Scope, name: bytes) -> str:
     return next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == name), "")
 
 
+def _can_ask(message: Any, headers: dict[str, str]) -> bool:
+    """Whether ``message`` is a legacy ``initialize`` of a client that declares the
+    elicitation capability and accepts SSE: its session answers in SSE streams."""
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return False
+    params = message.get("params")
+    capabilities = params.get("capabilities") if isinstance(params, dict) else None
+    return (
+        isinstance(capabilities, dict)
+        and capabilities.get("elicitation") is not None
+        and "text/event-stream" in headers.get("accept", "")
+    )
+
+
 def _header_call(headers: dict[str, str]) -> tuple[bool, str | None]:
     """Whether the 2026-07-28 routing headers (``Mcp-Method``, ``Mcp-Name``) say tools/call."""
     return headers.get("mcp-method") == "tools/call", headers.get("mcp-name")
@@ -833,6 +860,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
         raise ValueError("an HTTP server exposes its metrics: build its runtime with metrics=True")
     mcp = build_server(runtime)
     limiter = HttpLimiter(settings)
+    compat.stream_sessions_when()
     # Every request to /mcp needs a valid bearer token (401 + WWW-Authenticate otherwise).
     verifier = build_token_verifier(settings, runtime.callers)
     if isinstance(verifier, CallerTokenVerifier):

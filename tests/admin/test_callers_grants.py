@@ -1,0 +1,128 @@
+"""`callers add` refuses grants that cannot work, one line each; `callers list` shows
+write queues and confirmation lists; `audit` prints stored text with control characters
+escaped; TICKET_SERVER_CONFIRM_WRITES takes a plain list. Through the real command, on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_operator_cli import one_line, run
+from ticket_server.admin.commands import printable
+
+W, R = "tickets:write", "tickets:read"
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--scope", W], "tickets:write needs tickets:read"),
+        (["--scope", R, "--write-queue", "billing"], "--write-queue needs --scope tickets:write"),
+        (["--scope", R, "--confirm", "reply_to_customer"], "--confirm needs --scope tickets:write"),
+        (
+            ["--scope", R, "--scope", W, "--confirm", "none", "--confirm", "reply_to_customer"],
+            "--confirm none means no confirmation",
+        ),
+        (
+            ["--scope", R, "--scope", W, "--queue", "billing", "--write-queue", "support"],
+            "--write-queue support is not among its --queue queues",
+        ),
+        (["--scope", R, "--queue", "no-such-queue"], "--queue 'no-such-queue': no such queue"),
+    ],
+)
+def test_callers_add_refuses_contradictory_grants(
+    database_url: str, args: list[str], says: str
+) -> None:
+    line = one_line(run(database_url, "callers", "add", "bot", *args))
+    assert says in line, line
+    listed = run(database_url, "callers", "list", "--json")
+    assert "bot" not in listed.stdout
+
+
+def test_callers_add_folds_queue_names_and_list_shows_write_grants(database_url: str) -> None:
+    added = run(
+        database_url,
+        "callers",
+        "add",
+        "agent",
+        "--scope",
+        R,
+        "--scope",
+        W,
+        "--queue",
+        "Billing",
+        "--queue",
+        " support ",
+        "--write-queue",
+        "BILLING",
+        "--confirm",
+        "set_ticket_status",
+    )
+    assert added.returncode == 0, added.stderr
+    (row,) = [
+        json.loads(line)
+        for line in run(database_url, "callers", "list", "--json").stdout.splitlines()
+    ]
+    assert row["queues"] == ["billing", "support"]
+    assert row["write_queues"] == ["billing"]
+    assert row["confirm_writes"] == ["set_ticket_status"]
+    table = run(database_url, "callers", "list").stdout.splitlines()
+    assert "WRITE QUEUES" in table[0] and "CONFIRM" in table[0]
+    assert "billing,support" in table[1] and "set_ticket_status" in table[1]
+
+
+def test_confirm_writes_setting_takes_a_plain_list(database_url: str) -> None:
+    ok = run(database_url, "callers", "list", TICKET_SERVER_CONFIRM_WRITES="reply_to_customer")
+    assert ok.returncode == 0, ok.stderr
+    line = one_line(run(database_url, "callers", "list", TICKET_SERVER_CONFIRM_WRITES="reply"))
+    assert "TICKET_SERVER_CONFIRM_WRITES" in line and "comma-separated" in line, line
+
+
+def test_audit_prints_control_characters_escaped() -> None:
+    """Stored text printed by `ticket-server audit` cannot drive the operator's terminal:
+    escapes, NUL, bidirectional marks and line breaks are shown escaped."""
+    assert (
+        printable("ana\x1b[31m\x00\u202eevil\u200f\nü")
+        == "ana\\x1b[31m\\x00\\u202eevil\\u200f\\x0aü"
+    )
+
+
+def test_audit_command_escapes_a_stored_caller_name(database_url: str) -> None:
+    """An audit row holding an ANSI escape (a tool name sent by a client is stored as
+    sent) is printed escaped by `ticket-server audit`."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from ticket_server.access.callers import open_store
+    from ticket_server.access.models import AuditEvent
+    from ticket_server.settings import Settings
+
+    async def store_row() -> None:
+        store = open_store(Settings(database_url=database_url))
+        try:
+            async with store.session() as session, session.begin():
+                await session.execute(
+                    insert(AuditEvent.__table__).values(
+                        time=datetime.now(UTC),
+                        trace_id="t" * 32,
+                        caller="x",
+                        transport="http",
+                        tool="evil\x1b]0;owned\x07\u202e",
+                        arguments="{}",
+                        outcome="tool_error",
+                        detail="unknown tool",
+                        result_bytes=1,
+                        duration_ms=1.0,
+                    )
+                )
+        finally:
+            await store.aclose()
+
+    asyncio.run(store_row())
+    out = run(database_url, "audit").stdout
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "evil\\x1b]0;owned\\x07\\u202e" in out
