@@ -118,3 +118,34 @@ def test_other_callers_lookups_over_http_while_one_caller_floods_searches(
         f"{outcomes.count('busy')} refused; the other caller's 50 lookups: p50 "
         f"{statistics.median(lookups) * 1000:.1f} ms, p99 {lookups[int(len(lookups) * 0.99)] * 1000:.1f} ms"
     )
+
+
+@pytest.mark.postgresql_only
+async def test_the_cap_admits_exactly_that_many_calls(server_as, add_caller, settings) -> None:
+    """With TICKET_SERVER_CALLER_CONCURRENCY=3, three of one caller's calls run at once
+    and the fourth is refused, no more and no fewer: the calls are held running on a
+    locked tickets table (PostgreSQL shows each one waiting, so the test knows they run),
+    and all three are answered once it is released. (PostgreSQL: SQLite shows no sign of
+    a waiting reader.)"""
+    from tests.postgres import lock_waiters, wait_for_lock_waiters
+    from tests.transports.conftest import database_locked
+
+    await add_caller("busy")
+    server = server_as(
+        stdio_caller="busy", caller_concurrency=3, database_timeout=60.0, tool_timeout=60.0
+    )
+    lookup = ("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+    async with Client(server) as client:
+        assert not (await client.call_tool(*lookup)).is_error  # the caller is cached now
+        with database_locked(settings.database_url):
+            held = []
+            for running in (1, 2, 3):  # each one admitted: it reaches the locked table
+                held.append(asyncio.create_task(client.call_tool(*lookup, raise_on_error=False)))
+                await asyncio.to_thread(wait_for_lock_waiters, settings.database_url, running)
+            fourth = asyncio.create_task(client.call_tool(*lookup, raise_on_error=False))
+            done, _ = await asyncio.wait({fourth}, timeout=10)
+            assert done, "a fourth call was admitted past the cap of 3"
+            assert fourth.result().is_error and "3 calls running" in text_of(fourth.result())
+            assert lock_waiters(settings.database_url) == 3
+        answered = await asyncio.gather(*held)
+    assert [r.is_error for r in answered] == [False, False, False]

@@ -47,6 +47,19 @@ async def ticket_in(settings: Settings, queue: str) -> str:
         "ORDER BY pk LIMIT 1",
         queue=queue,
     )
+    assert rows, f"the sample has no open {queue} ticket, which this test needs"
+    return rows[0][0]
+
+
+@pytest.fixture
+async def closed_billing(settings: Settings) -> str:
+    """A closed billing ticket of the sample: asserted to exist, so that no test's check
+    of closed tickets can pass by having nothing to check."""
+    rows = await _sql(
+        settings,
+        "SELECT id FROM tickets WHERE queue = 'billing' AND status = 'closed' ORDER BY pk LIMIT 1",
+    )
+    assert rows, "the sample has no closed billing ticket, which this test needs"
     return rows[0][0]
 
 
@@ -191,13 +204,10 @@ async def test_a_write_moves_the_tickets_search_postings(
 
 
 async def test_refusals_change_nothing_and_are_audited(
-    settings: Settings, agent, mode: str
+    settings: Settings, agent, mode: str, closed_billing: str
 ) -> None:
     billing = await ticket_in(settings, "billing")
     support = await ticket_in(settings, "support")
-    closed = await _sql(
-        settings, "SELECT id FROM tickets WHERE queue = 'billing' AND status = 'closed' LIMIT 1"
-    )
     async with Client(agent, mode=mode) as client:
         first = await client.call_tool(
             "add_internal_note", {"ticket_id": billing, "note": "a", "idempotency_key": "k1"}
@@ -223,15 +233,12 @@ async def test_refusals_change_nothing_and_are_audited(
                 "already used",
             ),
             ("assign_ticket", {"ticket_id": billing, "owner": before[0][2]}, "already"),
+            (
+                "set_ticket_status",
+                {"ticket_id": closed_billing, "status": "open"},
+                "closed ticket is final",
+            ),
         ]
-        if closed:
-            cases.append(
-                (
-                    "set_ticket_status",
-                    {"ticket_id": closed[0][0], "status": "open"},
-                    "closed ticket is final",
-                )
-            )
         for tool, arguments, says in cases:
             result = await client.call_tool(tool, arguments, raise_on_error=False)
             assert result.is_error, (tool, arguments)

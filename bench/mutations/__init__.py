@@ -1,0 +1,1 @@
+"""Deliberate breakage by hand: see __main__.py."""
