@@ -12,7 +12,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test install bench lint
+.PHONY: run test install bench lint mutations
 
 install: $(STAMP)
 
@@ -58,3 +58,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	$(BIN)/python -m bench
+
+# Deliberate breakage (bench/mutations/): each mutation of mutations.toml applied in a
+# scratch copy of the tree, its tests run, caught / survived printed and REPORT.md
+# rewritten. By hand, never in CI; about 20 minutes.
+mutations: $(STAMP)
+	$(BIN)/python -m bench.mutations

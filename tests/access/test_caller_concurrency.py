@@ -9,6 +9,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
@@ -17,6 +18,7 @@ from tests.access.conftest import audit_rows, modern_call
 from tests.helpers import text_of
 from tests.transports.conftest import add_caller as add_caller_sync
 from tests.transports.conftest import start_http_server, stop
+from ticket_server.settings import Settings
 
 
 async def test_a_flood_of_searches_is_capped_and_another_caller_is_served(
@@ -121,7 +123,9 @@ def test_other_callers_lookups_over_http_while_one_caller_floods_searches(
 
 
 @pytest.mark.postgresql_only
-async def test_the_cap_admits_exactly_that_many_calls(server_as, add_caller, settings) -> None:
+async def test_the_cap_admits_exactly_that_many_calls(
+    server_as: Any, add_caller: Any, settings: Settings
+) -> None:
     """With TICKET_SERVER_CALLER_CONCURRENCY=3, three of one caller's calls run at once
     and the fourth is refused, no more and no fewer: the calls are held running on a
     locked tickets table (PostgreSQL shows each one waiting, so the test knows they run),

@@ -219,10 +219,15 @@ async def test_billing_caller_never_sees_another_queue(billing_client: Client) -
     result = await client.call_tool("get_customer", {"customer_id": customer_id})
     value = result.structured_content
     assert {t["queue"] for t in value["open_tickets"] + value["recent_tickets"]} == {"billing"}
-    for block in result.content:
-        if block.type == "resource_link" and "/ticket/" in str(block.uri):
-            resource = json.loads((await client.read_resource(str(block.uri)))[0].text)
-            assert resource["queue"] == "billing"
+    links = [
+        str(block.uri)
+        for block in result.content
+        if block.type == "resource_link" and "/ticket/" in str(block.uri)
+    ]
+    assert links, "get_customer linked no ticket: the links' queues would go unchecked"
+    for uri in links:
+        resource = json.loads((await client.read_resource(uri))[0].text)
+        assert resource["queue"] == "billing"
     # Completions: every value in billing.
     template = ResourceTemplateReference(type="ref/resource", uri="tickets://ticket/{id}")
     ids = (await client.complete(template, {"name": "id", "value": "SUP-1"})).values

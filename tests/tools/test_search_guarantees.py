@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from fastmcp import Client
 
@@ -18,7 +19,7 @@ from ticket_server.tools.v2 import MAX_PAGE_BYTES
 
 
 async def test_a_rare_word_weighs_more_than_a_common_one(
-    client: Client, settings: Settings
+    client: Client[Any], settings: Settings
 ) -> None:
     """Tickets holding one of two words each: the one holding the word few tickets hold
     ranks above the 40 holding the word many hold, though every one of them is newer."""
@@ -37,7 +38,7 @@ async def test_a_rare_word_weighs_more_than_a_common_one(
     assert found[1:] == ["SUP-9700040", "SUP-9700039", "SUP-9700038", "SUP-9700037"]
 
 
-async def test_a_cursor_is_refused_for_another_sort(client: Client) -> None:
+async def test_a_cursor_is_refused_for_another_sort(client: Client[Any]) -> None:
     """A cursor made for one order continues that order only: sent with the other sort
     it is refused ("repeat the search"), never used to skip or repeat tickets."""
     for made, other in (("relevance", "newest"), ("newest", "relevance")):

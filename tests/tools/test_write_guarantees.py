@@ -54,7 +54,7 @@ async def _execute(settings: Settings, statements: list[str]) -> None:
 
 
 async def test_a_write_whose_audit_row_fails_writes_nothing_and_says_so(
-    settings: Settings, add_caller, server_as, backend: str, mode: str
+    settings: Settings, add_caller: Any, server_as: Any, backend: str, mode: str
 ) -> None:
     """The audit row is written in the write's transaction: when the database refuses
     it, the note is not written either, the caller is told nothing was changed, and the
@@ -84,7 +84,7 @@ async def test_a_write_whose_audit_row_fails_writes_nothing_and_says_so(
 
 
 async def test_one_idempotency_key_from_two_callers_is_two_writes(
-    settings: Settings, add_caller, server_as, mode: str
+    settings: Settings, add_caller: Any, server_as: Any, mode: str
 ) -> None:
     """An idempotency key is the caller's own: another caller sending the same key with
     the same arguments gets a write of its own, never the first caller's result as a
@@ -136,11 +136,11 @@ def _resealed_for(codec: Any, wire_state: str, arguments: dict[str, Any]) -> str
     envelope = json.loads(codec.unseal(wire_state))
     digest = hashlib.sha256(compact_json(arguments, sort_keys=True).encode()).digest()[:16]
     envelope["a"] = base64.urlsafe_b64encode(digest).decode().rstrip("=")
-    return codec.seal(compact_json(envelope).encode())
+    return str(codec.seal(compact_json(envelope).encode()))
 
 
 async def test_confirmation_binding_refuses_other_arguments_past_the_sdk_seal(
-    settings: Settings, add_caller, server_as
+    settings: Settings, add_caller: Any, server_as: Any
 ) -> None:
     """2026-07-28: a person confirmed reply A. The request state, sealed again by the
     SDK's rules for reply B (so the SDK's binding of the arguments passes), is refused by
@@ -166,7 +166,7 @@ async def test_confirmation_binding_refuses_other_arguments_past_the_sdk_seal(
 
     async with Client(server, mode="2026-07-28", elicitation_handler=_yes) as client:
         first = await call(asked_for)
-        assert isinstance(first, InputRequiredResult)
+        assert isinstance(first, InputRequiredResult) and first.request_state is not None
         before = await state(settings, billing)
         swapped = await call(other, _resealed_for(codec, first.request_state, other))
         assert swapped.is_error, text_of(swapped)
