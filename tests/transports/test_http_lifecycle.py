@@ -90,6 +90,7 @@ async def test_sigterm_during_load_answers_in_flight_calls_flushes_audit_and_exi
         TICKET_SERVER_AUDIT_FLUSH_SECONDS="30",
         TICKET_SERVER_DATABASE_TIMEOUT="60",
         TICKET_SERVER_CALLER_CACHE_SECONDS="600",
+        TICKET_SERVER_CALLER_SHARE="8",  # all 8 searches in flight at once, not 2 by 2
     )
     try:
         async with Client(server.transport(token), mode="2026-07-28") as client:
