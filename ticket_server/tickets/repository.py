@@ -666,9 +666,11 @@ def insert_tickets(
     follows), then comments and events (each names its ticket by ``ticket_id``, already
     stored or among ``tickets``), on ``conn``, in the caller's transaction. Returns how
     many tickets."""
+    from ticket_server.tickets.directory import ensure_references
     from ticket_server.tickets.search import comment_search_bodies, search_columns
 
     rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
+    ensure_references(conn, rows)  # their queues and organisations (foreign keys, 0012)
     written = _write_text(conn, rows, insert_rows=True) if rows else 0
     comment_rows = list(comments)
     if comment_rows:
