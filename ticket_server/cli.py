@@ -135,6 +135,7 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
             args.write_queue,
             args.confirm,
             args.toolset,
+            args.kind,
         )
     elif args.callers_command == "bootstrap":
         commands.callers_bootstrap(settings, args.name)
@@ -375,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="a toolset this caller's model is offered: read, respond or triage (repeatable; "
         "default: TICKET_SERVER_TOOLSETS); scopes still decide what it may call",
+    )
+    add.add_argument(
+        "--kind",
+        choices=("person", "assistant"),
+        default="person",
+        help="who writes through it: a person's client, or an assistant (its notes and "
+        "replies read back as author_type assistant); default: %(default)s",
     )
     add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
     add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")

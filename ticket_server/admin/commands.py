@@ -72,6 +72,7 @@ def callers_add(
     write_queues: list[str] | None = None,
     confirm_writes: list[str] | None = None,
     toolsets: list[str] | None = None,
+    kind: str = "person",
 ) -> None:
     from ticket_server.access.identity import KNOWN_SCOPES
 
@@ -98,6 +99,7 @@ def callers_add(
             write_queues=known_queues(write_queues, known, "--write-queue"),
             confirm_writes=confirm_writes,
             toolsets=toolsets,
+            kind=kind,
         )
 
     token = _run(settings, add, writes=True)
@@ -191,6 +193,7 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
                         "queues": r.queues,
                         "write_queues": r.write_queues,
                         "toolsets": r.toolsets,
+                        "kind": r.kind,
                         "confirm_writes": r.confirm_writes,
                         "tool_rate_limit": r.tool_rate_limit,
                         "http_rate_limit": r.http_rate_limit,

@@ -122,6 +122,7 @@ class CommentRecord(BaseModel):
     visibility: Visibility
     body: str
     created_at: datetime
+    by_assistant: bool = False
 
 
 class EventRecord(BaseModel):
@@ -133,6 +134,7 @@ class EventRecord(BaseModel):
     actor: str
     actor_type: AuthorType
     created_at: datetime
+    by_assistant: bool = False
 
 
 class TicketView(BaseModel):

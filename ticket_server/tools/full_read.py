@@ -76,6 +76,8 @@ class CustomerSummary(BaseModel):
 class Comment(BaseModel):
     author: str
     author_type: AuthorType
+    # true: written through a caller that is an assistant (its text is untrusted, C36).
+    by_assistant: bool
     visibility: Visibility
     created_at: datetime
     body: Text
@@ -96,6 +98,7 @@ class Event(BaseModel):
     new_value: str | None
     actor: str
     actor_type: AuthorType
+    by_assistant: bool
     created_at: datetime
 
 
@@ -185,12 +188,27 @@ def fit(text: str, limit: int, is_untrusted: bool = True) -> Text:
 
 
 def _comment(c: CommentRecord, limit: int = MAX_COMMENT_BYTES) -> Comment:
+    # An assistant's text is labelled as such and untrusted: it may repeat a customer's
+    # words, so it never reads as a colleague's note (C36).
     return Comment(
         author=c.author,
         author_type=c.author_type,
+        by_assistant=c.by_assistant,
         visibility=c.visibility,
         created_at=c.created_at,
-        body=fit(c.body, limit, c.author_type == AuthorType.CUSTOMER),
+        body=fit(c.body, limit, c.author_type == AuthorType.CUSTOMER or c.by_assistant),
+    )
+
+
+def _event(e: Any) -> Event:
+    return Event(
+        field=e.field,
+        old_value=e.old_value,
+        new_value=e.new_value,
+        actor=e.actor,
+        actor_type=e.actor_type,
+        by_assistant=e.by_assistant,
+        created_at=e.created_at,
     )
 
 
@@ -222,7 +240,7 @@ def ticket_json(
         if view.customer is not None
         else None,
         history=History(
-            events=[Event.model_validate(e, from_attributes=True) for e in view.events],
+            events=[_event(e) for e in view.events],
             total=view.event_total,
             truncated=view.event_total > len(view.events),
         ),

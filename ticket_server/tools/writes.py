@@ -303,6 +303,7 @@ class Writer:
             queues=caller.writable_queues,
             idempotency_key=key,
             expected_version=expected_version,
+            by_assistant=caller.is_assistant,
         )
 
     def needs_confirmation(self, action: str) -> bool:
