@@ -8,7 +8,7 @@
   region `unknown`, created when its first ticket was), so no ticket's value changes.
 - `requesters` (a customer's contacts: name, e-mail, organisation) and
   `tickets.requester_id` (null for every existing ticket: they named the organisation
-  only).
+  only); `tickets.channel`, how a ticket opened since arrived (null before).
 - `callers.kind` (`person`, the default, or `assistant`), and `by_assistant` on
   `comments` and `ticket_events`: whether the caller that wrote it was an assistant.
 
@@ -160,6 +160,7 @@ def upgrade() -> None:
             op.execute(statement)
         with op.batch_alter_table("tickets", recreate="always") as batch:
             batch.add_column(requester)
+            batch.add_column(sa.Column("channel", sa.String(16), nullable=True))
             batch.create_foreign_key("fk_tickets_queue", "queues", ["queue"], ["name"])
             batch.create_foreign_key("fk_tickets_customer", "customers", ["customer"], ["name"])
             batch.create_foreign_key("fk_tickets_requester", "requesters", ["requester_id"], ["id"])
@@ -167,6 +168,7 @@ def upgrade() -> None:
             op.execute(statement)
     else:
         op.add_column("tickets", requester)
+        op.add_column("tickets", sa.Column("channel", sa.String(16), nullable=True))
         op.create_foreign_key("fk_tickets_queue", "tickets", "queues", ["queue"], ["name"])
         op.create_foreign_key("fk_tickets_customer", "tickets", "customers", ["customer"], ["name"])
         op.create_foreign_key(
@@ -195,12 +197,14 @@ def downgrade() -> None:
             batch.drop_constraint("fk_tickets_customer", type_="foreignkey")
             batch.drop_constraint("fk_tickets_queue", type_="foreignkey")
             batch.drop_column("requester_id")
+            batch.drop_column("channel")
         for statement in SQLITE_TRIGGERS:
             op.execute(statement)
     else:
         for name in ("fk_tickets_requester", "fk_tickets_customer", "fk_tickets_queue"):
             op.drop_constraint(name, "tickets", type_="foreignkey")
         op.drop_column("tickets", "requester_id")
+        op.drop_column("tickets", "channel")
     # The customers rows made for tickets' names stay: they are data, and harmless.
     op.drop_index("ix_requesters_email", table_name="requesters")
     op.drop_index("ix_requesters_id", table_name="requesters")

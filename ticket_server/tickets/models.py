@@ -126,6 +126,9 @@ class Ticket(Base):
     requester_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("requesters.id", name="fk_tickets_requester")
     )
+    # How the request arrived (``tools.opening.Channel``: email, phone, chat, web, api);
+    # null for tickets older than revision 0012.
+    channel: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

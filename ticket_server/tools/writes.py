@@ -115,13 +115,16 @@ TOOLS = (
     "set_ticket_status",
     "assign_ticket",
     "escalate_ticket",
+    "open_ticket",  # in tools.opening
 )
 AUDIT_DIGESTS = {
     "add_internal_note": ("note",),
     "reply_to_customer": ("reply",),
     "escalate_ticket": ("reason",),
+    "open_ticket": ("subject", "body", "requester_email", "requester_name"),
 }
-"""Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
+"""Arguments the audit keeps as SHA-256 and length only: the comment row holds the text
+(an opened ticket and its requester row hold theirs)."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
