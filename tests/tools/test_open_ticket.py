@@ -85,7 +85,9 @@ async def test_open_for_a_new_then_an_existing_requester(
     assert org_only.structured_content["ticket"]["requester"] is None
     ids = [r.structured_content["ticket"]["id"] for r in (first, again, org_only)]
     assert len(set(ids)) == 3 and all(i.startswith("SUP-") for i in ids)
-    assert read.structured_content["customer"]["id"] == "CUS-1000"
+    shown = read.structured_content
+    assert shown["customer"]["id"] == "CUS-1000" and shown["queue_display_name"] == "Billing"
+    assert shown["requester"] == requester  # get_ticket shows the requester (additive)
     stored = await _sql(
         settings,
         "SELECT queue, customer, requester_id, channel, status FROM tickets WHERE id = :t",

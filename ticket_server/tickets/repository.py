@@ -25,12 +25,13 @@ from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, s
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.domain import OPEN_STATUSES, SearchTooCostly, bounded
-from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
+from ticket_server.tickets.models import Comment, Customer, Queue, Requester, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
     CommentRecord,
     CustomerRecord,
     CustomerView,
     EventRecord,
+    RequesterRecord,
     TicketRecord,
     TicketSummaryV2,
     TicketView,
@@ -69,8 +70,14 @@ _VIEW = (
         *(column.label(f"customer_{column.name}") for column in _CUSTOMER_COLUMNS),
         _count(_COMMENTS).label("comment_total"),
         _count(_EVENTS).label("event_total"),
+        Queue.__table__.c.display_name.label("queue_display_name"),
+        *(Requester.__table__.c[c].label(f"requester_{c}") for c in ("id", "name", "email")),
     )
-    .select_from(_TICKETS.outerjoin(_CUSTOMERS, _CUSTOMERS.c.name == _TICKETS.c.customer))
+    .select_from(
+        _TICKETS.outerjoin(_CUSTOMERS, _CUSTOMERS.c.name == _TICKETS.c.customer)
+        .outerjoin(Queue.__table__, Queue.__table__.c.name == _TICKETS.c.queue)
+        .outerjoin(Requester.__table__, Requester.__table__.c.id == _TICKETS.c.requester_id)
+    )
     .where(_TICKETS.c.id == bindparam("ticket_id"))
 )
 _VIEW_IN_QUEUES = _VIEW.where(_TICKETS.c.queue.in_(bindparam("queues", expanding=True)))
@@ -361,6 +368,12 @@ class TicketRepository:
                     for r in conn.execute(_EVENTS_PAGE, params).mappings()
                 ],
                 event_total=row["event_total"],
+                queue_display_name=row["queue_display_name"],
+                requester=RequesterRecord(
+                    id=row["requester_id"], name=row["requester_name"], email=row["requester_email"]
+                )
+                if row["requester_id"] is not None
+                else None,
             )
 
         return await self._read_point(read)

@@ -113,6 +113,14 @@ class CustomerRecord(BaseModel):
     created_at: datetime
 
 
+class RequesterRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    email: str
+
+
 class CommentRecord(BaseModel):
     model_config = ConfigDict(from_attributes=True, frozen=True)
 
@@ -150,6 +158,8 @@ class TicketView(BaseModel):
     comment_total: int
     events: list[EventRecord]
     event_total: int
+    queue_display_name: str | None = None
+    requester: RequesterRecord | None = None
 
 
 class CustomerView(BaseModel):

@@ -65,6 +65,12 @@ class Text(BaseModel):
     truncated: bool
 
 
+class Requester(BaseModel):
+    id: str
+    name: str
+    email: str
+
+
 class CustomerSummary(BaseModel):
     id: str
     name: str
@@ -128,6 +134,10 @@ class FullTicket(BaseModel):
     customer: CustomerSummary | None = None
     conversation: Conversation | Absent = None
     history: History | Absent = None
+    # the queue's name for people (revision 0012)
+    queue_display_name: str | Absent = None
+    # null: the ticket names its organisation only
+    requester: Requester | None = None
 
 
 TicketField = Literal[
@@ -143,6 +153,8 @@ TicketField = Literal[
     "customer",
     "conversation",
     "history",
+    "requester",
+    "queue_display_name",
 ]
 TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
 
@@ -244,6 +256,12 @@ def ticket_json(
             total=view.event_total,
             truncated=view.event_total > len(view.events),
         ),
+        queue_display_name=view.queue_display_name or t.queue,
+        requester=Requester(
+            id=view.requester.id, name=view.requester.name, email=view.requester.email
+        )
+        if view.requester is not None
+        else None,
     )
     out = full.model_dump(mode="json", include={"id", *fields} - {"conversation"})
     if "conversation" not in fields:
