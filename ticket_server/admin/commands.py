@@ -139,11 +139,12 @@ def contradiction(
 
 
 async def existing_queues(store: CallerStore) -> list[str]:
-    """The queues that hold a ticket (none in a database without tickets)."""
+    """The queues of the queues table (revision 0012; none in a database without tickets
+    or ``queues add``)."""
     from sqlalchemy import text
 
     async with store.session() as session:
-        return [r[0] for r in await session.execute(text("SELECT DISTINCT queue FROM tickets"))]
+        return [r[0] for r in await session.execute(text("SELECT name FROM queues"))]
 
 
 def known_queues(given: list[str] | None, known: list[str], option: str) -> list[str] | None:

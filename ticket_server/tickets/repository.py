@@ -436,11 +436,13 @@ class TicketRepository:
     async def complete_queues(
         self, prefix: str, queues: frozenset[str] | None, limit: int
     ) -> list[str]:
-        """Queue names starting with ``prefix`` (any case) that hold tickets in ``queues``."""
-        stmt = _in_queues(
-            select(_TICKETS.c.queue).where(_prefix(_TICKETS.c.queue, prefix)).distinct(), queues
-        )
-        stmt = stmt.order_by(_TICKETS.c.queue).limit(limit)
+        """Names of active queues (the queues table) starting with ``prefix`` (any case),
+        among ``queues`` (None = all)."""
+        q = Queue.__table__
+        stmt = select(q.c.name).where(_prefix(q.c.name, prefix), q.c.active.is_(True))
+        if queues is not None:
+            stmt = stmt.where(q.c.name.in_(sorted(queues)))
+        stmt = stmt.order_by(q.c.name).limit(limit)
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def complete_owners(
