@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -66,7 +67,11 @@ def display_name(name: str) -> str:
 
 
 def _data(bind: sa.Connection) -> None:
-    now = datetime.now(UTC)
+    # created_at untyped: SQLite's values are passed as the text it stores (a ticket's
+    # min(created_at) comes back as that text), PostgreSQL's as timestamps.
+    now: Any = datetime.now(UTC)
+    if bind.dialect.name == "sqlite":
+        now = now.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
     queues = sa.table(
         "queues",
         sa.column("name", sa.String),
@@ -74,7 +79,7 @@ def _data(bind: sa.Connection) -> None:
         sa.column("description", sa.Text),
         sa.column("time_zone", sa.String),
         sa.column("active", sa.Boolean),
-        sa.column("created_at", sa.DateTime(timezone=True)),
+        sa.column("created_at"),
     )
     names = bind.execute(sa.text("SELECT DISTINCT queue FROM tickets ORDER BY queue")).scalars()
     rows = [
@@ -84,7 +89,7 @@ def _data(bind: sa.Connection) -> None:
             "description": "",
             "time_zone": "UTC",
             "active": True,
-            "created_at": now if bind.dialect.name != "sqlite" else now.replace(tzinfo=None),
+            "created_at": now,
         }
         for q in names
     ]
@@ -108,7 +113,7 @@ def _data(bind: sa.Connection) -> None:
             sa.column("plan", sa.String),
             sa.column("region", sa.String),
             sa.column("billing_reference", sa.String),
-            sa.column("created_at", sa.DateTime(timezone=True)),
+            sa.column("created_at"),
         )
         op.bulk_insert(
             customers,
