@@ -121,6 +121,17 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     http.serve(app, settings)
 
 
+def _queues(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.admin import queues
+
+    if args.queues_command == "add":
+        queues.add(settings, args.name, args.display_name, args.description, args.time_zone)
+    elif args.queues_command == "list":
+        queues.list_(settings, args.json)
+    else:
+        queues.set_active(settings, args.name, args.queues_command == "activate")
+
+
 def _callers(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
@@ -135,6 +146,7 @@ def _callers(settings: Settings, args: argparse.Namespace) -> None:
             args.write_queue,
             args.confirm,
             args.toolset,
+            args.kind,
         )
     elif args.callers_command == "bootstrap":
         commands.callers_bootstrap(settings, args.name)
@@ -376,6 +388,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a toolset this caller's model is offered: read, respond or triage (repeatable; "
         "default: TICKET_SERVER_TOOLSETS); scopes still decide what it may call",
     )
+    add.add_argument(
+        "--kind",
+        choices=("person", "assistant"),
+        default="person",
+        help="who writes through it: a person's client, or an assistant (its notes and "
+        "replies read back as author_type assistant); default: %(default)s",
+    )
     add.add_argument("--tool-limit", help="this caller's limit per tool, e.g. 120/minute")
     add.add_argument("--http-limit", help="this caller's HTTP request limit, e.g. 1200/minute")
     boot = callers_commands.add_parser("bootstrap", help="create a first caller unless any exists")
@@ -391,6 +410,22 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         callers_commands.add_parser(name, help=text).add_argument("name")
     callersp.set_defaults(handler=_callers)
+
+    queuesp = commands.add_parser("queues", help="the queues tickets belong to (never deleted)")
+    queues_commands = queuesp.add_subparsers(dest="queues_command", required=True)
+    qadd = queues_commands.add_parser("add", help="add an active queue")
+    qadd.add_argument("name", help="its key: a-z, 0-9, '_' and '-' (folded to lower case)")
+    qadd.add_argument("--display-name", help="what people read (default: from the name)")
+    qadd.add_argument("--description", default="", help="what the queue is for")
+    qadd.add_argument("--time-zone", default="UTC", help="IANA name (default: %(default)s)")
+    qlist = queues_commands.add_parser("list", help="list the queues, inactive ones too")
+    qlist.add_argument("--json", action="store_true", help="one JSON object per queue")
+    for name, text in (
+        ("deactivate", "stop new tickets and moves into a queue (its tickets stay)"),
+        ("activate", "let a deactivated queue take tickets again"),
+    ):
+        queues_commands.add_parser(name, help=text).add_argument("name")
+    queuesp.set_defaults(handler=_queues)
 
     auditp = commands.add_parser("audit", help="print the audit trail of tool calls")
     auditp.add_argument("--caller", help="only this caller")

@@ -26,7 +26,17 @@ from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
-from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
+from ticket_server.tools import (
+    completions,
+    full_read,
+    manifest,
+    opening,
+    prompts,
+    resources,
+    v1,
+    v2,
+    writes,
+)
 from ticket_server.tools.cursor import CursorCodec, cursor_key
 from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
@@ -259,6 +269,7 @@ def build_server(
     completions.register(mcp, rt.repository, pipeline.readable_queues)
     if not rt.settings.read_only:
         writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        opening.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
         compat.hand_invalid_request_state_to(mcp, writes.TOOLS, writes.INVALID_REQUEST_STATE)

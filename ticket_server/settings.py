@@ -63,6 +63,7 @@ WriteAction = Literal[
     "close_ticket",
     "assign_ticket",
     "escalate_ticket",
+    "open_ticket",
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 

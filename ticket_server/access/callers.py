@@ -80,6 +80,12 @@ class Caller:
     """The toolsets this caller is offered, in place of the deployment's (None: those)."""
     registered: bool = True
     """False for a JWT subject with no row of its own, served under the default role."""
+    kind: str = "person"
+    """``person`` or ``assistant`` (``KINDS``): what an assistant writes is labelled so."""
+
+    @property
+    def is_assistant(self) -> bool:
+        return self.kind == "assistant"
 
     @property
     def writable_queues(self) -> frozenset[str] | None:
@@ -114,6 +120,7 @@ class Caller:
                 if self.confirm_writes is not None
                 else None,
                 "toolsets": sorted(self.toolsets) if self.toolsets is not None else None,
+                "kind": self.kind,
             }
         }
 
@@ -136,6 +143,7 @@ class Caller:
             if ours.get("confirm_writes") is not None
             else None,
             toolsets=frozenset(ours["toolsets"]) if ours.get("toolsets") is not None else None,
+            kind="assistant" if ours.get("kind") == "assistant" else "person",
         )
 
 
@@ -157,6 +165,7 @@ def _caller(row: CallerRow) -> Caller:
         write_queues=_split(row.write_queues),
         confirm_writes=_split(row.confirm_writes),
         toolsets=_split(row.toolsets),
+        kind=row.kind,
     )
 
 
@@ -174,6 +183,11 @@ class CallerInfo:
     write_queues: list[str] | None = None
     toolsets: list[str] | None = None
     confirm_writes: list[str] | None = None
+    kind: str = "person"
+
+
+KINDS = ("person", "assistant")
+"""What a caller is: a person's client, or an assistant acting on its own."""
 
 
 def validate(
@@ -183,11 +197,14 @@ def validate(
     limits: list[str | None],
     confirm_writes: list[str] | None = None,
     toolsets: list[str] | None = None,
+    kind: str = "person",
 ) -> None:
     if not NAME.match(name):
         raise CallerError(
             f"caller name {name!r}: use 1 to 64 lower-case letters, digits, '.', '_' or '-'"
         )
+    if kind not in KINDS:
+        raise CallerError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if not scopes:
         raise CallerError("give at least one --scope, e.g. --scope tickets:read")
     for scope in scopes:
@@ -414,6 +431,7 @@ class CallerStore:
         confirm_writes: list[str] | None = None,
         toolsets: list[str] | None = None,
         only_if_empty: bool = False,
+        kind: str = "person",
     ) -> str | None:
         """Create a caller; returns its token (the only time it exists in plain text).
         ``confirm_writes`` (an empty list: none) replaces the deployment's confirmation
@@ -433,6 +451,7 @@ class CallerStore:
             [tool_rate_limit, http_rate_limit],
             confirm_writes,
             toolsets,
+            kind,
         )
         token = new_token()
         row = CallerRow(
@@ -447,6 +466,7 @@ class CallerStore:
             toolsets=" ".join(sorted(set(toolsets))) if toolsets else None,
             tool_rate_limit=tool_rate_limit,
             http_rate_limit=http_rate_limit,
+            kind=kind,
             created_at=datetime.now(UTC),
         )
         async with self.session() as session, session.begin():
@@ -482,6 +502,7 @@ class CallerStore:
                 write_queues=r.write_queues.split() if r.write_queues is not None else None,
                 toolsets=r.toolsets.split() if r.toolsets is not None else None,
                 confirm_writes=r.confirm_writes.split() if r.confirm_writes is not None else None,
+                kind=r.kind,
             )
             for r in rows
         ]

@@ -31,6 +31,8 @@ class CallerRow(Base):
     # The toolsets this caller's model is offered, space-separated (null: the deployment's).
     toolsets: Mapped[str | None] = mapped_column(Text)
     tool_rate_limit: Mapped[str | None] = mapped_column(String(64))
+    # "person" or "assistant" (revision 0012): what an assistant writes is labelled so.
+    kind: Mapped[str] = mapped_column(String(16), server_default="person")
     http_rate_limit: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -72,6 +72,7 @@ def callers_add(
     write_queues: list[str] | None = None,
     confirm_writes: list[str] | None = None,
     toolsets: list[str] | None = None,
+    kind: str = "person",
 ) -> None:
     from ticket_server.access.identity import KNOWN_SCOPES
 
@@ -98,6 +99,7 @@ def callers_add(
             write_queues=known_queues(write_queues, known, "--write-queue"),
             confirm_writes=confirm_writes,
             toolsets=toolsets,
+            kind=kind,
         )
 
     token = _run(settings, add, writes=True)
@@ -137,11 +139,12 @@ def contradiction(
 
 
 async def existing_queues(store: CallerStore) -> list[str]:
-    """The queues that hold a ticket (none in a database without tickets)."""
+    """The queues of the queues table (revision 0012; none in a database without tickets
+    or ``queues add``)."""
     from sqlalchemy import text
 
     async with store.session() as session:
-        return [r[0] for r in await session.execute(text("SELECT DISTINCT queue FROM tickets"))]
+        return [r[0] for r in await session.execute(text("SELECT name FROM queues"))]
 
 
 def known_queues(given: list[str] | None, known: list[str], option: str) -> list[str] | None:
@@ -191,6 +194,7 @@ def callers_list(settings: Settings, as_json: bool = False) -> None:
                         "queues": r.queues,
                         "write_queues": r.write_queues,
                         "toolsets": r.toolsets,
+                        "kind": r.kind,
                         "confirm_writes": r.confirm_writes,
                         "tool_rate_limit": r.tool_rate_limit,
                         "http_rate_limit": r.http_rate_limit,

@@ -50,7 +50,10 @@ def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
     columns = [
         c
         for c in Ticket.__table__.columns
-        if not c.primary_key and c.server_default is None and c.default is None
+        if not c.primary_key
+        and c.server_default is None
+        and c.default is None
+        and c.name in LINE_FIELDS  # requester_id, channel: a file's tickets have neither
     ]
     required = [c.name for c in columns if not c.nullable]
     seen: set[str] = set()

@@ -43,7 +43,10 @@ class TicketPriority(StrEnum):
 
 class AuthorType(StrEnum):
     """Who wrote a comment or made a change: the customer's side, a support agent, or
-    the system (automations). Text with ``CUSTOMER`` authorship is untrusted."""
+    the system (automations). What a caller of kind assistant writes is ``AGENT`` with
+    ``by_assistant`` set (the published enum stays as it was: a new value would break
+    clients that validate it). Text with ``CUSTOMER`` authorship, or by an assistant (it
+    may repeat a customer's words), is untrusted."""
 
     CUSTOMER = "customer"
     AGENT = "agent"

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import (
+    Boolean,
     DateTime,
     Enum,
     ForeignKey,
@@ -16,6 +17,8 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -33,6 +36,8 @@ __all__ = [
     "Base",
     "Comment",
     "Customer",
+    "Queue",
+    "Requester",
     "SearchPosting",
     "SearchTerm",
     "SearchTermDelta",
@@ -94,7 +99,8 @@ class Ticket(Base):
     integer key that never changes, so SQLite's FTS5 index can follow rows by it (an
     implicit rowid may be renumbered by VACUUM) and search cursors can key on it.
 
-    ``customer`` is the organisation's name (``Customer.name``). ``version`` counts
+    ``queue`` is a ``Queue.name`` and ``customer`` the organisation's name
+    (``Customer.name``), both foreign keys (revision 0012). ``version`` counts
     changes for optimistic concurrency: SQLAlchemy's ``version_id_col`` makes every ORM
     update check and increment it (a stale write raises ``StaleDataError``); a Core
     update must do the same with ``WHERE version = :expected``.
@@ -109,8 +115,20 @@ class Ticket(Base):
     status: Mapped[TicketStatus] = mapped_column(_enum(TicketStatus, "ticket_status"))
     priority: Mapped[TicketPriority] = mapped_column(_enum(TicketPriority, "ticket_priority"))
     owner: Mapped[str | None] = mapped_column(String(64))
-    queue: Mapped[str] = mapped_column(String(64))
-    customer: Mapped[str] = mapped_column(String(200))
+    queue: Mapped[str] = mapped_column(
+        String(64), ForeignKey("queues.name", name="fk_tickets_queue")
+    )
+    customer: Mapped[str] = mapped_column(
+        String(200), ForeignKey("customers.name", name="fk_tickets_customer")
+    )
+    # The person at the customer who asked (a contact of ``customer``); null for tickets
+    # older than revision 0012, which named the organisation only.
+    requester_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("requesters.id", name="fk_tickets_requester")
+    )
+    # How the request arrived (``tools.opening.Channel``: email, phone, chat, web, api);
+    # null for tickets older than revision 0012.
+    channel: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
@@ -158,6 +176,9 @@ class Comment(Base):
     author_type: Mapped[AuthorType] = mapped_column(_enum(AuthorType, "author_type"))
     visibility: Mapped[Visibility] = mapped_column(_enum(Visibility, "comment_visibility"))
     body: Mapped[str] = mapped_column(Text)
+    # Written through a caller whose kind is "assistant" (``author`` names that caller);
+    # reads show such a comment's author_type as "assistant".
+    by_assistant: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # The body as the search analyzer's tokens, written with it (tickets.search.comment_search_bodies);
     # the full-text indexes of comments are built on it.
@@ -181,6 +202,8 @@ class TicketEvent(Base):
     actor: Mapped[str] = mapped_column(String(200))
     actor_type: Mapped[AuthorType] = mapped_column(_enum(AuthorType, "author_type"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Made through a caller whose kind is "assistant" (``actor`` names that caller).
+    by_assistant: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (Index("ix_ticket_events_ticket_created_at", "ticket_id", "created_at", "pk"),)
 
@@ -252,3 +275,35 @@ class WriteRequest(Base):
     __table_args__ = (
         Index("ix_write_requests_caller_key", "caller", "idempotency_key", unique=True),
     )
+
+
+class Queue(Base):
+    """A queue tickets belong to (revision 0012): ``name`` is the key tickets hold (lower
+    case, as written by the operator command), ``display_name`` what people read. An
+    inactive queue keeps its tickets but takes no new or moved ones."""
+
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    display_name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, server_default="")
+    time_zone: Mapped[str] = mapped_column(String(64), server_default="UTC")
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Requester(Base):
+    """A customer organisation's contact who raises tickets (revision 0012): a name and
+    an e-mail address (stored folded to lower case, unique), nothing more personal.
+    ``id`` is the public key (``REQ-1000``)."""
+
+    __tablename__ = "requesters"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True, index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    email: Mapped[str] = mapped_column(String(254), unique=True, index=True)
+    customer_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("customers.id", name="fk_requesters_customer")
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())

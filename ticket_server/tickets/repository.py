@@ -25,12 +25,13 @@ from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, s
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ticket_server.tickets.domain import OPEN_STATUSES, SearchTooCostly, bounded
-from ticket_server.tickets.models import Comment, Customer, Ticket, TicketEvent
+from ticket_server.tickets.models import Comment, Customer, Queue, Requester, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
     CommentRecord,
     CustomerRecord,
     CustomerView,
     EventRecord,
+    RequesterRecord,
     TicketRecord,
     TicketSummaryV2,
     TicketView,
@@ -69,8 +70,14 @@ _VIEW = (
         *(column.label(f"customer_{column.name}") for column in _CUSTOMER_COLUMNS),
         _count(_COMMENTS).label("comment_total"),
         _count(_EVENTS).label("event_total"),
+        Queue.__table__.c.display_name.label("queue_display_name"),
+        *(Requester.__table__.c[c].label(f"requester_{c}") for c in ("id", "name", "email")),
     )
-    .select_from(_TICKETS.outerjoin(_CUSTOMERS, _CUSTOMERS.c.name == _TICKETS.c.customer))
+    .select_from(
+        _TICKETS.outerjoin(_CUSTOMERS, _CUSTOMERS.c.name == _TICKETS.c.customer)
+        .outerjoin(Queue.__table__, Queue.__table__.c.name == _TICKETS.c.queue)
+        .outerjoin(Requester.__table__, Requester.__table__.c.id == _TICKETS.c.requester_id)
+    )
     .where(_TICKETS.c.id == bindparam("ticket_id"))
 )
 _VIEW_IN_QUEUES = _VIEW.where(_TICKETS.c.queue.in_(bindparam("queues", expanding=True)))
@@ -361,6 +368,12 @@ class TicketRepository:
                     for r in conn.execute(_EVENTS_PAGE, params).mappings()
                 ],
                 event_total=row["event_total"],
+                queue_display_name=row["queue_display_name"],
+                requester=RequesterRecord(
+                    id=row["requester_id"], name=row["requester_name"], email=row["requester_email"]
+                )
+                if row["requester_id"] is not None
+                else None,
             )
 
         return await self._read_point(read)
@@ -423,11 +436,13 @@ class TicketRepository:
     async def complete_queues(
         self, prefix: str, queues: frozenset[str] | None, limit: int
     ) -> list[str]:
-        """Queue names starting with ``prefix`` (any case) that hold tickets in ``queues``."""
-        stmt = _in_queues(
-            select(_TICKETS.c.queue).where(_prefix(_TICKETS.c.queue, prefix)).distinct(), queues
-        )
-        stmt = stmt.order_by(_TICKETS.c.queue).limit(limit)
+        """Names of active queues (the queues table) starting with ``prefix`` (any case),
+        among ``queues`` (None = all)."""
+        q = Queue.__table__
+        stmt = select(q.c.name).where(_prefix(q.c.name, prefix), q.c.active.is_(True))
+        if queues is not None:
+            stmt = stmt.where(q.c.name.in_(sorted(queues)))
+        stmt = stmt.order_by(q.c.name).limit(limit)
         return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def complete_owners(
@@ -666,9 +681,11 @@ def insert_tickets(
     follows), then comments and events (each names its ticket by ``ticket_id``, already
     stored or among ``tickets``), on ``conn``, in the caller's transaction. Returns how
     many tickets."""
+    from ticket_server.tickets.directory import ensure_references
     from ticket_server.tickets.search import comment_search_bodies, search_columns
 
     rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
+    ensure_references(conn, rows)  # their queues and organisations (foreign keys, 0012)
     written = _write_text(conn, rows, insert_rows=True) if rows else 0
     comment_rows = list(comments)
     if comment_rows:

@@ -113,6 +113,14 @@ class CustomerRecord(BaseModel):
     created_at: datetime
 
 
+class RequesterRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    email: str
+
+
 class CommentRecord(BaseModel):
     model_config = ConfigDict(from_attributes=True, frozen=True)
 
@@ -122,6 +130,7 @@ class CommentRecord(BaseModel):
     visibility: Visibility
     body: str
     created_at: datetime
+    by_assistant: bool = False
 
 
 class EventRecord(BaseModel):
@@ -133,6 +142,7 @@ class EventRecord(BaseModel):
     actor: str
     actor_type: AuthorType
     created_at: datetime
+    by_assistant: bool = False
 
 
 class TicketView(BaseModel):
@@ -148,6 +158,8 @@ class TicketView(BaseModel):
     comment_total: int
     events: list[EventRecord]
     event_total: int
+    queue_display_name: str | None = None
+    requester: RequesterRecord | None = None
 
 
 class CustomerView(BaseModel):

@@ -78,6 +78,9 @@ class WriteContext:
     expected_version: int | None = None
     confirmation_nonce: str | None = None
     """The single-use nonce of the person's confirmation (2026-07-28), spent by the write."""
+    by_assistant: bool = False
+    """The actor is an assistant (a caller of kind ``assistant``): its comments and history
+    events say so."""
 
 
 class FieldChange(BaseModel):
@@ -347,6 +350,7 @@ class TicketWrites:
                             "new_value": c.new_value,
                             "actor": ctx.actor,
                             "actor_type": AuthorType.AGENT,
+                            "by_assistant": ctx.by_assistant,
                             "created_at": now,
                         }
                         for c in changes
@@ -360,6 +364,7 @@ class TicketWrites:
                         ticket_id=ticket_id,
                         author=ctx.actor,
                         author_type=AuthorType.AGENT,
+                        by_assistant=ctx.by_assistant,
                         visibility=visibility,
                         body=body,
                         created_at=now,

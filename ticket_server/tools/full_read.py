@@ -65,6 +65,12 @@ class Text(BaseModel):
     truncated: bool
 
 
+class Requester(BaseModel):
+    id: str
+    name: str
+    email: str
+
+
 class CustomerSummary(BaseModel):
     id: str
     name: str
@@ -76,6 +82,8 @@ class CustomerSummary(BaseModel):
 class Comment(BaseModel):
     author: str
     author_type: AuthorType
+    # true: written through a caller that is an assistant (its text is untrusted, C36).
+    by_assistant: bool
     visibility: Visibility
     created_at: datetime
     body: Text
@@ -96,6 +104,7 @@ class Event(BaseModel):
     new_value: str | None
     actor: str
     actor_type: AuthorType
+    by_assistant: bool
     created_at: datetime
 
 
@@ -125,6 +134,10 @@ class FullTicket(BaseModel):
     customer: CustomerSummary | None = None
     conversation: Conversation | Absent = None
     history: History | Absent = None
+    # the queue's name for people (revision 0012)
+    queue_display_name: str | Absent = None
+    # null: the ticket names its organisation only
+    requester: Requester | None = None
 
 
 TicketField = Literal[
@@ -140,6 +153,8 @@ TicketField = Literal[
     "customer",
     "conversation",
     "history",
+    "requester",
+    "queue_display_name",
 ]
 TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
 
@@ -185,12 +200,27 @@ def fit(text: str, limit: int, is_untrusted: bool = True) -> Text:
 
 
 def _comment(c: CommentRecord, limit: int = MAX_COMMENT_BYTES) -> Comment:
+    # An assistant's text is labelled as such and untrusted: it may repeat a customer's
+    # words, so it never reads as a colleague's note (C36).
     return Comment(
         author=c.author,
         author_type=c.author_type,
+        by_assistant=c.by_assistant,
         visibility=c.visibility,
         created_at=c.created_at,
-        body=fit(c.body, limit, c.author_type == AuthorType.CUSTOMER),
+        body=fit(c.body, limit, c.author_type == AuthorType.CUSTOMER or c.by_assistant),
+    )
+
+
+def _event(e: Any) -> Event:
+    return Event(
+        field=e.field,
+        old_value=e.old_value,
+        new_value=e.new_value,
+        actor=e.actor,
+        actor_type=e.actor_type,
+        by_assistant=e.by_assistant,
+        created_at=e.created_at,
     )
 
 
@@ -222,10 +252,16 @@ def ticket_json(
         if view.customer is not None
         else None,
         history=History(
-            events=[Event.model_validate(e, from_attributes=True) for e in view.events],
+            events=[_event(e) for e in view.events],
             total=view.event_total,
             truncated=view.event_total > len(view.events),
         ),
+        queue_display_name=view.queue_display_name or t.queue,
+        requester=Requester(
+            id=view.requester.id, name=view.requester.name, email=view.requester.email
+        )
+        if view.requester is not None
+        else None,
     )
     out = full.model_dump(mode="json", include={"id", *fields} - {"conversation"})
     if "conversation" not in fields:

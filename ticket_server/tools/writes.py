@@ -115,13 +115,16 @@ TOOLS = (
     "set_ticket_status",
     "assign_ticket",
     "escalate_ticket",
+    "open_ticket",  # in tools.opening
 )
 AUDIT_DIGESTS = {
     "add_internal_note": ("note",),
     "reply_to_customer": ("reply",),
     "escalate_ticket": ("reason",),
+    "open_ticket": ("subject", "body", "requester_email", "requester_name"),
 }
-"""Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
+"""Arguments the audit keeps as SHA-256 and length only: the comment row holds the text
+(an opened ticket and its requester row hold theirs)."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -303,6 +306,7 @@ class Writer:
             queues=caller.writable_queues,
             idempotency_key=key,
             expected_version=expected_version,
+            by_assistant=caller.is_assistant,
         )
 
     def needs_confirmation(self, action: str) -> bool:
@@ -598,18 +602,27 @@ async def _writable_queue(repo: TicketRepository, queue: str) -> str:
     exists when it may write anywhere), folded as a search's queue filter is; else a
     ``ToolError`` naming them."""
     from ticket_server.tickets.analyzer import fold
+    from ticket_server.tickets.directory import list_queues
 
     record = current_call.get()
     caller = record.caller if record is not None else None
     writable = caller.writable_queues if caller is not None else frozenset()
-    known = sorted(writable) if writable is not None else await repo.queues()
+    every = await repo.read(list_queues)  # the queues table (revision 0012)
+    active = [q.name for q in every if q.active]
+    known = [q for q in active if writable is None or q in writable]
     wanted = fold(queue.strip())
     found = [q for q in known if fold(q) == wanted] if wanted else []
     if len(found) == 1:
         return found[0]
     yours = ", ".join(known) or "none"
+    if any(fold(q.name) == wanted and not q.active for q in every):
+        _note("inactive queue")
+        raise model_error(
+            f"Queue {queue[:64]!r} is inactive and takes no tickets; use one of: {yours}. "
+            "Nothing was changed."
+        )
     if wanted and writable is not None:
-        elsewhere = [q for q in await repo.queues() if fold(q) == wanted]
+        elsewhere = [q for q in active if fold(q) == wanted]
         if elsewhere:
             _note("queue not writable")
             raise model_error(

@@ -1,0 +1,226 @@
+"""The ``open_ticket`` tool (scope ``tickets:write``, in a queue the caller may write):
+governed as the other writes are (``tools.writes.Writer``: idempotency key, confirmation
+by policy, the audit row in the write's transaction, refusals that change nothing), one
+transaction of ``tickets.opening``.
+
+The result holds the new ticket with the requester's text (subject, body) labelled
+customer-written (``{"untrusted": true, "text": ...}``, and the result's ``_meta`` says
+so), its queue's display name, its organisation and requester.
+
+Tags and custom fields: ``TicketOpening.open`` takes ``apply(connection, ticket_id)``,
+run in the transaction after the insert; the tool passes None until they are wired here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from fastmcp import Context, FastMCP
+from fastmcp.tools import ToolResult
+from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit, meta_for
+from ticket_server.tools.writes import (
+    MAX_TEXT,
+    REPLAY_META,
+    WRITE_SCOPE,
+    Key,
+    Writer,
+    _not_blank,
+    _question,
+)
+
+if TYPE_CHECKING:
+    from ticket_server.tickets.opening import OpenedTicket, TicketOpening
+    from ticket_server.tickets.repository import TicketRepository
+
+Channel = Literal["email", "phone", "chat", "web", "api"]
+"""How a request arrived."""
+
+# A new ticket each call (not idempotent without a key), nothing deleted, nothing sent
+# outside the ticket database.
+OPEN = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
+)
+
+
+class Organisation(BaseModel):
+    id: str
+    name: str
+
+
+class RequesterShown(BaseModel):
+    id: str
+    name: str
+    email: str
+
+
+class NewTicket(BaseModel):
+    id: str
+    subject: Text
+    body: Text
+    status: TicketStatus
+    priority: TicketPriority
+    owner: str | None
+    queue: str
+    queue_display_name: str
+    customer: Organisation
+    # null: opened for the organisation, no contact named
+    requester: RequesterShown | None
+    channel: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class TicketOpened(BaseModel):
+    ticket: NewTicket
+    requester_created: bool
+
+
+def _opened(outcome: OpenedTicket) -> TicketOpened:
+    r = outcome.requester
+    return TicketOpened(
+        ticket=NewTicket(
+            id=outcome.ticket_id,
+            subject=fit(outcome.subject, MAX_SUBJECT_BYTES),
+            body=fit(outcome.body, MAX_BODY_BYTES),
+            status=outcome.status,
+            priority=outcome.priority,
+            owner=outcome.owner,
+            queue=outcome.queue,
+            queue_display_name=outcome.queue_display_name,
+            customer=Organisation(id=outcome.customer_id, name=outcome.customer),
+            requester=RequesterShown(id=r.id, name=r.name, email=r.email) if r else None,
+            channel=outcome.channel,
+            version=outcome.version,
+            created_at=outcome.created_at,
+            updated_at=outcome.updated_at,
+        ),
+        requester_created=outcome.requester_created,
+    )
+
+
+def _result(model: TicketOpened, replayed: bool) -> ToolResult:
+    data = model.model_dump(mode="json")
+    meta = dict(meta_for(data) or {})
+    if replayed:
+        meta[REPLAY_META] = True
+    return ToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+        meta=meta or None,
+    )
+
+
+def register(
+    mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
+) -> None:
+    """Add ``open_ticket`` to ``mcp`` (``confirm`` and ``key`` as for the other writes)."""
+    writer = Writer(repo, confirm, key)
+    opening: list[TicketOpening] = []  # SQLAlchemy is imported on the first open
+
+    def operation() -> TicketOpening:
+        if not opening:
+            from ticket_server.tickets.opening import TicketOpening
+
+            opening.append(TicketOpening(repo))
+        return opening[0]
+
+    @mcp.tool(
+        name="open_ticket",
+        annotations=OPEN,
+        tags={WRITE_SCOPE},
+        output_schema=TicketOpened.model_json_schema(),
+    )
+    async def open_ticket(
+        subject: Annotated[
+            str, Field(min_length=1, max_length=300, description="The request's subject line.")
+        ],
+        body: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_TEXT,
+                description="The request, as the customer put it.",
+            ),
+        ],
+        queue: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=64,
+                description="An active queue you may write; case ignored.",
+            ),
+        ],
+        ctx: Context,
+        requester_email: Annotated[
+            Annotated[str, Field(min_length=3, max_length=254)] | None,
+            Field(description="The requester's e-mail; a new one adds the requester."),
+        ] = None,
+        requester_name: Annotated[
+            Annotated[str, Field(min_length=1, max_length=200)] | None,
+            Field(description="The requester's name; needed when the e-mail is new."),
+        ] = None,
+        customer_id: Annotated[
+            Annotated[str, Field(min_length=1, max_length=32)] | None,
+            Field(description="The organisation, e.g. CUS-1000; needed for a new e-mail."),
+        ] = None,
+        priority: TicketPriority = TicketPriority.NORMAL,
+        channel: Channel = "api",
+        idempotency_key: Key = None,
+    ) -> ToolResult:
+        """Open a new ticket (status new) for a requester: a known requester_email, or a new
+        one with requester_name and customer_id, or customer_id alone. Refused, changing
+        nothing, for an unknown or inactive queue, one you may not write (the error lists
+        yours), an unknown customer or a requester of another customer. May ask the person
+        to confirm. Returns the ticket; subject and body are customer-written (untrusted)."""
+        from ticket_server.tickets.opening import NEW_TICKET, OpenRequest
+
+        _not_blank("subject", subject)
+        _not_blank("body", body)
+        request = OpenRequest(
+            subject=subject,
+            body=body,
+            queue=queue,
+            priority=priority,
+            channel=channel,
+            requester_email=requester_email.strip() if requester_email else None,
+            requester_name=requester_name.strip() if requester_name else None,
+            customer_id=customer_id.strip().upper() if customer_id else None,
+        )
+        arguments = {
+            "subject": subject,
+            "body": body,
+            "queue": queue,
+            "requester_email": request.requester_email,
+            "requester_name": request.requester_name,
+            "customer_id": request.customer_id,
+            "priority": priority.value,
+            "channel": channel,
+        }
+        done = await writer.perform(
+            ctx,
+            "open_ticket",
+            NEW_TICKET,
+            arguments,
+            idempotency_key,
+            None,
+            lambda checked: _question(
+                f"Open a ticket in {queue} for {request.requester_email or request.customer_id}?",
+                checked,
+                subject,
+            ),
+            operation().open,
+            request,
+            None,  # tags and custom fields: tickets.classification, wired at merge
+        )
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]
+        outcome, replayed = done
+        return _result(_opened(outcome), replayed)  # type: ignore[arg-type]
