@@ -62,7 +62,10 @@ async def search_filters(
         out: dict[str, Any] = {}
         if tags:
             names = sorted({fold_tag(t) for t in tags})
-            ids = dict(conn.execute(select(Tag.name, Tag.id).where(Tag.name.in_(names))).tuples())
+            ids = {
+                r.name: r.id
+                for r in conn.execute(select(Tag.name, Tag.id).where(Tag.name.in_(names)))
+            }
             unknown = [n for n in names if n not in ids]
             if unknown:
                 known = conn.execute(
