@@ -24,6 +24,8 @@ WRITE_TOOLS = [
     "set_ticket_status",
     "assign_ticket",
     "escalate_ticket",
+    "update_ticket_tags",
+    "set_ticket_fields",
 ]
 
 
