@@ -24,8 +24,6 @@ WRITE_TOOLS = [
     "set_ticket_status",
     "assign_ticket",
     "escalate_ticket",
-    "update_ticket_tags",
-    "set_ticket_fields",
 ]
 
 
