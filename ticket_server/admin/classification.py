@@ -244,6 +244,16 @@ def _add_fields(conn: Connection, rows: list[dict[str, Any]], where: str) -> lis
             f"{where}: field {first} exists already (definitions are never replaced; "
             "deactivate it and add one of another name)"
         )
+    from ticket_server.tickets.models import Ticket
+
+    known = set(conn.execute(select(Ticket.queue).distinct()).scalars())
+    for row in rows:
+        for queue in json.loads(row["queues"] or "[]"):
+            if known and queue not in known:
+                raise CommandError(
+                    f"{where}: field {row['name']}: there is no queue {queue!r}; the queues "
+                    f"are {', '.join(sorted(known))}"
+                )
     now = datetime.now(UTC)
     conn.execute(
         insert(CustomField.__table__), [{**r, "active": True, "created_at": now} for r in rows]
@@ -432,15 +442,17 @@ def seed_classification(conn: Connection, tickets: bool) -> None:
     }
     tagged = select(TicketTag.ticket_pk).where(TicketTag.ticket_pk == Ticket.pk).exists()
     valued = select(TicketFieldValue.ticket_pk).where(TicketFieldValue.ticket_pk == Ticket.pk)
-    rows = conn.execute(
+    last = 0
+    while rows := conn.execute(
         select(Ticket.pk, Ticket.id, Ticket.queue, Ticket.created_at)
-        .where(~tagged, ~valued.exists())
+        .where(Ticket.pk > last, ~tagged, ~valued.exists())
         .order_by(Ticket.pk)
-    ).all()
-    for start in range(0, len(rows), SEED_BATCH):
+        .limit(SEED_BATCH)
+    ).all():
+        last = rows[-1].pk
         tag_rows: list[dict[str, Any]] = []
         value_rows: list[dict[str, Any]] = []
-        for pk, ticket_id, queue, created in rows[start : start + SEED_BATCH]:
+        for pk, ticket_id, queue, created in rows:
             tags, values = _sample_values(ticket_id, queue, created)
             tag_rows += [{"ticket_pk": pk, "tag_id": tag_ids[t]} for t in tags if t in tag_ids]
             for name, value in values.items():
