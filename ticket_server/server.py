@@ -257,6 +257,9 @@ def build_server(
     resources.register(mcp, rt.repository, cursors)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
+    from ticket_server.tools import classification_resources
+
+    classification_resources.register(mcp, rt.repository)
     if not rt.settings.read_only:
         writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         from ticket_server.tools import classification

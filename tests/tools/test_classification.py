@@ -246,3 +246,27 @@ async def test_search_filters_by_tag_and_field(settings: Settings, agent) -> Non
         ):
             is_error, text = await call_any(client, "search_tickets_v2", arguments)
             assert is_error and expected in text, text
+
+
+async def test_tag_and_field_resources_and_completions(settings: Settings, agent) -> None:
+    from mcp.types import ResourceTemplateReference
+
+    tag = ResourceTemplateReference(type="ref/resource", uri="tickets://tag/{name}")
+    field = ResourceTemplateReference(type="ref/resource", uri="tickets://field/{name}/{value}")
+    async with Client(agent) as client:
+        assert (await client.complete(tag, {"name": "name", "value": "s"})).values == ["sso"]
+        names = (await client.complete(field, {"name": "name", "value": "d"})).values
+        assert names == ["due_date"]
+        values = await client.complete(
+            field, {"name": "value", "value": "SEV"}, {"name": "severity"}
+        )
+        assert values.values == ["sev1", "sev2", "sev3", "sev4"]
+        vip = json.loads((await client.read_resource("tickets://tag/vip"))[0].text)
+        assert vip["name"] == "vip" and vip["tickets"]
+        assert {t["queue"] for t in vip["tickets"]} <= {"billing", "engineering"}
+        sev = json.loads((await client.read_resource("tickets://field/severity/sev1"))[0].text)
+        assert sev["values"] == ["sev1", "sev2", "sev3", "sev4"] and sev["tickets"]
+        assert {t["queue"] for t in sev["tickets"]} == {"engineering"}
+        for uri in ("tickets://tag/nope", "tickets://field/severity/sev9"):
+            with pytest.raises(Exception, match="Unknown resource|not found"):
+                await client.read_resource(uri)
