@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ticket_server import __version__
-from ticket_server.admin import CommandError
+from ticket_server.admin import CommandError, classification_cli
 from ticket_server.logging import configure_logging
 from ticket_server.settings import Settings, SettingsInvalid, load_settings, unknown_variables
 
@@ -558,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--print", action="store_true", help="print the block (one provider) as JSON"
     )
     client_tools.set_defaults(handler=_client_tools)
+    classification_cli.add_parsers(commands)
     return parser
 
 

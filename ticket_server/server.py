@@ -267,11 +267,25 @@ def build_server(
     resources.register(mcp, rt.repository, cursors)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
+    from ticket_server.tools import classification_resources
+
+    classification_resources.register(mcp, rt.repository)
     if not rt.settings.read_only:
         writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         opening.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        from ticket_server.tools import classification
+
+        classification.register(
+            mcp,
+            rt.repository,
+            frozenset(rt.settings.confirm_writes),
+            rt.cursor_key,
+            free_tags=rt.settings.free_tags,
+        )
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
-        compat.hand_invalid_request_state_to(mcp, writes.TOOLS, writes.INVALID_REQUEST_STATE)
+        compat.hand_invalid_request_state_to(
+            mcp, (*writes.TOOLS, "open_ticket", *classification.TOOLS), writes.INVALID_REQUEST_STATE
+        )
     compat.advertise_fixed_lists(mcp)
     return mcp

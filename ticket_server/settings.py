@@ -64,6 +64,8 @@ WriteAction = Literal[
     "assign_ticket",
     "escalate_ticket",
     "open_ticket",
+    "update_ticket_tags",
+    "set_ticket_fields",
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
@@ -354,6 +356,11 @@ class Settings(BaseSettings):
         description="Writes that need a person's confirmation before they happen: tool names, "
         "or `close_ticket` (set_ticket_status to closed; `set_ticket_status` confirms closing "
         "too), as a JSON list or separated by commas; `none` for no confirmation.",
+    )
+    free_tags: bool = Field(
+        default=False,
+        description="Let update_ticket_tags add a tag outside the vocabulary (it then joins "
+        "it); off: only the tags of `ticket-server tags add`.",
     )
     http_rate_limit: str = Field(
         default="600/minute",

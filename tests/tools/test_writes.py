@@ -15,7 +15,7 @@ from fastmcp.client.elicitation import ElicitResult
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any, text_of
 from ticket_server.settings import Settings
-from ticket_server.tools import writes
+from ticket_server.tools import classification, writes
 
 WRITE_TOOLS = {
     "add_internal_note",
@@ -110,10 +110,12 @@ async def test_write_tools_listed_only_with_the_scope(
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert set(tools) >= WRITE_TOOLS
-        # Every tool that writes is named in writes.TOOLS (the request-state hand-over).
-        assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == set(
-            writes.TOOLS
-        )
+        # Every tool that writes is named in writes.TOOLS or classification.TOOLS (the
+        # request-state hand-over).
+        assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == {
+            *writes.TOOLS,
+            *classification.TOOLS,
+        }
         reply = tools["reply_to_customer"].annotations
         assert (
             reply.readOnlyHint,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ticket_server.admin import CommandError
+from ticket_server.admin.classification import seed_classification
 from ticket_server.admin.conversations import (
     generate_conversations,
     generate_customers,
@@ -308,6 +309,8 @@ async def seed(
                         for batch in _batches(sample_records(name)):
                             await conn.run_sync(insert_tickets, [], **{name: batch})
                     await conn.run_sync(fold_all_term_deltas)
+                # The sample's tags and custom fields; on the sample's or generated tickets.
+                await conn.run_sync(seed_classification, path is None and added > 0)
         return added
     finally:
         await engine.dispose()

@@ -382,6 +382,9 @@ class SearchFilters:
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     queues: frozenset[str] | None = None
+    tags: tuple[int, ...] | None = None
+    fields: tuple[tuple[int, str, Any], ...] | None = None
+    """Tag ids a ticket has all of; (field id, value column, value) it has each of."""
 
     def named_conditions(self) -> dict[str, ColumnElement[bool]]:
         """The caller's filters (not the scope), by argument name."""
@@ -402,6 +405,10 @@ class SearchFilters:
             out["updated_after"] = Ticket.updated_at > self.updated_after
         if self.updated_before is not None:
             out["updated_before"] = Ticket.updated_at < self.updated_before
+        if self.tags or self.fields:
+            from ticket_server.tickets.classification import search_conditions
+
+            out.update(search_conditions(self.tags, self.fields))
         return out
 
     def scope(self) -> list[ColumnElement[bool]]:

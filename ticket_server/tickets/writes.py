@@ -114,16 +114,24 @@ class WriteOutcome(BaseModel):
     updated_at: datetime
     changes: list[FieldChange]
     comment: AddedComment | None = None
+    classification: dict[str, Any] | None = None
+    """A tag or custom field write (``classify``): the ticket's ``tags`` and
+    ``custom_fields`` after it, and ``before``/``after`` of what it changed."""
 
 
 Audit = Callable[[Connection, WriteOutcome], None]
 """Writes the audit record of a write, inside its transaction."""
+Classify = Callable[[Connection, dict[str, Any], datetime | None], dict[str, Any]]
+"""A tag and field change (``tickets.classification``) of the ticket whose state it is
+given: checks it (time None) or makes it in the write's transaction; returns the
+``WriteOutcome.classification``."""
 
 
 @dataclass(frozen=True)
 class _Plan:
     fields: dict[EventField, Any]
     comment: tuple[str, Visibility] | None = None
+    classification: Classify | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,7 @@ class Checked:
     replay: WriteOutcome | None
     state: dict[str, Any]
     changes: list[FieldChange]
+    classification: dict[str, Any] | None = None
 
 
 class TicketWrites:
@@ -235,6 +244,15 @@ class TicketWrites:
 
         return await self._write(ctx, ticket_id, plan, audit)
 
+    async def classify(
+        self, ctx: WriteContext, ticket_id: str, change: Classify, audit: Audit | None
+    ) -> tuple[WriteOutcome, bool] | Checked:
+        """Change the ticket's tags and custom fields (``change``, made in the write's
+        transaction: ``tickets.classification``); refused on a closed ticket."""
+        return await self._write(
+            ctx, ticket_id, lambda row: _Plan({}, classification=change), audit
+        )
+
     async def spend_confirmation(self, ctx: WriteContext, ticket_id: str) -> None:
         """Spend ``ctx.confirmation_nonce`` and write nothing else: the person declined or
         cancelled, so that request state can never confirm a write later.
@@ -318,7 +336,12 @@ class TicketWrites:
                 )
                 for field, value in change.fields.items()
             ]
-            return Checked(None, state, changes), change
+            classified = (
+                change.classification(conn, state, None)
+                if change.classification is not None and not lock
+                else None
+            )
+            return Checked(None, state, changes, classified), change
 
         if audit is None:
             return (await self.repository.read(lambda conn: checked(conn, False)))[0]
@@ -339,6 +362,11 @@ class TicketWrites:
             if done.rowcount != 1:  # the lock above makes this unreachable; never write blind
                 raise StaleVersion(state["version"], _current(state))
             move_postings(conn, state, now)
+            classified = (
+                change.classification(conn, state, now)
+                if change.classification is not None
+                else None
+            )
             if changes:
                 conn.execute(
                     insert(_EVENTS),
@@ -384,6 +412,7 @@ class TicketWrites:
                 updated_at=now,
                 changes=changes,
                 comment=comment,
+                classification=classified,
             )
             result = outcome.model_dump_json()
             if ctx.idempotency_key is not None:

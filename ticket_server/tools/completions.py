@@ -16,6 +16,8 @@ from mcp.types import (
 )
 
 from ticket_server.tickets.domain import DatabaseUnavailable
+from ticket_server.tools.classification_resources import ARGUMENTS as CLASSIFIED
+from ticket_server.tools.classification_resources import complete as classified
 from ticket_server.tools.full_read import CUSTOMER_URI, TICKET_URI
 from ticket_server.tools.prompts import LANGUAGES
 
@@ -57,10 +59,16 @@ def register(
         context: CompletionContext | None,
     ) -> list[str]:
         key = ref.name if isinstance(ref, PromptReference) else ref.uri
-        kind = ARGUMENTS.get((key, argument.name))
+        kind = ARGUMENTS.get((key, argument.name)) or CLASSIFIED.get((key, argument.name))
         prefix = argument.value.strip()[:MAX_PREFIX]
         if kind is None:
             return []
+        if kind in CLASSIFIED.values():  # tags, field names, a field's enum values
+            arguments = (context.arguments or {}) if context is not None else {}
+            try:
+                return await classified(repo, kind, prefix, arguments, LIMIT)
+            except DatabaseUnavailable:
+                return []
         if kind == "language":
             return [name for name in LANGUAGES if name.lower().startswith(prefix.lower())]
         queues = await readable_queues()

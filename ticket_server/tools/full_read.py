@@ -32,6 +32,7 @@ from ticket_server.tickets.domain import (
 )
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.classification_reads import classification_json
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
@@ -138,6 +139,8 @@ class FullTicket(BaseModel):
     queue_display_name: str | Absent = None
     # null: the ticket names its organisation only
     requester: Requester | None = None
+    tags: list[str] | Absent = None
+    custom_fields: dict[str, str | float | bool] | Absent = None
 
 
 TicketField = Literal[
@@ -155,8 +158,12 @@ TicketField = Literal[
     "history",
     "requester",
     "queue_display_name",
+    "tags",
+    "custom_fields",
 ]
 TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
+CLASSIFICATION = ("tags", "custom_fields")
+"""Fields read apart, by ``get_ticket`` (``tools.classification_reads``)."""
 
 
 class CustomerTicket(BaseModel):
@@ -263,7 +270,7 @@ def ticket_json(
         if view.requester is not None
         else None,
     )
-    out = full.model_dump(mode="json", include={"id", *fields} - {"conversation"})
+    out = full.model_dump(mode="json", include={"id", *fields} - {"conversation", *CLASSIFICATION})
     if "conversation" not in fields:
         return out
     # Room for the empty conversation with a full-length cursor, then comments that fit.
@@ -463,6 +470,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             raise not_found(ticket_id)
 
         value = ticket_json(view, wanted, comment_cursors(cursors, view.ticket.id), limit)
+        if wanted & {"tags", "custom_fields"}:  # tickets.classification, by field name
+            with domain_errors():
+                value |= await classification_json(repo, view.ticket.id, wanted)
         links = [_link(TICKET_URI.format(view.ticket.id), view.ticket.id)]
         if view.customer is not None and "customer" in wanted:
             links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))

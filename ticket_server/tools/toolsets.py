@@ -42,8 +42,15 @@ TOOLSETS: Mapping[str, Toolset] = {
         ("add_internal_note", "reply_to_customer"),
     ),
     "triage": Toolset(
-        "Open tickets; change a ticket's status, owner, priority or queue.",
-        ("set_ticket_status", "assign_ticket", "escalate_ticket", "open_ticket"),
+        "Open tickets; change a ticket's status, owner, priority, queue, tags or custom fields.",
+        (
+            "set_ticket_status",
+            "assign_ticket",
+            "escalate_ticket",
+            "open_ticket",
+            "update_ticket_tags",
+            "set_ticket_fields",
+        ),
     ),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"

@@ -14,6 +14,7 @@ from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchHit, SearchPage, TicketStatusV2
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.classification_reads import MAX_FILTERS, search_filters
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error, utc_representable
 from ticket_server.tools.full_read import fields_meta
@@ -83,6 +84,19 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             Omittable[Literal["tickets", "conversation"]],
             Field(description="Default tickets; conversation: comments and notes too."),
         ] = None,
+        tags: Annotated[
+            Omittable[Annotated[list[Name], Field(min_length=1, max_length=MAX_FILTERS)]],
+            Field(description="Has all of these tags."),
+        ] = None,
+        fields: Annotated[
+            Omittable[
+                Annotated[
+                    dict[Name, Annotated[str, Field(max_length=1000)] | float | bool],
+                    Field(min_length=1, max_length=MAX_FILTERS),
+                ]
+            ],
+            Field(description="Custom field name -> value it equals."),
+        ] = None,
     ) -> ToolResult:
         """Search tickets by words in subject and body. Best match first: tickets with all
         the words, then most; subject above body; newer first on ties (sort=newest: newest
@@ -110,6 +124,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
                     f"There is no queue '{queue}' among the queues you can see: "
                     f"{', '.join(visible) or 'none'}. Use one of these names, or leave queue out."
                 )
+        with domain_errors():
+            classified = await search_filters(repo, tags, fields)
         filters = SearchFilters(
             statuses=tuple(dict.fromkeys(status)) if status else None,
             priorities=tuple(dict.fromkeys(priority)) if priority else None,
@@ -120,6 +136,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             updated_after=updated_after,
             updated_before=updated_before,
             queues=queues,
+            **classified,
         )
         order = sort or "relevance"
         conversation = search_in == "conversation"
@@ -136,6 +153,7 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             updated_before=updated_before,
             # Only when given, so cursors of the default search stay valid.
             **({"search_in": "conversation"} if conversation else {}),
+            **{k: repr(v) for k, v in classified.items()},
         )
         after = None
         if cursor:

@@ -478,8 +478,10 @@ class Writer:
 
             if record is None:  # no call to audit: the write must not happen
                 raise RuntimeError("a write outside a tools/call")
-            before = {c.field.value: c.old_value for c in outcome.changes}
+            diff = outcome.classification or {}  # tags and custom fields
+            before = {c.field.value: c.old_value for c in outcome.changes} | diff.get("before", {})
             after: dict[str, Any] = {c.field.value: c.new_value for c in outcome.changes}
+            after |= diff.get("after", {})
             if outcome.comment is not None:
                 after["comment"] = {
                     "id": outcome.comment.id,
