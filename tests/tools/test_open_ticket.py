@@ -210,3 +210,40 @@ async def test_open_confirmed_by_policy(
     assert (await _counts(settings))[0] == before[0] + 1
     rows = await audit_rows(settings, tool="open_ticket")
     assert json.loads(rows[-1].change)["confirmation"] == "accepted"
+
+
+async def test_concurrent_opens_for_one_new_requester(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """Eight opens at once naming one new e-mail: eight tickets with eight ids, one
+    requester, no error (on PostgreSQL the opens take turns under one advisory lock)."""
+    import asyncio
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    server = server_as(
+        stdio_caller="agent",
+        confirm_writes=[],
+        caller_concurrency=16,
+        write_rate_limit="1000/minute",
+    )
+    async with Client(server) as client:
+        results = await asyncio.gather(
+            *(
+                client.call_tool(
+                    "open_ticket",
+                    {
+                        **OPEN,
+                        "queue": "billing",
+                        "subject": f"Parallel {n}",
+                        "requester_email": "same.person@acme.example",
+                    },
+                    raise_on_error=False,
+                )
+                for n in range(8)
+            )
+        )
+    assert [r.is_error for r in results] == [False] * 8, [text_of(r) for r in results]
+    ids = {r.structured_content["ticket"]["id"] for r in results}
+    requesters = {r.structured_content["ticket"]["requester"]["id"] for r in results}
+    assert len(ids) == 8 and len(requesters) == 1
+    assert sum(r.structured_content["requester_created"] for r in results) == 1

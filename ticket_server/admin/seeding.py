@@ -252,6 +252,13 @@ async def seed(
     await require_current_schema(settings)
     if count is not None and count < 0:
         raise CommandError("db seed --count: give 0 or more tickets")
+    from ticket_server.admin.requesters import (
+        RequesterPicker,
+        generate_queues,
+        generate_requesters,
+    )
+    from ticket_server.tickets.models import Queue, Requester
+
     batches: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]]
     if count is not None:
         batches, customers = _generated(count), generate_customers()
@@ -280,9 +287,23 @@ async def seed(
             new_customers = [c for c in customers if c["name"] not in known]
             if new_customers:
                 await conn.execute(insert(Customer), new_customers)
+            # The sample's queues and requesters (revision 0012), and each generated or
+            # sample ticket's requester; a file's tickets name none.
+            have = set((await conn.scalars(select(Queue.name))).all())
+            queues = [q for q in generate_queues() if q["name"] not in have]
+            if queues:
+                await conn.execute(insert(Queue), queues)
+            requesters = generate_requesters(customers)
+            have = set((await conn.scalars(select(Requester.email))).all())
+            new_requesters = [r for r in requesters if r["email"] not in have]
+            if new_requesters and len(new_requesters) == len(requesters):
+                await conn.execute(insert(Requester), new_requesters)
+            pick = RequesterPicker(customers, requesters) if path is None and not have else None
             added = 0
             with _progress_bar(progress, count) as advance:
                 for tickets, comments, events in batches:
+                    if pick is not None:
+                        tickets = [{**t, "requester_id": pick(t)} for t in tickets]
                     ids = [t["id"] for t in tickets]
                     taken = (
                         await conn.scalars(

@@ -9,8 +9,8 @@ In its transaction an open:
    requester: an e-mail address already known names its requester and organisation; a
    new one makes a requester (its name and organisation are then required); without an
    e-mail the organisation alone (``customer_id``) is the requester;
-3. under the lock that serialises new ids (``directory.lock_ids``), makes the next
-   ``SUP-<n>``, inserts the ticket (status ``new``) with its search columns and postings
+3. (all of it under the lock that serialises opens, ``directory.lock_ids``, taken
+   first) makes the next ``SUP-<n>``, inserts the ticket (status ``new``) with its search columns and postings
    (``repository.insert_tickets``), and the requester if new;
 4. stores the idempotency key with the result, spends a confirmation's nonce and calls
    ``audit(connection, outcome)``: a write whose audit fails is rolled back with it.
@@ -234,11 +234,13 @@ class TicketOpening:
             return (await self.repository.read(lambda conn: checked(conn, False)))[0]
 
         def work(conn: Connection) -> tuple[OpenedTicket, bool]:
+            # First: concurrent opens take turns from here, so two naming one new e-mail
+            # add it once (the second finds it) and two new tickets never share an id.
+            directory.lock_ids(conn)
             found, (known, queue, customer) = checked(conn, True)
             if found.replay is not None:
                 assert isinstance(found.replay, OpenedTicket)
                 return found.replay, True
-            directory.lock_ids(conn)
             now = datetime.now(UTC)
             created = known is None and request.requester_email is not None
             requester = known

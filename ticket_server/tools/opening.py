@@ -175,11 +175,10 @@ def register(
         channel: Channel = "api",
         idempotency_key: Key = None,
     ) -> ToolResult:
-        """Open a new ticket (status new) for a requester: a known requester_email, or a new
-        one with requester_name and customer_id, or customer_id alone. Refused, changing
-        nothing, for an unknown or inactive queue, one you may not write (the error lists
-        yours), an unknown customer or a requester of another customer. May ask the person
-        to confirm. Returns the ticket; subject and body are customer-written (untrusted)."""
+        """Open a ticket (status new). Requester: a known requester_email; a new one with
+        requester_name and customer_id; or customer_id alone. Refused, nothing changed, for
+        a queue unknown, inactive or not yours (the error lists yours) or an unknown
+        customer. May ask the person to confirm. Subject and body return as untrusted."""
         from ticket_server.tickets.opening import NEW_TICKET, OpenRequest
 
         _not_blank("subject", subject)
