@@ -124,7 +124,7 @@ def summarise(rows: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
             for s in states
             if s.first_response is not None and s.first_response.met_at is not None
         ]
-        line["median_first_response_minutes"] = statistics.median(taken) if taken else None
+        line["median_first_response_minutes"] = round(statistics.median(taken)) if taken else None
         out.append(line)
     return out
 
@@ -135,18 +135,19 @@ def _table(lines: list[dict[str, Any]], queue: str | None, since: datetime) -> N
 
     table = Table(
         title=f"SLA of {queue or 'every queue'}, tickets created since {since:%Y-%m-%d %H:%M} UTC",
-        caption="FR: first response; median FR in business minutes; no SLA: no target applies",
+        caption="FR: first response, res: resolution; late: breached; open: not met, not "
+        "breached yet; FR median in business minutes; no SLA: no target applies",
     )
     heads = (
         ("priority", "priority"),
-        ("tickets", "tickets"),
+        ("n", "tickets"),
         ("FR met", "first_response_met"),
-        ("FR breached", "first_response_breached"),
-        ("FR pending", "first_response_pending"),
-        ("resolved met", "resolution_met"),
-        ("resolution breached", "resolution_breached"),
-        ("resolution pending", "resolution_pending"),
-        ("median FR", "median_first_response_minutes"),
+        ("FR late", "first_response_breached"),
+        ("FR open", "first_response_pending"),
+        ("res met", "resolution_met"),
+        ("res late", "resolution_breached"),
+        ("res open", "resolution_pending"),
+        ("FR median", "median_first_response_minutes"),
         ("no SLA", "without_sla"),
     )
     for head, _ in heads:

@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ticket_server.tickets.business_time import Calendar, NoWorkingHours
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
+
+Now = Callable[[], datetime]
+"""Where SLA reads take "now" from (tests give a fixed clock)."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
 
 DEFAULT_QUEUE = "*"
 DONE = frozenset({TicketStatus.RESOLVED, TicketStatus.CLOSED})

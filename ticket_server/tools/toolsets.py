@@ -42,8 +42,8 @@ TOOLSETS: Mapping[str, Toolset] = {
         ("add_internal_note", "reply_to_customer"),
     ),
     "triage": Toolset(
-        "Change a ticket's status, owner, priority or queue.",
-        ("set_ticket_status", "assign_ticket", "escalate_ticket"),
+        "Change a ticket's status, owner, priority or queue; count the backlog.",
+        ("set_ticket_status", "assign_ticket", "escalate_ticket", "count_tickets"),
     ),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
