@@ -105,8 +105,8 @@ def summarise(rows: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
     from ticket_server.tickets.domain import TicketPriority
 
     by: dict[str, list[Any]] = defaultdict(list)
-    for _, state in rows:
-        by[state.priority.value].append(state)
+    for row, state in rows:
+        by[str(getattr(row.priority, "value", row.priority))].append(state)
     out = []
     for priority in reversed(list(TicketPriority)):
         states = by.get(priority.value, [])

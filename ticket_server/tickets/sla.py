@@ -177,8 +177,6 @@ class SlaState(BaseModel):
     # covered false: no policy or no target applies (reason says which).
     covered: bool
     reason: str | None = None
-    queue: str
-    priority: TicketPriority
     time_zone: str | None = None
     paused: bool = False
     first_response: Clock | None = None
@@ -272,17 +270,15 @@ def _clock(
 
 def sla_state(facts: TicketFacts, policy: Policy, now: datetime) -> SlaState:
     """The SLA state of the ticket ``facts`` describe, at ``now``, under ``policy``."""
-    base = {"queue": facts.queue, "priority": facts.priority}
     entry = policy.entry(facts.queue)
     if entry is None:
-        return SlaState(covered=False, reason=f"no SLA policy for queue {facts.queue}", **base)
+        return SlaState(covered=False, reason=f"no SLA policy for queue {facts.queue}")
     target = entry.targets.get(facts.priority)
     if target is None or (target.first_response is None and target.resolution is None):
         return SlaState(
             covered=False,
             reason=f"no SLA target for {facts.priority.value} tickets in queue {facts.queue}",
             time_zone=entry.time_zone,
-            **base,
         )
     pause = frozenset(entry.pause_statuses)
     calendar = entry.calendar
@@ -312,7 +308,6 @@ def sla_state(facts: TicketFacts, policy: Policy, now: datetime) -> SlaState:
         paused=facts.status in pause,
         first_response=first,
         resolution=resolution,
-        **base,
     )
 
 

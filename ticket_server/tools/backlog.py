@@ -192,9 +192,7 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
     """Add `count_tickets` and the queue resource template to ``mcp``."""
 
     async def count_tickets(
-        group_by: Annotated[
-            list[GroupKey], Field(max_length=4, description="Fields to group by; [] : one total.")
-        ] = [],  # noqa: B006 - pydantic copies defaults
+        group_by: Annotated[list[GroupKey], Field(max_length=4, description="[]: one total.")] = [],  # noqa: B006 - pydantic copies defaults
         status: Annotated[
             Omittable[Annotated[list[TicketStatus], Field(min_length=1, max_length=6)]],
             Field(description="Any of these; null: the open statuses."),
@@ -208,10 +206,9 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
             Omittable[Annotated[str, Field(max_length=64)]], Field(description="Owner login.")
         ] = None,
     ) -> Counts:
-        """Exact counts of tickets in your queues (open ones unless status says), grouped
-        by any of queue, status, priority, owner: per group the count, ages since creation
-        (under_1d .. over_30d) and how many breached an SLA target (without_sla: no target
-        applies). A number that cannot be given is null and sla_note says why."""
+        """Exact counts of your queues' tickets (open unless status says), grouped by any
+        of queue, status, priority, owner: per group the count, age since creation, SLA
+        breaches (without_sla: no target applies). A null number: sla_note says why."""
         statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
         keys: list[str] = list(dict.fromkeys(group_by))
         return await count(
