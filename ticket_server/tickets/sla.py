@@ -241,8 +241,9 @@ def _clock(
         end = min(span.end, end_of_life)
         seconds = calendar.seconds_between(span.start, end)
         still_running = stop_at is None and end == now
+        # A clock still running at its due time is breached; one stopped then is met.
         reached = elapsed + seconds >= goal if still_running else elapsed + seconds > goal
-        if breached_at is None and elapsed < goal and reached:
+        if breached_at is None and reached:
             breached_at = calendar.add(span.start, goal - elapsed)
         elapsed += seconds
         last = (calendar, end)
