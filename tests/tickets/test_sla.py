@@ -141,3 +141,16 @@ def test_policy_files_toml_and_json(tmp_path: Path) -> None:
         bad.write_text(text)
         with pytest.raises(ValueError, match=says):
             parse_policy(bad)
+
+
+def test_the_readme_policy_loads(tmp_path: Path) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"```toml\n# sla.toml\n(.*?)```", readme, re.S)
+    assert block is not None
+    (tmp_path / "sla.toml").write_text(block.group(1))
+    policy = parse_policy(tmp_path / "sla.toml")
+    billing = policy.entry("billing")
+    assert billing is not None and billing.calendar.weekly[4][1][0].hour == 13
+    assert policy.entry("support") is policy.queues["*"]
