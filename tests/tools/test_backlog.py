@@ -301,8 +301,12 @@ async def test_a_caller_limited_to_a_queue_counts_only_its_tickets(settings: Set
         ).structured_content
         expected = _expected(tickets, breached, {"group_by": ["queue"]}, {"billing"})
         assert _got(counted, ["queue"]) == expected and list(expected) == [("billing",)]
-        other = (await client.call_tool("count_tickets", {"queue": "support"})).structured_content
-        assert other["total"] == 0 and other["groups"] == [] and "support" in other["note"]
+        with pytest.raises(ToolError) as other:
+            await client.call_tool("count_tickets", {"queue": "support"})
+        assert str(other.value) == (
+            "There is no queue 'support' among the queues you can see: billing. "
+            "Use one of these names, or leave queue out."
+        )
         overview = json.loads((await client.read_resource("tickets://queue/billing"))[0].text)
         assert overview["open_total"] == expected[("billing",)][0]
         assert overview["breached"] == expected[("billing",)][2]

@@ -19,7 +19,7 @@ from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketSt
 from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
-from ticket_server.tools.errors import domain_errors
+from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
 from ticket_server.tools.outputs import output_schema
 
@@ -56,16 +56,17 @@ class Counts(BaseModel):
 
 async def _scope(
     repo: TicketRepository, queue: str | None
-) -> tuple[frozenset[str] | None, tuple[str, ...] | None, bool]:
-    """(the caller's queues, the queue names ``queue`` means among them, found)."""
+) -> tuple[frozenset[str] | None, tuple[str, ...] | None, list[str]]:
+    """(the caller's queues, the queue names ``queue`` means among them (None: none, or
+    no ``queue``), the queues the caller can see (when ``queue`` is given))."""
     from ticket_server.tickets.search import resolve_queue
 
     queues = current_queues()
     if queue is None or not queue.strip():
-        return queues, None, True
-    visible = sorted(queues) if queues is not None else await repo.queues()
-    names = resolve_queue(queue, visible)
-    return queues, names, names is not None
+        return queues, None, []
+    with domain_errors():
+        visible = sorted(queues) if queues is not None else await repo.queues()
+    return queues, resolve_queue(queue, visible), visible
 
 
 async def count(
@@ -80,16 +81,11 @@ async def count(
     from ticket_server.tickets import sla_store
     from ticket_server.tickets.search import SearchFilters
 
-    queues, names, found = await _scope(repo, queue)
-    if not found:
-        return Counts(
-            total=0,
-            groups=[],
-            truncated=False,
-            as_of=now,
-            note=f"No queue named {queue[:64]!r} among your queues; none is counted."
-            if queue
-            else None,
+    queues, names, visible = await _scope(repo, queue)
+    if queue and queue.strip() and names is None:
+        raise model_error(
+            f"There is no queue '{queue}' among the queues you can see: "
+            f"{', '.join(visible) or 'none'}. Use one of these names, or leave queue out."
         )
     filters = SearchFilters(
         statuses=statuses,
@@ -138,8 +134,8 @@ async def queue_overview(repo: TicketRepository, name: str, now: datetime) -> di
     from ticket_server.tickets import sla_store
     from ticket_server.tickets.search import SearchFilters
 
-    queues, names, found = await _scope(repo, name)
-    if not found or names is None:
+    queues, names, _ = await _scope(repo, name)
+    if names is None:
         return None
     filters: SearchFilters = SearchFilters(
         statuses=tuple(sorted(OPEN_STATUSES)), queue=names, queues=queues
@@ -208,7 +204,8 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
     ) -> Counts:
         """Exact counts of your queues' tickets (open unless status says), grouped by any
         of queue, status, priority, owner: per group the count, age since creation, SLA
-        breaches (without_sla: no target applies). A null number: sla_note says why."""
+        breaches (without_sla: no target applies). A null number: sla_note says why.
+        An unknown queue: an error listing yours."""
         statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
         keys: list[str] = list(dict.fromkeys(group_by))
         return await count(
