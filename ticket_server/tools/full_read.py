@@ -198,7 +198,11 @@ def _comment(c: CommentRecord, limit: int = MAX_COMMENT_BYTES) -> Comment:
 
 
 def ticket_json(
-    view: TicketView, fields: set[str], cursor_for: Any = None, limit: int = 10
+    view: TicketView,
+    fields: set[str],
+    cursor_for: Any = None,
+    limit: int = 10,
+    sla: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ticket as JSON: ``id`` and exactly ``fields``. The conversation holds the
     newest ``limit`` comments of ``view`` that fit in ``MAX_PAGE_BYTES`` with the rest;
@@ -230,8 +234,10 @@ def ticket_json(
             truncated=view.event_total > len(view.events),
         ),
     )
-    # sla is not part of the view: the caller adds it (tools.backlog.ticket_sla).
+    # sla is not part of the view: the caller reads it (``sla_json``) and passes it in.
     out = full.model_dump(mode="json", include={"id", *fields} - {"conversation", "sla"})
+    if "sla" in fields:
+        out["sla"] = sla
     if "conversation" not in fields:
         return out
     # Room for the empty conversation with a full-length cursor, then comments that fit.
@@ -395,16 +401,16 @@ def _link(uri: str, name: str) -> ResourceLink:
     return ResourceLink(type="resource_link", uri=uri, name=name, mimeType="application/json")
 
 
-async def with_sla(
-    repo: TicketRepository, value: dict[str, Any], fields: set[str], now: Now
-) -> dict[str, Any]:
-    """``value`` (a ticket's JSON) with its SLA state, when ``fields`` ask for it."""
-    if "sla" in fields:
-        from ticket_server.tools.backlog import ticket_sla
+async def sla_json(
+    repo: TicketRepository, ticket_id: str, fields: set[str], now: Now
+) -> dict[str, Any] | None:
+    """The SLA state of ``ticket_id`` as JSON, when ``fields`` ask for it."""
+    if "sla" not in fields:
+        return None
+    from ticket_server.tools.backlog import ticket_sla
 
-        state = await ticket_sla(repo, value["id"], now())
-        value["sla"] = state.model_dump(mode="json") if state is not None else None
-    return value
+    state = await ticket_sla(repo, ticket_id, now())
+    return state.model_dump(mode="json") if state is not None else None
 
 
 def register(
@@ -445,8 +451,8 @@ def register(
         if view is None:
             raise not_found(ticket_id)
 
-        value = ticket_json(view, wanted, comment_cursors(cursors, view.ticket.id), limit)
-        value = await with_sla(repo, value, wanted, now)
+        sla = await sla_json(repo, view.ticket.id, wanted, now)
+        value = ticket_json(view, wanted, comment_cursors(cursors, view.ticket.id), limit, sla)
         links = [_link(TICKET_URI.format(view.ticket.id), view.ticket.id)]
         if view.customer is not None and "customer" in wanted:
             links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))

@@ -83,7 +83,7 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
             view = await read_ticket(repo, ticket_id, current_queues())
         if view is None:
             raise fixable(f"No ticket with id {ticket_id[:64]!r}.")
-        return ticket_json(view, set(TICKET_FIELDS))
+        return ticket_json(view, set(TICKET_FIELDS) - {"sla"})
 
     @mcp.prompt(name="summarize_ticket", title="Summarise a ticket", tags={"tickets:read"})
     async def summarize_ticket(

@@ -25,8 +25,8 @@ from ticket_server.tools.full_read import (
     meta_for,
     read_customer,
     read_ticket,
+    sla_json,
     ticket_json,
-    with_sla,
 )
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -71,8 +71,9 @@ def register(
             view = await read_ticket(repo, id, current_queues())
         if view is None:
             raise missing(TICKET_URI.format(id))
-        value = ticket_json(view, set(TICKET_FIELDS), comment_cursors(cursors, view.ticket.id))
-        return _json(await with_sla(repo, value, set(TICKET_FIELDS), now))
+        sla = await sla_json(repo, view.ticket.id, set(TICKET_FIELDS), now)
+        cursor_for = comment_cursors(cursors, view.ticket.id)
+        return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla))
 
     @mcp.resource(
         CUSTOMER_URI.format("{id}"),
