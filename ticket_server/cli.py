@@ -13,6 +13,7 @@ import sys
 import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from ticket_server import __version__
 from ticket_server.admin import CommandError, classification_cli
@@ -172,7 +173,21 @@ def _audit(settings: Settings, args: argparse.Namespace) -> None:
 def _report(settings: Settings, args: argparse.Namespace) -> None:
     from ticket_server.admin import commands
 
+    if args.report_command == "sla":
+        from ticket_server.admin import sla_commands
+
+        sla_commands.report(settings, args.queue, args.since, args.json)
+        return
     commands.report_deprecated(settings, args.since, args.json)
+
+
+def _sla(settings: Settings, args: argparse.Namespace) -> None:
+    from ticket_server.admin import sla_commands
+
+    if args.sla_command == "load":
+        sla_commands.load(settings, args.file)
+    else:
+        sla_commands.show(settings)
 
 
 def _db(settings: Settings, args: argparse.Namespace) -> None:
@@ -459,7 +474,24 @@ def build_parser() -> argparse.ArgumentParser:
     deprecated.add_argument(
         "--json", action="store_true", help="one JSON object per caller and tool"
     )
+    slareport = report_commands.add_parser(
+        "sla", help="SLA met / breached per priority and the median first response"
+    )
+    slareport.add_argument("--queue", help="one queue (default: every queue)")
+    slareport.add_argument(
+        "--since", default="7d", help="tickets created since: 24h, 7d, or an ISO time (7d)"
+    )
+    slareport.add_argument("--json", action="store_true", help="one JSON document")
     reportp.set_defaults(handler=_report)
+
+    slap = commands.add_parser("sla", help="SLA policies: targets and business hours per queue")
+    sla_commands = slap.add_subparsers(dest="sla_command", required=True)
+    slaload = sla_commands.add_parser(
+        "load", help="replace the SLA policy by a TOML or JSON file (README: SLA policies)"
+    )
+    slaload.add_argument("file", type=Path)
+    sla_commands.add_parser("show", help="print the stored SLA policy as JSON")
+    slap.set_defaults(handler=_sla)
 
     toolsp = commands.add_parser("tools", help="the published tool contract")
     tools_commands = toolsp.add_subparsers(dest="tools_command", required=True)

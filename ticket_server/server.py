@@ -26,7 +26,9 @@ from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
+from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import (
+    backlog,
     completions,
     full_read,
     manifest,
@@ -216,10 +218,12 @@ def build_server(
     *,
     clock: Clock = utc_today,
     ready: Callable[[], Awaitable[None]] | None = None,
+    now: Now = utc_now,
 ) -> FastMCP:
     """The ticket server on ``runtime`` (given settings, on a runtime of its own, with
     ``clock``). ``ready``, when given, is awaited before any tools/list or tools/call.
-    The runtime starts and stops with the server's lifespan."""
+    The runtime starts and stops with the server's lifespan. ``now`` is the time SLA
+    states and ticket ages are computed at (tests fix it)."""
     if isinstance(runtime, Settings):
         runtime = build_runtime(runtime, clock=clock)
     rt = runtime
@@ -262,10 +266,11 @@ def build_server(
     cursors = CursorCodec(rt.cursor_key)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)
-    full_read.register(mcp, rt.repository, cursors)
+    full_read.register(mcp, rt.repository, cursors, now)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
-    resources.register(mcp, rt.repository, cursors)
-    prompts.register(mcp, rt.repository)
+    resources.register(mcp, rt.repository, cursors, now)
+    prompts.register(mcp, rt.repository, now)
+    backlog.register(mcp, rt.repository, now)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
     from ticket_server.tools import classification_resources
 

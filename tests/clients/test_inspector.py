@@ -206,8 +206,9 @@ def test_inspector_strict_check_catches_an_unportable_schema(
 async def test_inspector_lists_and_reads_templates_and_prompts(
     inspector: list[str], server_args: list[str], tmp_path: Path
 ) -> None:
-    """resources/templates/list, resources/read of tickets://ticket/SUP-4412, prompts/list
-    and prompts/get of summarize_ticket, through the Inspector over stdio and HTTP."""
+    """resources/templates/list, resources/read of tickets://ticket/SUP-4412 (its SLA state
+    without a policy) and of tickets://queue/billing, prompts/list and prompts/get of
+    summarize_ticket, through the Inspector over stdio and HTTP."""
     options, command = split(server_args)
 
     def call(*args: str) -> dict:
@@ -219,9 +220,19 @@ async def test_inspector_lists_and_reads_templates_and_prompts(
     assert {t["uriTemplate"] for t in templates} == {
         "tickets://ticket/{id}",
         "tickets://customer/{id}",
+        "tickets://queue/{name}",
     }
     read = call("--method", "resources/read", "--uri", "tickets://ticket/SUP-4412")
-    assert json.loads(read["contents"][0]["text"])["status"] == "waiting_on_customer"
+    ticket = json.loads(read["contents"][0]["text"])
+    assert ticket["status"] == "waiting_on_customer"
+    assert ticket["sla"] == {"covered": False, "reason": "no SLA policy for queue billing",
+                             "time_zone": None, "paused": False, "first_response": None,
+                             "resolution": None}  # fmt: skip
+    queue = call("--method", "resources/read", "--uri", "tickets://queue/billing")
+    overview = json.loads(queue["contents"][0]["text"])
+    assert overview["queue"] == "billing" and overview["open_total"] == sum(
+        overview["by_status"].values()
+    )
     prompts = call("--method", "prompts/list")["prompts"]
     assert {p["name"] for p in prompts} == {"summarize_ticket", "triage_queue", "draft_reply"}
     prompt = call(

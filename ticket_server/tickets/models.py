@@ -41,6 +41,8 @@ __all__ = [
     "SearchPosting",
     "SearchTerm",
     "SearchTermDelta",
+    "SlaCalendar",
+    "SlaTarget",
     "Ticket",
     "TicketEvent",
     "TicketPriority",
@@ -307,3 +309,33 @@ class Requester(Base):
         String(32), ForeignKey("customers.id", name="fk_requesters_customer")
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SlaCalendar(Base):
+    """The SLA calendar and pause rule of one queue, by the queue's name (``*``: every
+    queue without a row of its own), as ``ticket-server sla load`` stored it: an IANA
+    time zone, weekly working hours as JSON (``{"mon": ["09:00-17:00"], ...}``, local
+    time), holidays as a JSON list of ISO dates, and the statuses that pause the clock
+    (JSON list). ``tickets.sla`` reads it at every SLA read."""
+
+    __tablename__ = "sla_calendars"
+
+    queue: Mapped[str] = mapped_column(String(64), primary_key=True)
+    time_zone: Mapped[str] = mapped_column(String(64))
+    hours: Mapped[str] = mapped_column(Text)
+    holidays: Mapped[str] = mapped_column(Text)
+    pause_statuses: Mapped[str] = mapped_column(Text)
+
+
+class SlaTarget(Base):
+    """First-response and resolution targets of a queue (``*``: the default) and
+    priority, in business minutes of the queue's calendar (null: no target)."""
+
+    __tablename__ = "sla_targets"
+
+    queue: Mapped[str] = mapped_column(String(64), primary_key=True)
+    priority: Mapped[TicketPriority] = mapped_column(
+        _enum(TicketPriority, "sla_target_priority"), primary_key=True
+    )
+    first_response_minutes: Mapped[int | None] = mapped_column(Integer)
+    resolution_minutes: Mapped[int | None] = mapped_column(Integer)

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import OPEN_STATUSES
+from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
     TICKET_FIELDS,
@@ -74,7 +75,7 @@ def _result(instruction: str, uri: str | None, value: Any, description: str) -> 
     return PromptResult([Message(instruction), data], description=description, meta=meta_for(value))
 
 
-def register(mcp: FastMCP, repo: TicketRepository) -> None:
+def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
     """Add the prompts to ``mcp``."""
 
     async def ticket(ticket_id: str) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
             view = await read_ticket(repo, ticket_id, current_queues())
         if view is None:
             raise fixable(f"No ticket with id {ticket_id[:64]!r}.")
-        return ticket_json(view, set(TICKET_FIELDS))
+        return ticket_json(view, set(TICKET_FIELDS) - {"sla"})
 
     @mcp.prompt(name="summarize_ticket", title="Summarise a ticket", tags={"tickets:read"})
     async def summarize_ticket(
@@ -125,6 +126,9 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
             owned = f" owned by {owner.strip()[:64]!r}" if owner and owner.strip() else ""
             raise fixable(f"No open tickets in a queue named {queue[:64]!r}{owned}.")
         name = rows[0][0].queue
+        from ticket_server.tools.backlog import QUEUE_URI, queue_overview
+
+        overview = await queue_overview(repo, name, now())
         tickets = [
             {
                 "id": t.id,
@@ -138,15 +142,20 @@ def register(mcp: FastMCP, repo: TicketRepository) -> None:
         ]
         value = {
             "queue": name,
+            "overview": overview,
+            "overview_uri": QUEUE_URI.format(name),
             "open_tickets": tickets,
             "shown": len(tickets),
             "more": len(tickets) == TRIAGE_LIMIT,
         }
         instruction = (
-            f"Triage the open tickets of the {name} queue (the {TRIAGE_LIMIT} most recently updated "
-            "at most; `more` says whether there are others). Order them by what needs attention "
-            "first (priority, waiting time, unassigned), say for each in one line why, and "
-            f"suggest an owner where there is none. The tickets follow as JSON. {UNTRUSTED_NOTE}"
+            f"Triage the open tickets of the {name} queue. `overview` is the queue in numbers "
+            "(open by status, priority and age, SLA breaches), its oldest tickets and those "
+            "breaching their SLA within 2 hours (breached ones included, soonest due first); "
+            f"`open_tickets` the {TRIAGE_LIMIT} most recently updated at most (`more` says "
+            "whether there are others). Order what needs attention first (SLA due or breached, "
+            "priority, waiting time, unassigned), say for each in one line why, and suggest an "
+            f"owner where there is none. The data follows as JSON. {UNTRUSTED_NOTE}"
         )
         return _result(instruction, None, value, f"Triage of {name}")
 

@@ -13,6 +13,7 @@ from fastmcp.exceptions import NotFoundError, ResourceError
 from fastmcp.resources import ResourceContent, ResourceResult
 
 from ticket_server.access.context import current_queues
+from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
@@ -24,6 +25,7 @@ from ticket_server.tools.full_read import (
     meta_for,
     read_customer,
     read_ticket,
+    sla_json,
     ticket_json,
 )
 
@@ -50,7 +52,9 @@ def missing(uri: str) -> ResourceMissing:
     return ResourceMissing(f"Unknown resource: {uri!r}", log_level=logging.INFO)
 
 
-def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
+def register(
+    mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec, now: Now = utc_now
+) -> None:
     """Add the ticket and customer resource templates to ``mcp``."""
 
     @mcp.resource(
@@ -67,9 +71,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             view = await read_ticket(repo, id, current_queues())
         if view is None:
             raise missing(TICKET_URI.format(id))
-        return _json(
-            ticket_json(view, set(TICKET_FIELDS), comment_cursors(cursors, view.ticket.id))
-        )
+        sla = await sla_json(repo, view.ticket.id, set(TICKET_FIELDS), now)
+        cursor_for = comment_cursors(cursors, view.ticket.id)
+        return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla))
 
     @mcp.resource(
         CUSTOMER_URI.format("{id}"),

@@ -42,7 +42,7 @@ TOOLSETS: Mapping[str, Toolset] = {
         ("add_internal_note", "reply_to_customer"),
     ),
     "triage": Toolset(
-        "Open tickets; change a ticket's status, owner, priority, queue, tags or custom fields.",
+        "Open tickets; change status, owner, priority, queue, tags or custom fields; count the backlog.",
         (
             "set_ticket_status",
             "assign_ticket",
@@ -50,6 +50,7 @@ TOOLSETS: Mapping[str, Toolset] = {
             "open_ticket",
             "update_ticket_tags",
             "set_ticket_fields",
+            "count_tickets",
         ),
     ),
 }

@@ -1,0 +1,71 @@
+"""Business-time arithmetic (tickets/business_time.py), pure: weekends, holidays, DST."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from ticket_server.tickets.business_time import Calendar, NoWorkingHours
+
+WEEKDAYS = {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
+BERLIN = Calendar.build("Europe/Berlin", WEEKDAYS, [date(2026, 12, 25), date(2026, 12, 26)])
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)
+
+
+def test_a_friday_evening_target_lands_on_monday_morning() -> None:
+    # Friday 27 Nov 2026, 16:30 in Berlin (CET, UTC+1) + 60 min: 30 on Friday, 30 on Monday.
+    start = utc(2026, 11, 27, 15, 30)
+    assert BERLIN.add(start, 3600) == utc(2026, 11, 30, 8, 30)
+    assert BERLIN.seconds_between(start, utc(2026, 11, 30, 8, 30)) == 3600
+    # Nothing counts over the weekend.
+    assert BERLIN.seconds_between(utc(2026, 11, 28, 0), utc(2026, 11, 30, 0)) == 0
+
+
+def test_a_holiday_has_no_working_hours() -> None:
+    # Thursday 24 Dec 16:30 + 60 min: Friday 25th is a holiday, then the weekend.
+    assert BERLIN.add(utc(2026, 12, 24, 15, 30), 3600) == utc(2026, 12, 28, 8, 30)
+    assert BERLIN.seconds_between(utc(2026, 12, 25, 0), utc(2026, 12, 26, 0)) == 0
+    plain = Calendar.build("Europe/Berlin", WEEKDAYS)
+    assert plain.seconds_between(utc(2026, 12, 25, 0), utc(2026, 12, 26, 0)) == 8 * 3600
+
+
+def test_daylight_saving_time_ends_over_a_weekend() -> None:
+    # Berlin leaves CEST (UTC+2) for CET (UTC+1) on Sunday 25 Oct 2026: Friday's 16:00
+    # is 14:00 UTC, Monday's 09:00 is 08:00 UTC.
+    assert BERLIN.add(utc(2026, 10, 23, 14), 2 * 3600) == utc(2026, 10, 26, 9)
+    round_the_clock = Calendar.build(
+        "Europe/Berlin", {d: ["00:00-24:00"] for d in ("sat", "sun", "mon")}
+    )
+    sunday = datetime(2026, 10, 25, tzinfo=BERLIN.zone)
+    monday = datetime(2026, 10, 26, tzinfo=BERLIN.zone)
+    assert round_the_clock.seconds_between(sunday, monday) == 25 * 3600  # the long day
+    # Spring forward (29 March 2026): that Sunday has 23 hours.
+    spring = datetime(2026, 3, 29, tzinfo=BERLIN.zone)
+    assert round_the_clock.seconds_between(spring, spring + timedelta(days=1)) == 23 * 3600
+
+
+def test_add_and_seconds_between_agree_over_long_spans() -> None:
+    start = utc(2026, 1, 5, 7, 13)
+    for hours in (1, 7.5, 40, 333):
+        end = BERLIN.add(start, hours * 3600)
+        assert BERLIN.seconds_between(start, end) == pytest.approx(hours * 3600)
+    # Counted from a day far earlier than before (the remembered days start anew).
+    early = utc(2020, 6, 1, 9)
+    assert BERLIN.seconds_between(early, BERLIN.add(early, 3600)) == 3600
+
+
+def test_bad_calendars_are_refused_and_an_empty_one_says_so() -> None:
+    with pytest.raises(ValueError, match="HH:MM-HH:MM"):
+        Calendar.build("UTC", {"mon": ["9-5pm"]})
+    with pytest.raises(ValueError, match="after the start"):
+        Calendar.build("UTC", {"mon": ["17:00-09:00"]})
+    with pytest.raises(ValueError, match="overlap"):
+        Calendar.build("UTC", {"mon": ["09:00-12:00", "11:00-13:00"]})
+    with pytest.raises(ValueError, match="weekday"):
+        Calendar.build("UTC", {"monday": ["09:00-17:00"]})
+    with pytest.raises(NoWorkingHours):
+        Calendar.build("UTC", {}).add(utc(2026, 1, 1), 60)

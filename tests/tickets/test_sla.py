@@ -1,0 +1,156 @@
+"""The SLA state of a ticket from its history (tickets/sla.py), pure, with a fixed
+clock: pause and resume, a reply meeting first response, the exact minute of a breach,
+reopening, reassignment across queues with different hours, and the policy file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tickets.sla import Change, Policy, TicketFacts, parse_policy, sla_state
+
+WEEKDAYS = {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
+TARGETS = {"high": {"first_response": 60, "resolution": 480}}
+POLICY = Policy.model_validate(
+    {
+        "queues": {
+            "billing": {"time_zone": "Europe/Berlin", "hours": WEEKDAYS, "targets": TARGETS},
+            "us": {
+                "time_zone": "America/New_York",
+                "hours": WEEKDAYS,
+                "targets": {"high": {"first_response": 60, "resolution": 600}},
+            },
+        }
+    }
+).check()
+# Monday 30 Nov 2026, 09:00 in Berlin (CET, UTC+1).
+MONDAY_9 = datetime(2026, 11, 30, 8, tzinfo=UTC)
+
+
+def utc(day: int, hour: int, minute: int = 0, second: int = 0) -> datetime:
+    return (
+        datetime(2026, 11, day, hour, minute, second, tzinfo=UTC)
+        if day <= 30
+        else (datetime(2026, 12, day - 30, hour, minute, second, tzinfo=UTC))
+    )
+
+
+def status(at: datetime, old: str, new: str) -> Change:
+    return Change("status", old, new, at)
+
+
+def facts(
+    *changes: Change,
+    current: TicketStatus = TicketStatus.OPEN,
+    queue: str = "billing",
+    reply: datetime | None = None,
+) -> TicketFacts:
+    return TicketFacts(MONDAY_9, current, queue, TicketPriority.HIGH, changes, reply)
+
+
+def test_pause_and_resume() -> None:
+    history = (
+        status(utc(30, 9), "open", "waiting_on_customer"),
+        status(utc(31, 8), "waiting_on_customer", "open"),  # Tuesday 09:00 Berlin
+    )
+    paused = sla_state(
+        facts(history[0], current=TicketStatus.WAITING_ON_CUSTOMER), POLICY, utc(30, 12)
+    )
+    assert paused.paused is True
+    assert paused.resolution is not None and paused.resolution.due_at is None
+    assert paused.resolution.business_minutes_left == 480 - 60
+    resumed = sla_state(facts(*history), POLICY, utc(31, 9))
+    assert resumed.paused is False and resumed.resolution is not None
+    assert resumed.resolution.business_minutes_left == 480 - 120
+    assert resumed.resolution.due_at == utc(31, 15)  # Tuesday 16:00 Berlin
+    # First response reached its target exactly as the clock paused, and breached the
+    # moment the clock ran again.
+    assert resumed.first_response is not None
+    assert resumed.first_response.breached_at == utc(31, 8)
+
+
+def test_a_reply_meets_first_response_until_its_due_minute() -> None:
+    met = sla_state(facts(reply=utc(30, 9)), POLICY, utc(31, 12)).first_response
+    assert met is not None and met.met_at == utc(30, 9) and not met.breached
+    late = sla_state(facts(reply=utc(30, 9, 1)), POLICY, utc(31, 12)).first_response
+    assert late is not None and late.breached and late.breached_at == utc(30, 9)
+    assert late.met_at == utc(30, 9, 1) and late.business_minutes_left == -1
+
+
+def test_breach_at_the_exact_minute() -> None:
+    before = sla_state(facts(), POLICY, utc(30, 8, 59, 59)).first_response
+    assert before is not None and not before.breached and before.due_at == utc(30, 9)
+    at = sla_state(facts(), POLICY, utc(30, 9)).first_response
+    assert at is not None and at.breached and at.breached_at == utc(30, 9)
+    assert at.business_minutes_left == 0
+
+
+def test_reopen_runs_the_resolution_clock_on() -> None:
+    resolved = status(utc(30, 10), "open", "resolved")
+    done = sla_state(facts(resolved, current=TicketStatus.RESOLVED), POLICY, utc(30, 12))
+    assert done.resolution is not None and done.resolution.met_at == utc(30, 10)
+    assert done.resolution.business_minutes_left == 480 - 120 and not done.resolution.breached
+    reopened = facts(resolved, status(utc(31, 8), "resolved", "open"))
+    again = sla_state(reopened, POLICY, utc(31, 9)).resolution
+    assert again is not None and again.met_at is None
+    assert again.business_minutes_left == 480 - 180
+
+
+def test_reassignment_counts_each_stretch_in_its_queues_hours() -> None:
+    moved = Change("queue", "billing", "us", utc(30, 10))  # 11:00 Berlin: 2h counted there
+    # New York works 09:00-17:00 EST = 14:00-22:00 UTC: 14:00-15:00 counts, 1h.
+    state = sla_state(facts(moved, queue="us"), POLICY, utc(30, 15))
+    assert state.time_zone == "America/New_York" and state.resolution is not None
+    assert state.resolution.target_minutes == 600  # the current queue's target
+    assert state.resolution.business_minutes_left == 600 - 180
+    assert state.resolution.due_at == utc(30, 22)  # 17:00 in New York
+
+
+def test_without_a_policy_or_target_the_reason_is_given() -> None:
+    none = sla_state(facts(queue="support"), POLICY, utc(30, 12))
+    assert not none.covered and none.reason == "no SLA policy for queue support"
+    low = TicketFacts(MONDAY_9, TicketStatus.OPEN, "billing", TicketPriority.LOW, (), None)
+    assert sla_state(low, POLICY, utc(30, 12)).reason == (
+        "no SLA target for low tickets in queue billing"
+    )
+    default = Policy.model_validate({"queues": {"*": {"targets": TARGETS}}})
+    assert sla_state(facts(queue="support"), default, utc(30, 12)).covered
+
+
+def test_policy_files_toml_and_json(tmp_path: Path) -> None:
+    toml = tmp_path / "sla.toml"
+    toml.write_text(
+        '[queues.billing]\ntime_zone = "Europe/Berlin"\nholidays = ["2026-12-25"]\n'
+        'hours = { mon = ["09:00-17:00"] }\ntargets.urgent = { first_response = 30 }\n'
+    )
+    policy = parse_policy(toml)
+    entry = policy.entry("billing")
+    assert entry is not None and entry.pause_statuses == [TicketStatus.WAITING_ON_CUSTOMER]
+    assert entry.targets[TicketPriority.URGENT].resolution is None
+    bad = tmp_path / "sla.json"
+    for text, says in [
+        ('{"queues": {"b": {"time_zone": "Mars/Base"}}}', "queue b"),
+        ('{"queues": {"b": {"pause_statuses": ["resolved"]}}}', "open statuses only"),
+        ('{"queues": {"b": {"targets": {"high": {"first_response": 0}}}}}', "first_response"),
+        ('{"queues": {"b": {"colour": "red"}}}', "colour"),
+        ("{not json", "not valid"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=says):
+            parse_policy(bad)
+
+
+def test_the_readme_policy_loads(tmp_path: Path) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"```toml\n# sla.toml\n(.*?)```", readme, re.S)
+    assert block is not None
+    (tmp_path / "sla.toml").write_text(block.group(1))
+    policy = parse_policy(tmp_path / "sla.toml")
+    billing = policy.entry("billing")
+    assert billing is not None and billing.calendar.weekly[4][1][0].hour == 13
+    assert policy.entry("support") is policy.queues["*"]

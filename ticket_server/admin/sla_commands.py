@@ -1,0 +1,161 @@
+"""Operator commands for SLAs: `sla load FILE`, `sla show`, and `report sla`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ticket_server.admin import CommandError
+from ticket_server.settings import Settings
+
+if TYPE_CHECKING:
+    from ticket_server.tickets.repository import TicketRepository
+
+T = TypeVar("T")
+
+
+def _on_repository(settings: Settings, work: Callable[[TicketRepository], Awaitable[T]]) -> T:
+    from ticket_server.db import open_repository, require_current_schema
+    from ticket_server.tickets.domain import DatabaseUnavailable
+
+    async def main() -> T:
+        await require_current_schema(settings)
+        repo = open_repository(settings)
+        try:
+            return await work(repo)
+        except DatabaseUnavailable as exc:
+            raise CommandError("the ticket database did not answer; nothing was changed") from exc
+        finally:
+            await repo.aclose()
+
+    from ticket_server.db import DatabaseSetupError
+
+    try:
+        return asyncio.run(main())
+    except DatabaseSetupError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def load(settings: Settings, path: Path) -> None:
+    """Replace the stored SLA policy by the one in ``path`` (TOML or JSON), in one
+    transaction: a file with any error changes nothing."""
+    from ticket_server.db import sqlite_write_problem
+    from ticket_server.tickets.sla import parse_policy
+    from ticket_server.tickets.sla_store import replace_policy
+
+    try:
+        policy = parse_policy(path)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise CommandError(f"SLA policy not loaded: {exc}") from exc
+    problem = sqlite_write_problem(settings.database_url)
+    if problem is not None:
+        raise CommandError(problem)
+    calendars, targets = _on_repository(
+        settings, lambda repo: repo.transaction(lambda conn: replace_policy(conn, policy))
+    )
+    print(
+        f"SLA policy loaded: {calendars} queue calendars, {targets} targets "
+        "(applies to every ticket at its next read)",
+        file=sys.stderr,
+    )
+
+
+def show(settings: Settings) -> None:
+    """The stored policy, as JSON that `sla load` takes back."""
+    from ticket_server.tickets.sla_store import load_policy
+
+    policy = _on_repository(settings, lambda repo: repo.read(load_policy))
+    print(json.dumps(policy.model_dump(mode="json"), indent=2))
+
+
+def report(
+    settings: Settings, queue: str | None, since: str, as_json: bool, now: datetime | None = None
+) -> None:
+    """Per priority, of the tickets created since ``since`` (in ``queue``): how many have
+    a target, met or breached each, and the median first response in business minutes."""
+    from ticket_server.admin.reports import parse_since
+    from ticket_server.tickets.sla_store import report_rows
+
+    try:
+        moment = parse_since(since)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    at = now or datetime.now(UTC)
+    rows = _on_repository(
+        settings, lambda repo: repo.read(lambda conn: report_rows(conn, queue, moment, at))
+    )
+    lines = summarise(rows)
+    if as_json:
+        print(json.dumps({"queue": queue, "since": moment.isoformat(), "priorities": lines}))
+        return
+    _table(lines, queue, moment)
+
+
+def summarise(rows: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
+    """One line per priority (urgent first) from (ticket, SLA state) pairs."""
+    from ticket_server.tickets.domain import TicketPriority
+
+    by: dict[str, list[Any]] = defaultdict(list)
+    for row, state in rows:
+        by[str(getattr(row.priority, "value", row.priority))].append(state)
+    out = []
+    for priority in reversed(list(TicketPriority)):
+        states = by.get(priority.value, [])
+        if not states:
+            continue
+        line: dict[str, Any] = {"priority": priority.value, "tickets": len(states)}
+        line["without_sla"] = sum(1 for s in states if not s.covered)
+        for name in ("first_response", "resolution"):
+            clocks = [getattr(s, name) for s in states if getattr(s, name) is not None]
+            line[f"{name}_met"] = sum(1 for c in clocks if c.met_at is not None and not c.breached)
+            line[f"{name}_breached"] = sum(1 for c in clocks if c.breached)
+            line[f"{name}_pending"] = sum(1 for c in clocks if c.met_at is None and not c.breached)
+        taken = [
+            s.first_response.target_minutes - s.first_response.business_minutes_left
+            for s in states
+            if s.first_response is not None and s.first_response.met_at is not None
+        ]
+        line["median_first_response_minutes"] = round(statistics.median(taken)) if taken else None
+        out.append(line)
+    return out
+
+
+def _table(lines: list[dict[str, Any]], queue: str | None, since: datetime) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"SLA of {queue or 'every queue'}, tickets created since {since:%Y-%m-%d %H:%M} UTC",
+        caption="FR: first response, res: resolution; late: breached; open: not met, not "
+        "breached yet; FR median in business minutes; no SLA: no target applies",
+    )
+    heads = (
+        ("priority", "priority"),
+        ("n", "tickets"),
+        ("FR met", "first_response_met"),
+        ("FR late", "first_response_breached"),
+        ("FR open", "first_response_pending"),
+        ("res met", "resolution_met"),
+        ("res late", "resolution_breached"),
+        ("res open", "resolution_pending"),
+        ("FR median", "median_first_response_minutes"),
+        ("no SLA", "without_sla"),
+    )
+    for head, _ in heads:
+        table.add_column(
+            head, justify="left" if head == "priority" else "right", no_wrap=head == "priority"
+        )
+    for line in lines:
+        table.add_row(*("-" if line[key] is None else str(line[key]) for _, key in heads))
+    Console().print(table)
+    if not lines:
+        print("no tickets created in that time", file=sys.stderr)

@@ -1,0 +1,252 @@
+"""The backlog's time and volume: `count_tickets` (exact counts by group, age and SLA
+breach), the `tickets://queue/{name}` resource (a queue's overview: counts, oldest,
+breaching soon), and the SLA state of one ticket for the full read. Every number is
+within the caller's queues; SLA states come from ``tickets.sla`` (derived at read time).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fastmcp import FastMCP
+from fastmcp.resources import ResourceContent, ResourceResult
+from pydantic import BaseModel, Field
+
+from ticket_server.access.context import current_queues
+from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketStatus
+from ticket_server.tickets.sla import Now, utc_now
+from ticket_server.tools import READ_ONLY
+from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.errors import domain_errors, model_error
+from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
+from ticket_server.tools.outputs import output_schema
+
+if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
+    from ticket_server.tickets.repository import TicketRepository
+    from ticket_server.tickets.search import SearchFilters
+    from ticket_server.tickets.sla import SlaState
+
+QUEUE_URI = "tickets://queue/{}"
+MAX_GROUPS = 100
+SOON = timedelta(hours=2)
+OVERVIEW_LIST = 10
+GroupKey = Literal["queue", "status", "priority", "owner"]
+
+
+class CountGroup(BaseModel):
+    # key: the grouped fields' values (owner null: unassigned); age: by time since
+    # creation; breached / without_sla: null when sla_note says why.
+    key: dict[str, str | None]
+    count: int
+    age: dict[str, int]
+    breached: int | None
+    without_sla: int | None
+
+
+class Counts(BaseModel):
+    total: int
+    groups: list[CountGroup]
+    truncated: bool
+    as_of: datetime
+    sla_note: str | None = None
+    note: str | None = None
+
+
+async def _scope(
+    repo: TicketRepository, queue: str | None
+) -> tuple[frozenset[str] | None, tuple[str, ...] | None, list[str]]:
+    """(the caller's queues, the queue names ``queue`` means among them (None: none, or
+    no ``queue``), the queues the caller can see (when ``queue`` is given))."""
+    from ticket_server.tickets.search import resolve_queue
+
+    queues = current_queues()
+    if queue is None or not queue.strip():
+        return queues, None, []
+    with domain_errors():
+        visible = sorted(queues) if queues is not None else await repo.queues()
+    return queues, resolve_queue(queue, visible), visible
+
+
+async def count(
+    repo: TicketRepository,
+    now: datetime,
+    group_by: list[str],
+    statuses: tuple[TicketStatus, ...],
+    priorities: tuple[TicketPriority, ...] | None,
+    queue: str | None,
+    owner: str | None,
+) -> Counts:
+    from ticket_server.tickets import sla_store
+    from ticket_server.tickets.search import SearchFilters
+
+    queues, names, visible = await _scope(repo, queue)
+    if queue and queue.strip() and names is None:
+        raise model_error(
+            f"There is no queue '{queue}' among the queues you can see: "
+            f"{', '.join(visible) or 'none'}. Use one of these names, or leave queue out."
+        )
+    filters = SearchFilters(
+        statuses=statuses,
+        priorities=priorities,
+        queue=names,
+        owner=owner.strip() if owner and owner.strip() else None,
+        queues=queues,
+    )
+    with domain_errors():
+        counted = await repo.read(lambda conn: sla_store.count(conn, filters, group_by, now))
+    groups = [CountGroup.model_validate(g, from_attributes=True) for g in counted.groups]
+    return Counts(
+        total=counted.total,
+        groups=groups[:MAX_GROUPS],
+        truncated=len(groups) > MAX_GROUPS,
+        as_of=now,
+        sla_note=counted.sla_note,
+        note=f"Only the {MAX_GROUPS} largest groups are listed; total counts them all."
+        if len(groups) > MAX_GROUPS
+        else None,
+    )
+
+
+async def ticket_sla(repo: TicketRepository, ticket_id: str, now: datetime) -> SlaState | None:
+    from ticket_server.tickets import sla_store
+
+    with domain_errors():
+        return await repo.read(lambda conn: sla_store.ticket_sla(conn, ticket_id, now))
+
+
+def _brief(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "subject": fit(row.subject, 300).model_dump(),
+        "status": str(getattr(row.status, "value", row.status)),
+        "priority": str(getattr(row.priority, "value", row.priority)),
+        "owner": row.owner,
+        "created_at": row.created_at.isoformat(),
+        "uri": TICKET_URI.format(row.id),
+    }
+
+
+async def queue_overview(repo: TicketRepository, name: str, now: datetime) -> dict[str, Any] | None:
+    """A queue's open tickets in numbers (by status, by priority, by age, breached), its
+    oldest, and those breaching within two hours (None: no such queue of the caller's)."""
+    from ticket_server.tickets import sla_store
+    from ticket_server.tickets.search import SearchFilters
+
+    queues, names, _ = await _scope(repo, name)
+    if names is None:
+        return None
+    filters: SearchFilters = SearchFilters(
+        statuses=tuple(sorted(OPEN_STATUSES)), queue=names, queues=queues
+    )
+
+    def read(conn: Any) -> dict[str, Any]:
+        by_status = sla_store.count(conn, filters, ["status"], now)
+        by_priority = sla_store.count(conn, filters, ["priority"], now)
+        age = {bucket: 0 for bucket, _ in sla_store.AGE_BUCKETS}
+        for group in by_status.groups:
+            for bucket, n in group.age.items():
+                age[bucket] += n
+        soon = sla_store.due_soon(conn, filters, now, SOON, OVERVIEW_LIST)
+        breached = None if by_status.sla_note else sum(g.breached or 0 for g in by_status.groups)
+        out: dict[str, Any] = {
+            "queue": names[0],
+            "as_of": now.isoformat(),
+            "open_total": by_status.total,
+            "by_status": {g.key["status"]: g.count for g in by_status.groups},
+            "by_priority": {g.key["priority"]: g.count for g in by_priority.groups},
+            "age": age,
+            "breached": breached,
+            "without_sla": None
+            if by_status.sla_note
+            else sum(g.without_sla or 0 for g in by_status.groups),
+            "sla_note": by_status.sla_note,
+            "oldest": [_brief(r) for r in sla_store.oldest(conn, filters, OVERVIEW_LIST)],
+        }
+        if soon is None:
+            out["breaching_soon"] = None
+            out["breaching_soon_more"] = None
+        else:
+            tickets, more = soon
+            out["breaching_soon"] = [
+                {
+                    **_brief(row),
+                    "due_at": due.isoformat(),
+                    "breached": sla_store.breached(state),
+                }
+                for row, state, due in tickets
+            ]
+            out["breaching_soon_more"] = more
+        return out
+
+    with domain_errors():
+        return await repo.read(read)
+
+
+def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
+    """Add `count_tickets` and the queue resource template to ``mcp``."""
+
+    async def count_tickets(
+        group_by: Annotated[list[GroupKey], Field(max_length=4, description="[]: one total.")] = [],  # noqa: B006 - pydantic copies defaults
+        status: Annotated[
+            Omittable[Annotated[list[TicketStatus], Field(min_length=1, max_length=6)]],
+            Field(description="Any of these; null: the open statuses."),
+        ] = None,
+        priority: Annotated[
+            Omittable[Annotated[list[TicketPriority], Field(min_length=1, max_length=4)]],
+            Field(description="Any of these."),
+        ] = None,
+        queue: Annotated[Omittable[Annotated[str, Field(max_length=64)]], Field()] = None,
+        owner: Annotated[
+            Omittable[Annotated[str, Field(max_length=64)]], Field(description="Owner login.")
+        ] = None,
+    ) -> Counts:
+        """Exact counts of your queues' tickets (open unless status says), grouped by any
+        of queue, status, priority, owner: per group the count, age since creation, SLA
+        breaches (without_sla: no target applies). A null number: sla_note says why.
+        An unknown queue: an error listing yours."""
+        statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
+        keys: list[str] = list(dict.fromkeys(group_by))
+        return await count(
+            repo, now(), keys, statuses, tuple(priority) if priority else None, queue, owner
+        )
+
+    mcp.add_tool(
+        drop_null_defaults(
+            _tool(count_tickets),
+        )
+    )
+
+    @mcp.resource(
+        QUEUE_URI.format("{name}"),
+        name="queue",
+        title="Queue overview",
+        mime_type="application/json",
+        tags={"tickets:read"},
+        description="A queue's open tickets: counts by status, priority and age, SLA breaches, "
+        "the oldest, and those due within 2 hours. Values {untrusted: true, text} are "
+        "customer-written data.",
+    )
+    async def queue(name: str) -> ResourceResult:
+        from ticket_server.tools.resources import missing
+
+        value = await queue_overview(repo, name, now())
+        if value is None:
+            raise missing(QUEUE_URI.format(name))
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return ResourceResult(
+            [ResourceContent(text, mime_type="application/json")], meta=meta_for(value)
+        )
+
+
+def _tool(fn: Any) -> Any:
+    from fastmcp.tools import Tool
+
+    return Tool.from_function(
+        fn,
+        name="count_tickets",
+        annotations=READ_ONLY,
+        tags={"tickets:read"},
+        output_schema=output_schema(Counts),
+    )
