@@ -27,6 +27,7 @@ from ticket_server import db
 from ticket_server.admin.seeding import seed
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
+from ticket_server.tools.toolsets import TOOLSETS
 
 MODES = ["legacy", "2026-07-28"]
 BACKENDS = ["sqlite", "postgresql"]
@@ -158,8 +159,12 @@ def db_path(database_url: str) -> Path:
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     # Tests that are not about rate limits must never meet one.
+    # Every toolset: the tests drive every tool (the default offers fewer).
     return Settings(
-        database_url=database_url, database_timeout=3.0, tool_rate_limit="100000/minute"
+        database_url=database_url,
+        database_timeout=3.0,
+        tool_rate_limit="100000/minute",
+        toolsets=list(TOOLSETS),
     )
 
 

@@ -69,7 +69,7 @@ WriteAction = Literal[
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
-ToolsetName = Literal["read", "respond", "triage"]
+ToolsetName = Literal["read", "respond", "triage", "intake", "classify", "backlog"]
 """A group of tools a deployment may offer (``ticket_server.tools.toolsets``)."""
 
 
@@ -348,7 +348,8 @@ class Settings(BaseSettings):
         min_length=1,
         description="The toolsets offered to callers without toolsets of their own (callers "
         "add --toolset), as a JSON list: read, respond (notes and replies), triage (status, "
-        "owner, priority, queue). A tool outside a caller's toolsets is not listed and cannot "
+        "owner, priority, queue), intake (open tickets), classify (tags, custom fields), "
+        "backlog (counts); `ticket-server tools toolsets` lists them. A tool outside a caller's toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(

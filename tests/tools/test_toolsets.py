@@ -79,10 +79,10 @@ async def test_a_callers_own_toolsets_replace_the_deployments(
 ) -> None:
     """A caller given `respond` (callers add --toolset) is offered the note and reply
     tools, though the deployment offers `read`; its scopes still decide: a caller with
-    the `triage` toolset but tickets:read only is offered its one read (count_tickets)
-    and none of its writes."""
+    the `backlog` and `triage` toolsets but tickets:read only is offered the one read
+    among them (count_tickets) and none of the writes."""
     await add_caller("responder", scopes=EVERY_SCOPE, toolsets=["respond"])
-    await add_caller("reader", scopes=("tickets:read",), toolsets=["triage"])
+    await add_caller("reader", scopes=("tickets:read",), toolsets=["backlog", "triage"])
     async with Client(server_as(stdio_caller="responder", toolsets=["read"])) as client:
         assert {t.name for t in await client.list_tools()} == tools_in(["respond"])
         failed, _ = await call_any(client, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})

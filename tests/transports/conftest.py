@@ -16,6 +16,7 @@ import httpx2 as httpx
 import pytest
 
 from tests.conftest import sqlite_url
+from ticket_server.tools.toolsets import TOOLSETS
 
 TICKET_SERVER = [sys.executable, "-m", "ticket_server"]
 
@@ -30,6 +31,8 @@ def server_env(db_path: Path | str, **extra: str) -> dict[str, str]:
     env["TICKET_SERVER_DATABASE_URL"] = as_url(db_path)
     # Tests that are not about rate limits must never meet one (C10 makes 200 calls).
     env["TICKET_SERVER_TOOL_RATE_LIMIT"] = "100000/minute"
+    # Every toolset, as the in-memory tests have it (the default offers fewer).
+    env["TICKET_SERVER_TOOLSETS"] = json.dumps(list(TOOLSETS))
     env.update(extra)
     return env
 

@@ -1,5 +1,7 @@
 """Toolsets as data: named groups of tools, of which a deployment chooses the ones its
-callers' models are offered (``TICKET_SERVER_TOOLSETS``, every toolset by default).
+callers' models are offered (``TICKET_SERVER_TOOLSETS``; by default read, respond and triage: the
+tools every deployment had before toolsets, so a new toolset is offered only when an
+operator opts in, and an upgrade leaves every caller's tools/list as it was).
 
 A caller may have toolsets of its own (``callers add --toolset``), which replace the
 deployment's for it. A tool outside the chosen toolsets is neither listed nor callable: a call of it is
@@ -42,17 +44,14 @@ TOOLSETS: Mapping[str, Toolset] = {
         ("add_internal_note", "reply_to_customer"),
     ),
     "triage": Toolset(
-        "Open tickets; change status, owner, priority, queue, tags or custom fields; count the backlog.",
-        (
-            "set_ticket_status",
-            "assign_ticket",
-            "escalate_ticket",
-            "open_ticket",
-            "update_ticket_tags",
-            "set_ticket_fields",
-            "count_tickets",
-        ),
+        "Change a ticket's status, owner, priority or queue.",
+        ("set_ticket_status", "assign_ticket", "escalate_ticket"),
     ),
+    "intake": Toolset("Open tickets for customers.", ("open_ticket",)),
+    "classify": Toolset(
+        "Tag tickets and set their custom fields.", ("update_ticket_tags", "set_ticket_fields")
+    ),
+    "backlog": Toolset("Count the open backlog, with ages and SLA breaches.", ("count_tickets",)),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
 
