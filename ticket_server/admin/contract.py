@@ -54,15 +54,16 @@ async def snapshot(server: FastMCP) -> dict[str, Any]:
 
     async with compat.lifespan(server):  # the schemas as served (refs inlined at start)
         tools = [t.to_mcp_tool() for t in await server.list_tools(run_middleware=False)]
-    entries, app_entries = [], []
+    entries: list[dict[str, Any]] = []
+    app_entries: list[dict[str, Any]] = []
     for tool in sorted(tools, key=lambda t: t.name):
         dumped = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-        entry = {
+        entry: dict[str, Any] = {
             k: dumped[k]
             for k in ("name", "description", "inputSchema", "outputSchema", "annotations")
             if k in dumped
         }
-        ui = (dumped.get("_meta") or {}).get("ui") or {}
+        ui: dict[str, Any] = (dumped.get("_meta") or {}).get("ui") or {}
         if "model" in ui.get("visibility", ["model"]):
             entries.append(entry)
         else:  # app-only (MCP Apps): listed to clients with the extension, never to a model
