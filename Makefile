@@ -5,8 +5,9 @@
 #               else it stops naming what is missing), run the whole test suite: the
 #               formatter, linter and type checker (make lint), the published tool contract check, the MCP conformance suite against the HTTP server
 #               (.ci/conformance), then pytest
-#               (which also drives the pinned MCP Inspector CLI from .ci/inspector and the
-#               MCP reference servers pinned in .ci/reference-servers)
+#               (which also drives the pinned MCP Inspector CLI from .ci/inspector, the
+#               MCP reference servers pinned in .ci/reference-servers, and headless
+#               chromium with the MCP Apps host bridge pinned in .ci/apps)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -40,7 +41,7 @@ test: $(STAMP)
 	bash .ci/frameworks/install.sh all "$$($(BIN)/python -c 'import sys; print(sys._base_executable)')" \
 		>.cache/frameworks-install.log 2>&1 & frameworks=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory lint && $(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh && bash .ci/reference-servers/install.sh || status=$$?; \
+	$(MAKE) --no-print-directory lint && $(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh && bash .ci/apps/install.sh && bash .ci/reference-servers/install.sh || status=$$?; \
 	wait $$frameworks || { cat .cache/frameworks-install.log >&2; echo "make test: installing the agent frameworks failed" >&2; exit 1; }; \
 	exit $$status
 	$(BIN)/python -m pytest -n 2 --dist loadfile
