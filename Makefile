@@ -13,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test install bench lint mutations
+.PHONY: run test install bench lint mutations screenshots
 
 install: $(STAMP)
 
@@ -65,3 +65,9 @@ bench: $(STAMP)
 # rewritten. By hand, never in CI; about 20 minutes.
 mutations: $(STAMP)
 	$(BIN)/python -m bench.mutations
+
+# The MCP Apps views' pictures in docs/ (README "MCP Apps"): SUP-4412's ticket card and
+# the billing queue's board, rendered by headless chromium in the browser test's host page.
+screenshots: $(STAMP)
+	bash .ci/install-services.sh
+	$(BIN)/python -m tests.tools.apps.screenshots

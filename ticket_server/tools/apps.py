@@ -258,8 +258,11 @@ def register(
             board = await repo.read(lambda conn: queue_board(conn, name, BOARD_LIMIT))
         value = Board(
             queue=name,
-            by_status=board.by_status,
-            open_by_priority=board.open_by_priority,
+            # In workflow order (new ... closed) and rising priority, as the view shows them.
+            by_status={s: board.by_status[s] for s in TicketStatus if s in board.by_status},
+            open_by_priority={
+                p: board.open_by_priority[p] for p in TicketPriority if p in board.open_by_priority
+            },
             open_total=sum(board.open_by_priority.values()),
             oldest_open=[
                 BoardTicket(
