@@ -135,6 +135,28 @@ async def test_customer_text_shows_as_text_and_a_reader_gets_no_action(
         assert await view.evaluate("document.querySelectorAll('img').length") == 0
         assert await card.locator("[data-action], [data-section=actions]").count() == 0
         assert await card.locator("textarea, input, select").count() == 0
+        for absent in ("tags", "fields", "sla", "attachments", "linked-tickets"):
+            assert await card.locator(f"[data-section={absent}]").count() == 0
+
+        # The sections other work adds to the full read, read defensively, values as text.
+        result = await client.call_tool_mcp("get_ticket", {"ticket_id": "SUP-1337"})
+        dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        dumped["structuredContent"] |= {
+            "tags": ["billing-export", SCRIPT],
+            "custom_fields": {"plan_tier": "enterprise", "seats": 204},
+            "sla": {"first_response": {"due_at": "2030-01-02T09:00:00Z", "breached": False}},
+            "attachments": [{"filename": SCRIPT, "content_type": "text/csv", "size_bytes": 10}],
+            "links": [{"type": "duplicate_of", "ticket_id": "SUP-4412"}],
+        }
+        card = await host.show_result(CARD_URI, dumped)
+        await card.locator("[data-section=tags]").wait_for(timeout=5_000)
+        assert SCRIPT in await card.locator("[data-section=tags]").inner_text()
+        assert "enterprise" in await card.locator("[data-section=fields]").inner_text()
+        assert "2030-01-02T09:00:00Z" in await card.locator("[data-section=sla]").inner_text()
+        assert SCRIPT in await card.locator("[data-section=attachments]").inner_text()
+        await card.locator("[data-section=linked-tickets] [data-open-ticket]").click()
+        await card.locator("[data-ticket='SUP-4412']").wait_for(timeout=5_000)
+        assert await host.frame().evaluate("window.pwned") is None
 
 
 async def test_board_counts_a_queue_and_opens_ticket_cards(

@@ -93,10 +93,14 @@ class Host:
         self, view: str, tool: str, arguments: dict[str, Any], theme: str = "light"
     ) -> Any:
         """The frame of ``view`` (a ui:// URI) showing ``tool``'s result for ``arguments``."""
-        html = (await self.client.read_resource(view))[0].text  # type: ignore[union-attr]
         result = await self.client.call_tool_mcp(tool, arguments)
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-        await self.page.evaluate("([h, r, t]) => startView(h, r, t)", [html, dumped, theme])
+        return await self.show_result(view, dumped, theme)
+
+    async def show_result(self, view: str, result: dict[str, Any], theme: str = "light") -> Any:
+        """The frame of ``view`` showing ``result`` (a CallToolResult as JSON)."""
+        html = (await self.client.read_resource(view))[0].text  # type: ignore[union-attr]
+        await self.page.evaluate("([h, r, t]) => startView(h, r, t)", [html, result, theme])
         return self.page.frame_locator("iframe")
 
     async def calls(self) -> list[dict[str, Any]]:
