@@ -94,12 +94,14 @@ async def test_the_cards_actions_are_what_the_write_tools_admit(
 ) -> None:
     """An agent writing everywhere is offered the four actions; one writing in billing
     only, none on a support ticket; a reader, none; an agent offered the read and
-    respond toolsets only, the note and the reply. The board link follows the board tool."""
+    respond toolsets only, the note and the reply; on a closed ticket, the note only.
+    `statuses` are the moves the ticket's status allows."""
     await add_caller("agent", scopes=AGENT_SCOPES)
     await add_caller("billing-agent", scopes=AGENT_SCOPES, write_queues=["billing"])
     await add_caller("reader", scopes=("tickets:read",))
     await add_caller("responder", scopes=AGENT_SCOPES, toolsets=["read", "respond"])
     support = (await _sql(settings, "SELECT id FROM tickets WHERE queue = 'support' LIMIT 1"))[0][0]
+    closed = (await _sql(settings, "SELECT id FROM tickets WHERE status = 'closed' LIMIT 1"))[0][0]
     every = ["add_internal_note", "reply_to_customer", "set_ticket_status", "assign_ticket"]
     expected = {
         ("agent", "SUP-4412"): every,
@@ -107,13 +109,18 @@ async def test_the_cards_actions_are_what_the_write_tools_admit(
         ("billing-agent", support): [],
         ("reader", "SUP-4412"): [],
         ("responder", "SUP-4412"): ["add_internal_note", "reply_to_customer"],
+        ("agent", closed): ["add_internal_note"],  # a closed ticket takes notes only
     }
     for (caller, ticket), actions in expected.items():
         async with Client(server_as(stdio_caller=caller), extensions=[apps_extension()]) as client:
             result = await client.call_tool("get_ticket", {"ticket_id": ticket})
             app = (result.meta or {})[APP_META]
             assert (caller, ticket, app["actions"]) == (caller, ticket, actions)
-            assert app["board"] is True and "closed" in app["statuses"]
+            assert app["board"] is True
+            if ticket == closed:  # closed is final
+                assert app["statuses"] == []
+            if ticket == "SUP-4412":  # waiting_on_customer: its allowed moves
+                assert app["statuses"] == ["open", "in_progress", "resolved", "closed"]
 
 
 async def test_the_board_counts_what_the_database_holds(

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from ticket_server.access.callers import Caller
 from ticket_server.access.context import current_caller, current_queues
-from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tickets.domain import NEXT_STATUSES, TicketPriority, TicketStatus
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, Text, fit, meta_for
@@ -126,24 +126,35 @@ class AppsGate(Middleware):
             return result
         server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
         value = result.structured_content or {}
-        allowed = await self._actions(server, value.get("queue"))
+        allowed = await self._actions(server, value.get("queue"), value.get("status"))
         meta = {**(result.meta or {}), APP_META: allowed}
         return ToolResult(
             content=result.content, structured_content=result.structured_content, meta=meta
         )
 
-    async def _actions(self, server: FastMCP | None, queue: Any) -> dict[str, Any]:
-        """The card's actions on a ticket of ``queue`` for the current caller: each write
-        tool it may use (scopes, toolsets) where it may write (``writable_queues``)."""
+    async def _actions(self, server: FastMCP | None, queue: Any, status: Any) -> dict[str, Any]:
+        """The card's actions on a ticket of ``queue`` in ``status`` for the current caller:
+        each write tool it may use (scopes, toolsets) where it may write
+        (``writable_queues``) and that the ticket's status admits (a closed ticket takes
+        internal notes only; ``statuses``: the moves allowed from ``status``)."""
         caller = current_caller()
         actions: list[str] = []
         board = False
+        current = TicketStatus(status) if status in set(TicketStatus) else None
+        statuses = [s.value for s in NEXT_STATUSES[current]] if current is not None else []
+        admitted = {
+            "add_internal_note": current is not None,
+            "reply_to_customer": current not in (None, TicketStatus.CLOSED),
+            "set_ticket_status": bool(statuses),
+            "assign_ticket": current not in (None, TicketStatus.CLOSED),
+        }
         if server is not None and caller is not None:
             writable = caller.writable_queues
             for name in ACTIONS:
                 tool = await server.get_tool(name)
                 if (
-                    tool is not None
+                    admitted[name]
+                    and tool is not None
                     and self.may_use(caller, tool)
                     and isinstance(queue, str)
                     and (writable is None or queue in writable)
@@ -153,7 +164,7 @@ class AppsGate(Middleware):
             board = tool is not None and self.may_use(caller, tool)
         return {
             "actions": actions,
-            "statuses": [s.value for s in TicketStatus],
+            "statuses": statuses,
             "board": board,
         }
 
