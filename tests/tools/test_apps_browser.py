@@ -108,6 +108,14 @@ async def test_card_renders_sup_4412_and_its_actions_call_the_write_tools(
         assert [c["name"] for c in await host.calls()][2:] == ["reply_to_customer", "get_ticket"]
         assert len(person.asked) == 1 and "SUP-4412" in person.asked[0]
 
+        move = card.locator("[data-action=set_ticket_status]")
+        await move.locator("select").select_option("in_progress")
+        await move.locator("button").click()
+        await card.locator(".chip", has_text="in_progress").wait_for(timeout=5_000)
+        status_call = (await host.calls())[4]
+        assert status_call["name"] == "set_ticket_status"
+        assert status_call["arguments"]["status"] == "in_progress"
+
 
 async def test_customer_text_shows_as_text_and_a_reader_gets_no_action(
     settings: Settings, add_caller, server_as, bridge: Path
