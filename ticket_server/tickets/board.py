@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
 
-from ticket_server.tickets.domain import OPEN_STATUSES
+from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketStatus
 from ticket_server.tickets.models import Ticket
 from ticket_server.tickets.schemas import TicketRecord
 
@@ -27,19 +27,19 @@ class QueueBoard:
 def queue_board(conn: Connection, queue: str, limit: int) -> QueueBoard:
     """The board of ``queue``; a queue that holds no ticket has empty counts."""
     in_queue = Ticket.queue == queue
-    by_status = {
-        str(getattr(status, "value", status)): int(n)
-        for status, n in conn.execute(
-            select(Ticket.status, func.count()).where(in_queue).group_by(Ticket.status)
-        )
-    }
+    by_status: dict[str, int] = {}
+    by_priority: dict[str, int] = {}
+    # One pass over the queue's rows gives both counts.
+    for status, priority, n in conn.execute(
+        select(Ticket.status, Ticket.priority, func.count())
+        .where(in_queue)
+        .group_by(Ticket.status, Ticket.priority)
+    ):
+        status, priority = TicketStatus(status), TicketPriority(priority)
+        by_status[status.value] = by_status.get(status.value, 0) + int(n)
+        if status in OPEN_STATUSES:
+            by_priority[priority.value] = by_priority.get(priority.value, 0) + int(n)
     is_open = Ticket.status.in_(OPEN_STATUSES)
-    by_priority = {
-        str(getattr(priority, "value", priority)): int(n)
-        for priority, n in conn.execute(
-            select(Ticket.priority, func.count()).where(in_queue, is_open).group_by(Ticket.priority)
-        )
-    }
     rows = conn.execute(
         select(
             Ticket.id,
