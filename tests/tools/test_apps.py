@@ -95,7 +95,7 @@ async def test_the_cards_actions_are_what_the_write_tools_admit(
     """An agent writing everywhere is offered the four actions; one writing in billing
     only, none on a support ticket; a reader, none; an agent offered the read and
     respond toolsets only, the note and the reply; on a closed ticket, the note only.
-    `statuses` are the moves the ticket's status allows."""
+    `statuses` are the moves the ticket's status allows. A read-only deployment: none."""
     await add_caller("agent", scopes=AGENT_SCOPES)
     await add_caller("billing-agent", scopes=AGENT_SCOPES, write_queues=["billing"])
     await add_caller("reader", scopes=("tickets:read",))
@@ -121,6 +121,10 @@ async def test_the_cards_actions_are_what_the_write_tools_admit(
                 assert app["statuses"] == []
             if ticket == "SUP-4412":  # waiting_on_customer: its allowed moves
                 assert app["statuses"] == ["open", "in_progress", "resolved", "closed"]
+    read_only = server_as(stdio_caller="agent", read_only=True)  # no write tool at all
+    async with Client(read_only, extensions=[apps_extension()]) as client:
+        result = await client.call_tool("get_ticket", {"ticket_id": "SUP-4412"})
+        assert (result.meta or {})[APP_META]["actions"] == []
 
 
 async def test_the_board_counts_what_the_database_holds(

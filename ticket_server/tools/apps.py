@@ -93,6 +93,14 @@ class AppsGate(Middleware):
 
     def __init__(self, may_use: Callable[[Caller | None, Tool], bool]) -> None:
         self.may_use = may_use
+        # The server's tools are fixed once it is built (FastMCP's get_tool runs the
+        # providers again on every call): each looked up once, by name.
+        self._tools: dict[str, Tool | None] = {}
+
+    async def _tool(self, server: FastMCP, name: str) -> Tool | None:
+        if name not in self._tools:
+            self._tools[name] = await server.get_tool(name)
+        return self._tools[name]
 
     async def on_list_tools(
         self,
@@ -151,7 +159,7 @@ class AppsGate(Middleware):
         if server is not None and caller is not None:
             writable = caller.writable_queues
             for name in ACTIONS:
-                tool = await server.get_tool(name)
+                tool = await self._tool(server, name)
                 if (
                     admitted[name]
                     and tool is not None
@@ -160,7 +168,7 @@ class AppsGate(Middleware):
                     and (writable is None or queue in writable)
                 ):
                     actions.append(name)
-            tool = await server.get_tool(BOARD_TOOL)
+            tool = await self._tool(server, BOARD_TOOL)
             board = tool is not None and self.may_use(caller, tool)
         return {
             "actions": actions,
