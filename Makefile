@@ -5,14 +5,15 @@
 #               else it stops naming what is missing), run the whole test suite: the
 #               formatter, linter and type checker (make lint), the published tool contract check, the MCP conformance suite against the HTTP server
 #               (.ci/conformance), then pytest
-#               (which also drives the pinned MCP Inspector CLI from .ci/inspector and the
-#               MCP reference servers pinned in .ci/reference-servers)
+#               (which also drives the pinned MCP Inspector CLI from .ci/inspector, the
+#               MCP reference servers pinned in .ci/reference-servers, and headless
+#               chromium with the MCP Apps host bridge pinned in .ci/apps)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test install bench lint mutations
+.PHONY: run test install bench lint mutations screenshots
 
 install: $(STAMP)
 
@@ -40,7 +41,7 @@ test: $(STAMP)
 	bash .ci/frameworks/install.sh all "$$($(BIN)/python -c 'import sys; print(sys._base_executable)')" \
 		>.cache/frameworks-install.log 2>&1 & frameworks=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory lint && $(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh && bash .ci/reference-servers/install.sh || status=$$?; \
+	$(MAKE) --no-print-directory lint && $(BIN)/ticket-server tools check && bash .ci/conformance/ticket-server.sh && bash .ci/inspector/install.sh && bash .ci/apps/install.sh && bash .ci/reference-servers/install.sh || status=$$?; \
 	wait $$frameworks || { cat .cache/frameworks-install.log >&2; echo "make test: installing the agent frameworks failed" >&2; exit 1; }; \
 	exit $$status
 	$(BIN)/python -m pytest -n 2 --dist loadfile
@@ -64,3 +65,9 @@ bench: $(STAMP)
 # rewritten. By hand, never in CI; about 20 minutes.
 mutations: $(STAMP)
 	$(BIN)/python -m bench.mutations
+
+# The MCP Apps views' pictures in docs/ (README "MCP Apps"): SUP-4412's ticket card and
+# the billing queue's board, rendered by headless chromium in the browser test's host page.
+screenshots: $(STAMP)
+	bash .ci/install-services.sh
+	$(BIN)/python -m tests.tools.apps.screenshots

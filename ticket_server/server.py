@@ -39,6 +39,7 @@ from ticket_server.tools import (
     v2,
     writes,
 )
+from ticket_server.tools.apps import register as register_apps
 from ticket_server.tools.cursor import CursorCodec, cursor_key
 from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
@@ -275,6 +276,7 @@ def build_server(
     from ticket_server.tools import classification_resources
 
     classification_resources.register(mcp, rt.repository)
+    register_apps(mcp, rt.repository, pipeline.may_use)
     if not rt.settings.read_only:
         writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         opening.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)

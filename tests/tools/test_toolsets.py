@@ -15,6 +15,7 @@ from tests.helpers import call_any
 from tests.test_operator_cli import one_line, run
 from ticket_server.admin import contract
 from ticket_server.settings import Settings
+from ticket_server.tools.apps import APP_ONLY
 from ticket_server.tools.toolsets import TOOLSETS, tools_in
 
 EVERY_SCOPE = ("tickets:read", "tickets:write")
@@ -22,7 +23,7 @@ EVERY_SCOPE = ("tickets:read", "tickets:write")
 
 def test_every_published_tool_is_in_exactly_one_toolset() -> None:
     live = asyncio.run(contract.snapshot(contract.contract_server()))
-    published = sorted(t["name"] for t in live["tools"])
+    published = sorted(t["name"] for t in live["tools"] + live.get("app_tools", []))
     grouped = sorted(name for toolset in TOOLSETS.values() for name in toolset.tools)
     assert grouped == published
 
@@ -40,7 +41,7 @@ async def test_only_the_offered_toolsets_are_listed_and_callable(
     server = server_as(stdio_caller="agent", toolsets=["read"])
     async with Client(server) as client:
         listed = {t.name for t in await client.list_tools()}
-        assert listed == tools_in(["read"])
+        assert listed == tools_in(["read"]) - APP_ONLY  # app-only: for MCP Apps clients
         failed, refused = await call_any(
             client, "add_internal_note", {"ticket_id": "SUP-4412", "note": "hello"}
         )
@@ -55,7 +56,7 @@ async def test_only_the_offered_toolsets_are_listed_and_callable(
 
     async with Client(server_as(stdio_caller="agent")) as client:  # the default: every toolset
         everything = {t.name for t in await client.list_tools()}
-    assert everything == tools_in(TOOLSETS)
+    assert everything == tools_in(TOOLSETS) - APP_ONLY
 
 
 @pytest.mark.sqlite_only
@@ -84,7 +85,7 @@ async def test_a_callers_own_toolsets_replace_the_deployments(
     await add_caller("responder", scopes=EVERY_SCOPE, toolsets=["respond"])
     await add_caller("reader", scopes=("tickets:read",), toolsets=["backlog", "triage"])
     async with Client(server_as(stdio_caller="responder", toolsets=["read"])) as client:
-        assert {t.name for t in await client.list_tools()} == tools_in(["respond"])
+        assert {t.name for t in await client.list_tools()} == tools_in(["respond"]) - APP_ONLY
         failed, _ = await call_any(client, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert failed
     async with Client(server_as(stdio_caller="reader")) as client:
@@ -109,7 +110,7 @@ def test_callers_add_toolset_list_and_export(settings: Settings) -> None:
     exported = run(url, "tools", "export", "--caller", "lead", "--format", "mcp")
     assert exported.returncode == 0, exported.stderr
     names = {t["name"] for t in json.loads(exported.stdout)["tools"]}
-    assert names == tools_in(["read", "triage"])
+    assert names == tools_in(["read", "triage"]) - APP_ONLY
     wrong = run(url, "callers", "add", "x", "--scope", "tickets:read", "--toolset", "admin")
     assert wrong.returncode == 2
     assert "toolset 'admin': one of read, respond, triage" in one_line(wrong)

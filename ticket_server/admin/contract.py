@@ -47,22 +47,28 @@ class Difference:
 async def snapshot(server: FastMCP) -> dict[str, Any]:
     """Every tool the server registers, as tools/list sends it (name, description,
     schemas, annotations), whoever the caller: the contract is the whole published
-    surface, so no identity or database is consulted."""
+    surface, so no identity or database is consulted. ``tools`` is what a model is
+    shown (and all a client without the MCP Apps extension is listed); ``app_tools``
+    the app-only tools (``_meta.ui.visibility: ["app"]``) of the views."""
     from ticket_server import compat
 
     async with compat.lifespan(server):  # the schemas as served (refs inlined at start)
         tools = [t.to_mcp_tool() for t in await server.list_tools(run_middleware=False)]
-    entries = []
+    entries: list[dict[str, Any]] = []
+    app_entries: list[dict[str, Any]] = []
     for tool in sorted(tools, key=lambda t: t.name):
         dumped = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-        entries.append(
-            {
-                k: dumped[k]
-                for k in ("name", "description", "inputSchema", "outputSchema", "annotations")
-                if k in dumped
-            }
-        )
-    return {"tools": entries}
+        entry: dict[str, Any] = {
+            k: dumped[k]
+            for k in ("name", "description", "inputSchema", "outputSchema", "annotations")
+            if k in dumped
+        }
+        ui: dict[str, Any] = (dumped.get("_meta") or {}).get("ui") or {}
+        if "model" in ui.get("visibility", ["model"]):
+            entries.append(entry)
+        else:  # app-only (MCP Apps): listed to clients with the extension, never to a model
+            app_entries.append({**entry, "_meta": {"ui": ui}})
+    return {"tools": entries, "app_tools": app_entries} if app_entries else {"tools": entries}
 
 
 def contract_server() -> FastMCP:
@@ -226,6 +232,10 @@ def compare(published: dict[str, Any], live: dict[str, Any]) -> list[Difference]
             diffs.append(Difference("breaking", name, "", what))
     for name in new.keys() - old.keys():
         diffs.append(Difference("additive", name, "", "new tool"))
+    if published.get("app_tools") or live.get("app_tools"):  # held to the same rules
+        diffs += compare(
+            {"tools": published.get("app_tools", [])}, {"tools": live.get("app_tools", [])}
+        )
     return diffs
 
 

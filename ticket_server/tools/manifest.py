@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from fastmcp import FastMCP
+from fastmcp.apps.config import is_model_visible
 from fastmcp.tools import Tool
 from pydantic import BaseModel
 
@@ -35,7 +36,8 @@ def register(
     may_use: Callable[[Caller | None, Tool], bool],
 ) -> None:
     """Add the manifest; it lists only the tools ``caller()`` (the caller of the read) may
-    use (``may_use``: its scopes and the deployment's toolsets)."""
+    use (``may_use``: its scopes and the deployment's toolsets), app-only ones left out
+    (MCP Apps: no model calls them)."""
 
     @mcp.resource(
         URI,
@@ -52,7 +54,7 @@ def register(
         tools = [
             t
             for t in await mcp.list_tools(run_middleware=False)
-            if reader is not None and may_use(reader, t)
+            if reader is not None and may_use(reader, t) and is_model_visible(t)
         ]
         for tool in sorted(tools, key=lambda t: t.name):
             d = versions.get(tool.name)

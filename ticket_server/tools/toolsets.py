@@ -37,6 +37,7 @@ TOOLSETS: Mapping[str, Toolset] = {
             "search_tickets_v2",
             "get_ticket_status",
             "search_tickets",
+            "get_queue_board",  # app-only (MCP Apps): listed to clients with the extension
         ),
     ),
     "respond": Toolset(
