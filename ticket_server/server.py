@@ -26,6 +26,7 @@ from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
+from ticket_server.tools import attachments as attachment_tools
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
 from ticket_server.tools.cursor import CursorCodec, cursor_key
 from ticket_server.tools.toolsets import offered
@@ -250,15 +251,19 @@ def build_server(
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
     compat.add_request_middleware(mcp, pipeline.refuse_cursors)
     cursors = CursorCodec(rt.cursor_key)
+    files = attachment_tools.AttachmentService.from_settings(rt.settings, rt.repository)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)
     full_read.register(mcp, rt.repository, cursors)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
     resources.register(mcp, rt.repository, cursors)
+    attachment_tools.register(mcp, rt.repository, files)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
     if not rt.settings.read_only:
-        writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        writes.register(
+            mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key, files
+        )
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
         compat.hand_invalid_request_state_to(mcp, writes.TOOLS, writes.INVALID_REQUEST_STATE)

@@ -398,6 +398,51 @@ class Settings(BaseSettings):
         "answers loopback clients only.",
     )
 
+    attachment_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1,
+        le=100 * 1024 * 1024,
+        description="Largest attachment accepted (bytes, after base64 decoding); a larger one "
+        "is refused and nothing is written. Over HTTP a request is also bounded by "
+        "max_request_bytes.",
+    )
+    attachment_ticket_max_bytes: int = Field(
+        default=50 * 1024 * 1024,
+        ge=1,
+        description="Most bytes of attachments one ticket may hold together.",
+    )
+    attachment_types: list[str] = Field(
+        default=[
+            "image/png",
+            "image/jpeg",
+            "image/gif",
+            "image/webp",
+            "application/pdf",
+            "text/plain",
+            "text/csv",
+            "application/json",
+        ],
+        min_length=1,
+        description="Media types accepted as attachments (JSON list), as detected from the "
+        "bytes, never from the name; a log file is text/plain.",
+    )
+    attachment_store: Literal["database", "s3"] = Field(
+        default="database",
+        description="Where attachment bytes live: 'database' (the ticket database, nothing "
+        "else to run) or 's3' (an S3-compatible bucket, attachment_s3_bucket; credentials from "
+        "boto3's usual chain, AWS_ACCESS_KEY_ID and the like; needs the s3 extra).",
+    )
+    attachment_s3_bucket: str | None = Field(
+        default=None, description="s3 store: the bucket (must exist)."
+    )
+    attachment_s3_endpoint_url: str | None = Field(
+        default=None,
+        description="s3 store: the endpoint of an S3-compatible service; unset: AWS.",
+    )
+    attachment_s3_prefix: str = Field(
+        default="attachments/", description="s3 store: the key prefix of each object."
+    )
+
     @property
     def base_url(self) -> str:
         """The server's public base URL: ``public_url``, else ``http://HOST:PORT``."""

@@ -305,6 +305,10 @@ async def seed(
                         for batch in _batches(sample_records(name)):
                             await conn.run_sync(insert_tickets, [], **{name: batch})
                     await conn.run_sync(fold_all_term_deltas)
+                if path is None:  # the sample's and the generator's files
+                    from ticket_server.admin.sample_files import add_sample_attachments
+
+                    await conn.run_sync(add_sample_attachments)
         return added
     finally:
         await engine.dispose()

@@ -32,6 +32,7 @@ from ticket_server.tickets.domain import (
 )
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.attachment_shapes import AttachmentList
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
@@ -125,6 +126,7 @@ class FullTicket(BaseModel):
     customer: CustomerSummary | None = None
     conversation: Conversation | Absent = None
     history: History | Absent = None
+    attachments: AttachmentList | Absent = None
 
 
 TicketField = Literal[
@@ -140,6 +142,7 @@ TicketField = Literal[
     "customer",
     "conversation",
     "history",
+    "attachments",
 ]
 TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
 
@@ -195,7 +198,11 @@ def _comment(c: CommentRecord, limit: int = MAX_COMMENT_BYTES) -> Comment:
 
 
 def ticket_json(
-    view: TicketView, fields: set[str], cursor_for: Any = None, limit: int = 10
+    view: TicketView,
+    fields: set[str],
+    cursor_for: Any = None,
+    limit: int = 10,
+    attachments: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ticket as JSON: ``id`` and exactly ``fields``. The conversation holds the
     newest ``limit`` comments of ``view`` that fit in ``MAX_PAGE_BYTES`` with the rest;
@@ -228,6 +235,8 @@ def ticket_json(
         ),
     )
     out = full.model_dump(mode="json", include={"id", *fields} - {"conversation"})
+    if attachments is not None and "attachments" in fields:  # listed before comments fill the page
+        out["attachments"] = attachments
     if "conversation" not in fields:
         return out
     # Room for the empty conversation with a full-length cursor, then comments that fit.
@@ -393,6 +402,7 @@ def _link(uri: str, name: str) -> ResourceLink:
 
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
     """Add `get_ticket` and `get_customer` to ``mcp``."""
+    from ticket_server.tools.attachments import attachment_list
 
     async def get_ticket(
         ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
@@ -426,7 +436,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
         if view is None:
             raise not_found(ticket_id)
 
-        value = ticket_json(view, wanted, comment_cursors(cursors, view.ticket.id), limit)
+        files = await attachment_list(repo, view.ticket.id) if "attachments" in wanted else None
+        value = ticket_json(view, wanted, comment_cursors(cursors, view.ticket.id), limit, files)
         links = [_link(TICKET_URI.format(view.ticket.id), view.ticket.id)]
         if view.customer is not None and "customer" in wanted:
             links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))

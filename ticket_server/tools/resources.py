@@ -52,6 +52,7 @@ def missing(uri: str) -> ResourceMissing:
 
 def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
     """Add the ticket and customer resource templates to ``mcp``."""
+    from ticket_server.tools.attachments import attachment_list
 
     @mcp.resource(
         TICKET_URI.format("{id}"),
@@ -67,8 +68,14 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             view = await read_ticket(repo, id, current_queues())
         if view is None:
             raise missing(TICKET_URI.format(id))
+        files = await attachment_list(repo, view.ticket.id)
         return _json(
-            ticket_json(view, set(TICKET_FIELDS), comment_cursors(cursors, view.ticket.id))
+            ticket_json(
+                view,
+                set(TICKET_FIELDS),
+                comment_cursors(cursors, view.ticket.id),
+                attachments=files,
+            )
         )
 
     @mcp.resource(

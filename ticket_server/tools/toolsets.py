@@ -35,6 +35,7 @@ TOOLSETS: Mapping[str, Toolset] = {
             "search_tickets_v2",
             "get_ticket_status",
             "search_tickets",
+            "get_attachment",
         ),
     ),
     "respond": Toolset(
