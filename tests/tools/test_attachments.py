@@ -84,7 +84,7 @@ async def test_round_trip_dedup_listing_and_audit(settings: Settings, agent, mod
         ]
         assert all(f["untrusted"] is False and f["uploader"] == "agent" for f in files)
         for f, data in zip(files, [pdf, csv, png], strict=True):
-            back, mime, _ = await read_resource(client, f["uri"])
+            back, mime, _ = await read_resource(client, f"tickets://attachment/{f['id']}")
             assert back == data and mime == f["media_type"]
         # The same bytes again, on a reply: a new attachment, no new blob.
         before = await stored(settings)
@@ -230,7 +230,7 @@ async def test_a_large_image_is_downscaled(settings: Settings, agent) -> None:
         )
         (file,) = result.structured_content["attachments"]
         read = await client.call_tool("get_attachment", {"attachment_id": file["id"]})
-        assert read.structured_content["downscaled_to"] == [1568, 523]
+        assert read.structured_content["downscaled"] is True
         with Image.open(io.BytesIO(base64.b64decode(read.content[1].data))) as sent:
             assert sent.size == (1568, 523)
         pdf = await _sql(

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from ticket_server.tickets.domain import AuthorType
-
 if TYPE_CHECKING:
     from ticket_server.tickets.attachments import AttachmentRecord
 
@@ -22,10 +20,8 @@ class AttachmentInfo(BaseModel):
     media_type: str
     size: int
     uploader: str
-    uploader_type: AuthorType
-    untrusted: bool
+    untrusted: bool  # a customer uploaded it
     created_at: datetime
-    uri: str
 
 
 class AttachmentList(BaseModel):
@@ -42,8 +38,6 @@ def info(record: AttachmentRecord) -> AttachmentInfo:
         media_type=record.media_type,
         size=record.size,
         uploader=record.uploader,
-        uploader_type=record.uploader_type,
         untrusted=record.untrusted,
         created_at=record.created_at,
-        uri=ATTACHMENT_URI.format(record.id),
     )
