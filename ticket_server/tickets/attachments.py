@@ -74,9 +74,11 @@ class AttachmentRecord(BaseModel):
     uploader_type: AuthorType
     untrusted: bool
     created_at: datetime
+    store: str = "database"
+    """The store holding the bytes (``attachment_blobs.store``), read when found by id."""
 
 
-_COLUMNS = [_ATTACHMENTS.c[name] for name in AttachmentRecord.model_fields]
+_COLUMNS = [_ATTACHMENTS.c[name] for name in AttachmentRecord.model_fields if name != "store"]
 
 
 def detect(data: bytes) -> str:
@@ -192,9 +194,8 @@ def attach(
         )
     records = []
     for upload in attaching.uploads:
-        known = conn.execute(
-            select(_BLOBS.c.sha256).where(_BLOBS.c.sha256 == upload.sha256)
-        ).first()
+        known = conn.execute(select(_BLOBS.c.store).where(_BLOBS.c.sha256 == upload.sha256)).first()
+        store = attaching.store.name if known is None else known.store
         if known is None:
             conn.execute(
                 insert(_BLOBS).values(
@@ -219,7 +220,7 @@ def attach(
         }
         key = conn.execute(insert(_ATTACHMENTS).values(**values)).inserted_primary_key
         assert key is not None
-        records.append(AttachmentRecord(id=key[0], **values))
+        records.append(AttachmentRecord(id=key[0], store=store, **values))
     return records
 
 
@@ -249,8 +250,12 @@ def find_attachment(
 ) -> AttachmentRecord | None:
     """Attachment ``attachment_id`` when its ticket is in ``queues`` (None: any), else None."""
     stmt = (
-        select(*_COLUMNS)
-        .select_from(_ATTACHMENTS.join(_TICKETS, _TICKETS.c.id == _ATTACHMENTS.c.ticket_id))
+        select(*_COLUMNS, _BLOBS.c.store)
+        .select_from(
+            _ATTACHMENTS.join(_TICKETS, _TICKETS.c.id == _ATTACHMENTS.c.ticket_id).join(
+                _BLOBS, _BLOBS.c.sha256 == _ATTACHMENTS.c.sha256
+            )
+        )
         .where(_ATTACHMENTS.c.id == attachment_id)
     )
     if queues is not None:

@@ -111,19 +111,31 @@ class AttachmentService:
 
     def __init__(
         self,
+        repository: TicketRepository,
         open_store: Callable[[], BlobStore],
         allowed: Sequence[str],
         max_bytes: int,
         ticket_max_bytes: int,
     ) -> None:
         self._open_store = open_store
+        self._repository = repository
         self.allowed = tuple(allowed)
         self.max_bytes = max_bytes
         self.ticket_max_bytes = ticket_max_bytes
 
     @functools.cached_property
     def store(self) -> BlobStore:
+        """Where new contents go."""
         return self._open_store()
+
+    def holding(self, record: AttachmentRecord) -> BlobStore:
+        """The store holding ``record``'s bytes (the database's, or the configured one)."""
+        from ticket_server.tickets.blobstore import DatabaseStore
+
+        current = self.store
+        if record.store == current.name or isinstance(current, DatabaseStore):
+            return current
+        return DatabaseStore(self._repository)
 
     @classmethod
     def from_settings(cls, settings: Settings, repository: TicketRepository) -> AttachmentService:
@@ -133,6 +145,7 @@ class AttachmentService:
             return open_store(settings, repository)
 
         return cls(
+            repository,
             store,
             settings.attachment_types,
             settings.attachment_max_bytes,
@@ -353,7 +366,7 @@ def register(mcp: FastMCP, repo: TicketRepository, service: AttachmentService) -
                 "attachments list."
             )
         uri = ATTACHMENT_URI.format(record.id)
-        data = await _content(service.store, record)
+        data = await _content(service.holding(record), record)
         block: Any
         extra: dict[str, Any] = {}
         image = _image(data, record.media_type) if record.media_type in IMAGE_TYPES else None
@@ -417,7 +430,7 @@ def register(mcp: FastMCP, repo: TicketRepository, service: AttachmentService) -
         record = await _find(repo, id)
         if record is None:
             raise missing(ATTACHMENT_URI.format(id))
-        data = await _content(service.store, record)
+        data = await _content(service.holding(record), record)
         meta = {"dev.ticket-server/attachment": {"name": record.name, "size": record.size}}
         return ResourceResult(
             [ResourceContent(data, mime_type=record.media_type, meta=meta)],
