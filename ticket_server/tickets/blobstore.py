@@ -82,7 +82,7 @@ class DatabaseStore:
                 offset += len(chunk)
             if offset != size:
                 raise BlobMissing(sha256)
-            return bytes(buffer) if size <= CHUNK_BYTES else buffer  # type: ignore[return-value]
+            return bytes(buffer)  # a resource's content must be bytes to go out as a blob
 
         if self.repository is None:
             raise RuntimeError("a DatabaseStore without a repository cannot read")
