@@ -158,8 +158,13 @@ MAX_DEPTH = 32
 """Deepest nesting of lists and objects accepted in any argument."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
+    # ASCII (known without a scan) holds none; else one C-speed search, not a Python loop
+    # per character (1.6 s over a 10 MB attachment's base64).
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 CONTROL_CHARACTERS = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
