@@ -17,7 +17,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 import ticket_server.access.models  # noqa: F401 - registers the access tables on Base
 from ticket_server.settings import Settings
-from ticket_server.tickets import classification_models  # noqa: F401 - tags, custom fields
+from ticket_server.tickets import (
+    attachment_models,  # noqa: F401 - registers the attachment tables
+    classification_models,  # noqa: F401 - tags, custom fields
+)
 from ticket_server.tickets.models import Base
 
 config = context.config

@@ -27,6 +27,7 @@ from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tickets.sla import Now, utc_now
+from ticket_server.tools import attachments as attachment_tools
 from ticket_server.tools import (
     backlog,
     completions,
@@ -265,11 +266,13 @@ def build_server(
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
     compat.add_request_middleware(mcp, pipeline.refuse_cursors)
     cursors = CursorCodec(rt.cursor_key)
+    files = attachment_tools.AttachmentService.from_settings(rt.settings, rt.repository)
     v1.register(mcp, rt.repository, rt.versions)
     v2.register(mcp, rt.repository, cursors)
     full_read.register(mcp, rt.repository, cursors, now)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
     resources.register(mcp, rt.repository, cursors, now)
+    attachment_tools.register(mcp, rt.repository, files)
     prompts.register(mcp, rt.repository, now)
     backlog.register(mcp, rt.repository, now)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
@@ -278,7 +281,9 @@ def build_server(
     classification_resources.register(mcp, rt.repository)
     register_apps(mcp, rt.repository, pipeline.may_use)
     if not rt.settings.read_only:
-        writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        writes.register(
+            mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key, files
+        )
         opening.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         from ticket_server.tools import classification
 

@@ -69,7 +69,7 @@ WriteAction = Literal[
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
-ToolsetName = Literal["read", "respond", "triage", "intake", "classify", "backlog"]
+ToolsetName = Literal["read", "respond", "triage", "intake", "classify", "backlog", "attachments"]
 """A group of tools a deployment may offer (``ticket_server.tools.toolsets``)."""
 
 
@@ -349,7 +349,7 @@ class Settings(BaseSettings):
         description="The toolsets offered to callers without toolsets of their own (callers "
         "add --toolset), as a JSON list: read, respond (notes and replies), triage (status, "
         "owner, priority, queue), intake (open tickets), classify (tags, custom fields), "
-        "backlog (counts); `ticket-server tools toolsets` lists them. A tool outside a caller's toolsets is not listed and cannot "
+        "backlog (counts), attachments (read files); `ticket-server tools toolsets` lists them. A tool outside a caller's toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(
@@ -405,6 +405,51 @@ class Settings(BaseSettings):
         default=None,
         description="GET /metrics requires `Authorization: Bearer <this>`; unset: /metrics "
         "answers loopback clients only.",
+    )
+
+    attachment_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1,
+        le=100 * 1024 * 1024,
+        description="Largest attachment accepted (bytes, after base64 decoding); a larger one "
+        "is refused and nothing is written. Over HTTP a request is also bounded by "
+        "max_request_bytes.",
+    )
+    attachment_ticket_max_bytes: int = Field(
+        default=50 * 1024 * 1024,
+        ge=1,
+        description="Most bytes of attachments one ticket may hold together.",
+    )
+    attachment_types: list[str] = Field(
+        default=[
+            "image/png",
+            "image/jpeg",
+            "image/gif",
+            "image/webp",
+            "application/pdf",
+            "text/plain",
+            "text/csv",
+            "application/json",
+        ],
+        min_length=1,
+        description="Media types accepted as attachments (JSON list), as detected from the "
+        "bytes, never from the name; a log file is text/plain.",
+    )
+    attachment_store: Literal["database", "s3"] = Field(
+        default="database",
+        description="Where attachment bytes live: 'database' (the ticket database, nothing "
+        "else to run) or 's3' (an S3-compatible bucket, attachment_s3_bucket; credentials from "
+        "boto3's usual chain, AWS_ACCESS_KEY_ID and the like; needs the s3 extra).",
+    )
+    attachment_s3_bucket: str | None = Field(
+        default=None, description="s3 store: the bucket (must exist)."
+    )
+    attachment_s3_endpoint_url: str | None = Field(
+        default=None,
+        description="s3 store: the endpoint of an S3-compatible service; unset: AWS.",
+    )
+    attachment_s3_prefix: str = Field(
+        default="attachments/", description="s3 store: the key prefix of each object."
     )
 
     @property

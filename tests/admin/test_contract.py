@@ -51,6 +51,7 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
         "set_ticket_fields",
         "count_tickets",
         "open_ticket",
+        "get_attachment",
     }
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)

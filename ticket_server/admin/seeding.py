@@ -332,6 +332,10 @@ async def seed(
                     await conn.run_sync(fold_all_term_deltas)
                 # The sample's tags and custom fields; on the sample's or generated tickets.
                 await conn.run_sync(seed_classification, path is None and added > 0)
+                if path is None:  # the sample's and the generator's files
+                    from ticket_server.admin.sample_files import add_sample_attachments
+
+                    await conn.run_sync(add_sample_attachments)
         return added
     finally:
         await engine.dispose()

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, func, insert, select, update
 
+from ticket_server.tickets.attachments import Attaching, AttachmentRecord, attach
 from ticket_server.tickets.domain import (
     NEXT_STATUSES,
     AuthorType,
@@ -117,6 +118,7 @@ class WriteOutcome(BaseModel):
     classification: dict[str, Any] | None = None
     """A tag or custom field write (``classify``): the ticket's ``tags`` and
     ``custom_fields`` after it, and ``before``/``after`` of what it changed."""
+    attachments: list[AttachmentRecord] = []
 
 
 Audit = Callable[[Connection, WriteOutcome], None]
@@ -132,6 +134,7 @@ class _Plan:
     fields: dict[EventField, Any]
     comment: tuple[str, Visibility] | None = None
     classification: Classify | None = None
+    attaching: Attaching | None = None
 
 
 @dataclass(frozen=True)
@@ -165,14 +168,17 @@ class TicketWrites:
         ticket_id: str,
         body: str,
         visibility: Visibility,
+        attaching: Attaching | None = None,
+        *,
         audit: Audit | None,
     ) -> tuple[WriteOutcome, bool] | Checked:
         """An internal note (``INTERNAL``) or a reply the customer sees (``PUBLIC``); a
-        closed ticket takes internal notes only (``CLOSED_RULE``)."""
+        closed ticket takes internal notes only (``CLOSED_RULE``). ``attaching``: files
+        stored with it, in the same transaction (``tickets.attachments.attach``)."""
         return await self._write(
             ctx,
             ticket_id,
-            lambda row: _Plan({}, (body, visibility)),
+            lambda row: _Plan({}, (body, visibility), attaching=attaching),
             audit,
             closed_ok=visibility is Visibility.INTERNAL,
         )
@@ -401,6 +407,18 @@ class TicketWrites:
                 ).inserted_primary_key
                 assert inserted is not None  # a single-row INSERT reports its key
                 comment = AddedComment(id=inserted[0], visibility=visibility, created_at=now)
+            files = (
+                attach(
+                    conn,
+                    ticket_id,
+                    comment.id if comment else None,
+                    change.attaching,
+                    ctx.actor,
+                    now,
+                )
+                if change.attaching is not None
+                else []
+            )
             after = {**state, **values}
             outcome = WriteOutcome(
                 ticket_id=ticket_id,
@@ -413,6 +431,7 @@ class TicketWrites:
                 changes=changes,
                 comment=comment,
                 classification=classified,
+                attachments=files,
             )
             result = outcome.model_dump_json()
             if ctx.idempotency_key is not None:

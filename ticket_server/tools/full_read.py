@@ -33,6 +33,7 @@ from ticket_server.tickets.domain import (
 from ticket_server.tickets.sla import Now, SlaState, utc_now
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.attachment_shapes import AttachmentList
 from ticket_server.tools.classification_reads import classification_json
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error
@@ -143,6 +144,7 @@ class FullTicket(BaseModel):
     tags: list[str] | Absent = None
     custom_fields: dict[str, str | float | bool] | Absent = None
     sla: SlaState | Absent = None
+    attachments: AttachmentList | Absent = None
 
 
 TicketField = Literal[
@@ -163,6 +165,7 @@ TicketField = Literal[
     "tags",
     "custom_fields",
     "sla",
+    "attachments",
 ]
 TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
 CLASSIFICATION = ("tags", "custom_fields")
@@ -240,6 +243,7 @@ def ticket_json(
     cursor_for: Any = None,
     limit: int = 10,
     sla: dict[str, Any] | None = None,
+    attachments: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ticket as JSON: ``id`` and exactly ``fields``. The conversation holds the
     newest ``limit`` comments of ``view`` that fit in ``MAX_PAGE_BYTES`` with the rest;
@@ -283,6 +287,8 @@ def ticket_json(
     )
     if "sla" in fields:
         out["sla"] = sla
+    if attachments is not None and "attachments" in fields:  # listed before comments fill the page
+        out["attachments"] = attachments
     if "conversation" not in fields:
         return out
     # Room for the empty conversation with a full-length cursor, then comments that fit.
@@ -462,6 +468,7 @@ def register(
     mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec, now: Now = utc_now
 ) -> None:
     """Add `get_ticket` and `get_customer` to ``mcp``."""
+    from ticket_server.tools.attachments import attachment_list
 
     async def get_ticket(
         ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
@@ -497,7 +504,10 @@ def register(
             raise not_found(ticket_id)
 
         sla = await sla_json(repo, view.ticket.id, wanted, now)
-        value = ticket_json(view, wanted, comment_cursors(cursors, view.ticket.id), limit, sla)
+        files = await attachment_list(repo, view.ticket.id) if "attachments" in wanted else None
+        value = ticket_json(
+            view, wanted, comment_cursors(cursors, view.ticket.id), limit, sla, files
+        )
         if wanted & {"tags", "custom_fields"}:  # tickets.classification, by field name
             with domain_errors():
                 value |= await classification_json(repo, view.ticket.id, wanted)

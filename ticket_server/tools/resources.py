@@ -56,6 +56,7 @@ def register(
     mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec, now: Now = utc_now
 ) -> None:
     """Add the ticket and customer resource templates to ``mcp``."""
+    from ticket_server.tools.attachments import attachment_list
 
     @mcp.resource(
         TICKET_URI.format("{id}"),
@@ -72,8 +73,9 @@ def register(
         if view is None:
             raise missing(TICKET_URI.format(id))
         sla = await sla_json(repo, view.ticket.id, set(TICKET_FIELDS), now)
+        files = await attachment_list(repo, view.ticket.id)
         cursor_for = comment_cursors(cursors, view.ticket.id)
-        return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla))
+        return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla, attachments=files))
 
     @mcp.resource(
         CUSTOMER_URI.format("{id}"),

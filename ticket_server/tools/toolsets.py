@@ -53,6 +53,7 @@ TOOLSETS: Mapping[str, Toolset] = {
         "Tag tickets and set their custom fields.", ("update_ticket_tags", "set_ticket_fields")
     ),
     "backlog": Toolset("Count the open backlog, with ages and SLA breaches.", ("count_tickets",)),
+    "attachments": Toolset("Read a ticket's attached files.", ("get_attachment",)),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
 

@@ -60,6 +60,14 @@ from ticket_server.tickets.domain import (
     Visibility,
     WriteRefused,
 )
+from ticket_server.tools.attachment_shapes import AttachmentInfo
+from ticket_server.tools.attachments import (
+    AttachmentsArg,
+    AttachmentService,
+    attached_files,
+    digests,
+    files_for,
+)
 from ticket_server.tools.errors import CONTROL_CHARACTERS, UnavailableError, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
 
@@ -118,13 +126,14 @@ TOOLS = (
     "open_ticket",  # in tools.opening
 )
 AUDIT_DIGESTS = {
-    "add_internal_note": ("note",),
-    "reply_to_customer": ("reply",),
+    "add_internal_note": ("note", "attachments"),
+    "reply_to_customer": ("reply", "attachments"),
     "escalate_ticket": ("reason",),
     "open_ticket": ("subject", "body", "requester_email", "requester_name"),
 }
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text
-(an opened ticket and its requester row hold theirs)."""
+(an opened ticket and its requester row hold theirs); attachments are redacted there (the
+write's ``change`` holds each file's digest)."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -179,12 +188,14 @@ class NoteAdded(BaseModel):
     ticket: TicketState
     note_id: int
     visibility: Literal["internal"]
+    attachments: list[AttachmentInfo] = []
 
 
 class ReplySent(BaseModel):
     ticket: TicketState
     reply_id: int
     visibility: Literal["public"]
+    attachments: list[AttachmentInfo] = []
 
 
 class TicketChanged(BaseModel):
@@ -487,6 +498,12 @@ class Writer:
                     "id": outcome.comment.id,
                     "visibility": outcome.comment.visibility.value,
                 }
+            if outcome.attachments:  # digests only, never the bytes
+                after["attachments"] = [
+                    {"id": a.id, "name": a.name, "media_type": a.media_type, "size": a.size}
+                    | {"sha256": a.sha256}
+                    for a in outcome.attachments
+                ]
             change = {
                 "ticket_id": outcome.ticket_id,
                 "version": outcome.version,
@@ -639,10 +656,15 @@ async def _writable_queue(repo: TicketRepository, queue: str) -> str:
 
 
 def register(
-    mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
+    mcp: FastMCP,
+    repo: TicketRepository,
+    confirm: frozenset[str],
+    key: Callable[[], bytes],
+    files: AttachmentService | None = None,
 ) -> None:
     """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's
-    confirmation; ``key``: the secret sealing confirmation request state."""
+    confirmation; ``key``: the secret sealing confirmation request state; ``files``: the
+    attachment store and limits (None: a note or reply with files is refused)."""
     writer = Writer(repo, confirm, key)
     tags = {WRITE_SCOPE}
 
@@ -660,30 +682,38 @@ def register(
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
+        attachments: AttachmentsArg = None,
     ) -> ToolResult:
         """Add an internal note (agents only, never sent to the customer); the one write a
         closed ticket takes. Blank text is refused. Returns the ticket's new state and the
         note id."""
         tid = normalise_ticket_id(ticket_id)
         _not_blank("note", note)
+        files_in = await files_for(files, attachments)
         done = await writer.perform(
             ctx,
             "add_internal_note",
             tid,
-            {"note": note},
+            {"note": note, "attachments": digests(files_in)},
             idempotency_key,
             expected_version,
             lambda checked: _question(f"Add this internal note to {tid}?", checked, note),
             writer.writes.add_comment,
             note,
             Visibility.INTERNAL,
+            files_in,
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]  # FastMCP sends it as the input request
         outcome, replayed = done
         assert outcome.comment is not None
         return _result(
-            NoteAdded(ticket=_state(outcome), note_id=outcome.comment.id, visibility="internal"),
+            NoteAdded(
+                ticket=_state(outcome),
+                note_id=outcome.comment.id,
+                visibility="internal",
+                attachments=attached_files(outcome),
+            ),
             replayed,
         )
 
@@ -699,30 +729,38 @@ def register(
         ctx: Context,
         idempotency_key: Key = None,
         expected_version: Version = None,
+        attachments: AttachmentsArg = None,
     ) -> ToolResult:
         """Send a public reply: the CUSTOMER receives it. Not for internal notes; refused on
         a closed ticket and for blank text. May ask the person to confirm first. Returns
         the ticket's new state and the reply id."""
         tid = normalise_ticket_id(ticket_id)
         _not_blank("reply", reply)
+        files_in = await files_for(files, attachments)
         done = await writer.perform(
             ctx,
             "reply_to_customer",
             tid,
-            {"reply": reply},
+            {"reply": reply, "attachments": digests(files_in)},
             idempotency_key,
             expected_version,
             lambda checked: _question(f"Send this reply to the customer of {tid}?", checked, reply),
             writer.writes.add_comment,
             reply,
             Visibility.PUBLIC,
+            files_in,
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
         outcome, replayed = done
         assert outcome.comment is not None
         return _result(
-            ReplySent(ticket=_state(outcome), reply_id=outcome.comment.id, visibility="public"),
+            ReplySent(
+                ticket=_state(outcome),
+                reply_id=outcome.comment.id,
+                visibility="public",
+                attachments=attached_files(outcome),
+            ),
             replayed,
         )
 

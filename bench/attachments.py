@@ -1,0 +1,198 @@
+"""Attachments: upload (add_internal_note with one file) and read (resources/read of
+tickets://attachment/{id}) of a 1 MB and a 10 MB file over stdio, on SQLite and
+PostgreSQL, with the server's peak resident memory growth during each transfer
+(VmHWM after the transfer less VmRSS before it, the peak reset through
+/proc/PID/clear_refs), and get_ticket_status_v2 in the same server and run as the
+baseline. Each upload is a new content (a CSV whose first line differs), so every one
+stores its bytes. Target: peak growth at most 3x the file size.
+
+    .venv/bin/python -m bench.attachments [--engine sqlite|postgresql|both] [--runs 5]
+
+For PostgreSQL, BENCH_PG_PORT picks the private cluster's port (bench.common.Postgres).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.calls import UNLIMITED
+from bench.coldstart import _read_response, _send, list_tools, stop
+from bench.common import PYTHON, ROOT, log, percentile, sqlite_copy, sqlite_url
+
+SIZES = {"1 MB": 1_000_000, "10 MB": 10_000_000}
+TICKET = "SUP-4412"
+
+
+def _status(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {key}")
+
+
+def _reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux 4.0+)
+
+
+def _content(size: int, n: int) -> bytes:
+    head = f"run,{n},{time.time_ns()}\n".encode()
+    row = b"user@example.com,Example User,3,ok\n"
+    body = row * ((size - len(head)) // len(row) + 1)
+    return (head + body)[:size]
+
+
+class Server:
+    def __init__(self, url: str) -> None:
+        env = {
+            **os.environ,
+            "TICKET_SERVER_DATABASE_URL": url,
+            "TICKET_SERVER_TOOL_RATE_LIMIT": UNLIMITED,
+            "TICKET_SERVER_WRITE_RATE_LIMIT": UNLIMITED,
+            "TICKET_SERVER_STDIO_CALLER": "bench",
+            "TICKET_SERVER_TOOL_TIMEOUT": "120",
+            "TICKET_SERVER_ATTACHMENT_MAX_BYTES": str(20_000_000),
+            "TICKET_SERVER_ATTACHMENT_TICKET_MAX_BYTES": str(10**12),
+            "FASTMCP_CHECK_FOR_UPDATES": "off",
+        }
+        self.proc = subprocess.Popen(
+            [str(Path(PYTHON).parent / "ticket-server"), "serve"],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        list_tools(self.proc)
+        self.id = 10
+
+    def call(self, method: str, params: dict) -> dict:
+        self.id += 1
+        _send(self.proc, {"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
+        answer = _read_response(self.proc, self.id)
+        assert "result" in answer, answer
+        return answer["result"]
+
+    def measured(self, method: str, params: dict) -> tuple[dict, float, int]:
+        """The result, milliseconds, and peak RSS growth in bytes."""
+        time.sleep(0.3)  # the audit writer's flush of the previous call
+        _reset_peak(self.proc.pid)
+        before = _status(self.proc.pid, "VmRSS")
+        start = time.perf_counter()
+        result = self.call(method, params)
+        elapsed = (time.perf_counter() - start) * 1000
+        return result, elapsed, _status(self.proc.pid, "VmHWM") - before
+
+
+def _add_caller(url: str) -> None:
+    import asyncio
+
+    from ticket_server.access.callers import open_store
+    from ticket_server.settings import Settings
+
+    async def add() -> None:
+        store = open_store(Settings(database_url=url))
+        await store.add("bench", ["tickets:read", "tickets:write"])
+        await store.aclose()
+
+    asyncio.run(add())
+
+
+def _run(url: str, engine: str, runs: int) -> None:
+    _add_caller(url)
+    server = Server(url)
+    try:
+        status = []
+        for _ in range(20):
+            status.append(
+                server.measured(
+                    "tools/call",
+                    {"name": "get_ticket_status_v2", "arguments": {"ticket_id": TICKET}},
+                )[1]
+            )
+        log(
+            f"{engine:<11} get_ticket_status_v2 (baseline): p50 {percentile(status, 0.5):.1f} ms, "
+            f"p95 {percentile(status, 0.95):.1f} ms over {len(status)} calls"
+        )
+        # One small upload and read first: what the first of each loads (puremagic, the
+        # write path) is not a transfer's cost.
+        warm = base64.b64encode(_content(1000, -1)).decode()
+        first = server.call(
+            "tools/call",
+            {
+                "name": "add_internal_note",
+                "arguments": {
+                    "ticket_id": TICKET,
+                    "note": "warm-up",
+                    "attachments": [{"name": "w.csv", "content_base64": warm}],
+                },
+            },
+        )
+        warm_id = first["structuredContent"]["attachments"][0]["id"]
+        server.call("resources/read", {"uri": f"tickets://attachment/{warm_id}"})
+        for label, size in SIZES.items():
+            up_ms, up_rss, read_ms, read_rss = [], [], [], []
+            for n in range(runs):
+                data = _content(size, n)
+                encoded = base64.b64encode(data).decode()
+                arguments = {
+                    "ticket_id": TICKET,
+                    "note": f"bench {label} {n}",
+                    "attachments": [{"name": "bench.csv", "content_base64": encoded}],
+                }
+                del encoded
+                result, ms, grown = server.measured(
+                    "tools/call", {"name": "add_internal_note", "arguments": arguments}
+                )
+                assert not result.get("isError"), str(result)[:500]
+                del arguments
+                up_ms.append(ms)
+                up_rss.append(grown)
+                file_id = result["structuredContent"]["attachments"][0]["id"]
+                read, ms, grown = server.measured(
+                    "resources/read", {"uri": f"tickets://attachment/{file_id}"}
+                )
+                assert base64.b64decode(read["contents"][0]["blob"]) == data, str(read)[:300]
+                read_ms.append(ms)
+                read_rss.append(grown)
+            for what, times, growth in (("upload", up_ms, up_rss), ("read", read_ms, read_rss)):
+                log(
+                    f"{engine:<11} {what:<6} {label:>5}: p50 {percentile(times, 0.5):7.1f} ms, "
+                    f"p95 {percentile(times, 0.95):7.1f} ms; peak RSS growth max "
+                    f"{max(growth) / 1e6:6.1f} MB = {max(growth) / size:.2f}x the file "
+                    f"({runs} runs)"
+                )
+    finally:
+        stop(server.proc, 30)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.attachments")
+    p.add_argument("--engine", choices=["sqlite", "postgresql", "both"], default="both")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--count", type=int, default=10_000, help="tickets in the data set")
+    args = p.parse_args()
+    log(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    if args.engine in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory() as tmp:
+            db = sqlite_copy(args.count, Path(tmp) / "tickets.db")
+            _run(sqlite_url(db), "sqlite", args.runs)
+    if args.engine in ("postgresql", "both"):
+        from bench.common import Postgres
+
+        pg = Postgres()
+        pg.start()
+        try:
+            _run(pg.copy(args.count, "bench_attachments"), "postgresql", args.runs)
+        finally:
+            pg.stop()
+    log(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

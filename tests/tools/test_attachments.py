@@ -1,0 +1,243 @@
+"""Attachments through the in-memory client, on SQLite and PostgreSQL, in both protocol
+revisions: upload with a note or a reply and read back byte for byte, the same bytes
+stored once, the limits and refused types (nothing stored), a PNG named .pdf detected as
+PNG, another queue's caller neither reads nor lists it, the audit holds digests, customer
+uploads labelled untrusted, images downscaled."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+from typing import Any
+
+import pytest
+from fastmcp import Client
+
+from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
+from tests.helpers import call_any
+from tests.tools.test_writes import _sql, ticket_in
+from ticket_server.admin.sample_files import sample_csv, sample_pdf, sample_png
+from ticket_server.settings import Settings
+
+AGENT_SCOPES = ("tickets:read", "tickets:write")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture
+async def agent(settings: Settings, add_caller, server_as):
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    await add_caller("other", scopes=AGENT_SCOPES, queues=["support"])
+    return server_as(
+        stdio_caller="agent",
+        confirm_writes=[],
+        attachment_max_bytes=2_000_000,
+        attachment_ticket_max_bytes=3_000_000,
+    )
+
+
+async def stored(settings: Settings) -> tuple[int, int, int]:
+    """Rows of attachments, blobs and chunks."""
+    counts = []
+    for table in ("attachments", "attachment_blobs", "attachment_chunks"):
+        counts.append((await _sql(settings, f"SELECT count(*) FROM {table}"))[0][0])
+    return tuple(counts)  # type: ignore[return-value]
+
+
+async def read_resource(client: Client, uri: str) -> tuple[bytes, str | None, Any]:
+    contents = await client.read_resource(uri)
+    (content,) = contents
+    return base64.b64decode(content.blob), content.mimeType, content
+
+
+async def test_round_trip_dedup_listing_and_audit(settings: Settings, agent, mode: str) -> None:
+    billing = await ticket_in(settings, "billing")
+    pdf, csv, png = sample_pdf(), sample_csv(), sample_png()
+    held = (
+        await _sql(settings, "SELECT count(*) FROM attachments WHERE ticket_id = :t", t=billing)
+    )[0][0]
+    async with Client(agent, mode=mode) as client:
+        result = await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "Invoice and export attached.",
+                "attachments": [
+                    {"name": "invoice.pdf", "content_base64": b64(pdf)},
+                    {"name": "C:\\exports\\import.csv", "content_base64": b64(csv)},
+                    {
+                        "type": "resource",
+                        "resource": {"uri": "file:///tmp/screen.png", "blob": b64(png)},
+                    },
+                ],
+            },
+        )
+        files = result.structured_content["attachments"]
+        assert [(f["name"], f["media_type"], f["size"]) for f in files] == [
+            ("invoice.pdf", "application/pdf", len(pdf)),
+            ("import.csv", "text/csv", len(csv)),
+            ("screen.png", "image/png", len(png)),
+        ]
+        assert all(f["untrusted"] is False and f["uploader"] == "agent" for f in files)
+        for f, data in zip(files, [pdf, csv, png], strict=True):
+            back, mime, _ = await read_resource(client, f"tickets://attachment/{f['id']}")
+            assert back == data and mime == f["media_type"]
+        # The same bytes again, on a reply: a new attachment, no new blob.
+        before = await stored(settings)
+        await client.call_tool(
+            "reply_to_customer",
+            {
+                "ticket_id": billing,
+                "reply": "Here is the corrected invoice.",
+                "attachments": [{"name": "again.pdf", "content_base64": b64(pdf)}],
+            },
+        )
+        after = await stored(settings)
+        assert after == (before[0] + 1, before[1], before[2])
+        listed = (await client.call_tool("get_ticket", {"ticket_id": billing})).structured_content
+        assert listed["attachments"]["total"] == after[0] - before[0] + 3 + held
+        assert listed["attachments"]["items"][0]["name"] == "again.pdf"
+        assert "content_base64" not in json.dumps(listed)
+        only = await client.call_tool(
+            "get_ticket", {"ticket_id": billing, "fields": ["attachments"]}
+        )
+        assert set(only.structured_content) == {"id", "attachments"}
+    rows = [r for r in await audit_rows(settings, caller="agent") if r.tool == "add_internal_note"]
+    (row,) = rows
+    assert b64(pdf)[:40] not in row.arguments and b64(pdf)[:40] not in row.change
+    assert json.loads(row.arguments)["attachments"] == "[redacted]"
+    digests = json.loads(row.change)["after"]["attachments"]
+    assert [(d["sha256"], d["size"]) for d in digests] == [
+        (hashlib.sha256(d).hexdigest(), len(d)) for d in (pdf, csv, png)
+    ]
+
+
+async def test_refusals_store_nothing(settings: Settings, agent, mode: str) -> None:
+    billing = await ticket_in(settings, "billing")
+    before = await stored(settings)
+    big = b"a," * 1_000_001
+    cases = [
+        ({"name": "x.bin", "content_base64": "not base64!"}, "not valid base64"),
+        ({"name": "big.csv", "content_base64": b64(big)}, "over the limit of 2,000,000 bytes"),
+        ({"name": "tool.exe", "content_base64": b64(b"MZ\x90\x00" + bytes(300))}, "not accepted"),
+        ({"name": "empty.txt", "content_base64": ""}, "is empty"),
+        (
+            {"type": "resource", "resource": {"uri": "file:///a.txt"}},
+            "without exactly one of blob or text",
+        ),
+    ]
+    async with Client(agent, mode=mode) as client:
+        for attachment, expected in cases:
+            is_error, text = await call_any(
+                client,
+                "add_internal_note",
+                {"ticket_id": billing, "note": "n", "attachments": [attachment]},
+            )
+            assert is_error and expected in text, text
+            assert "Nothing was changed" in text or "nothing was changed" in text
+        # Per ticket: two files of 1.6 MB each pass one by one, not together on one ticket.
+        one = b64(b"b;" * 800_000)
+        ok = await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "n",
+                "attachments": [{"name": "1.csv", "content_base64": one}],
+            },
+        )
+        assert not ok.is_error
+        comments = await _sql(
+            settings, "SELECT count(*) FROM comments WHERE ticket_id = :t", t=billing
+        )
+        is_error, text = await call_any(
+            client,
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "n",
+                "attachments": [{"name": "2.csv", "content_base64": b64(b"c;" * 800_000)}],
+            },
+        )
+        assert is_error and "limit of 3,000,000 bytes" in text, text
+        assert (
+            await _sql(settings, "SELECT count(*) FROM comments WHERE ticket_id = :t", t=billing)
+        ) == comments
+    assert await stored(settings) == (before[0] + 1, before[1] + 1, before[2] + 2)
+    details = [r.detail for r in await audit_rows(settings, caller="agent")]
+    assert details.count("attachment refused") == len(cases) + 1
+
+
+async def test_type_from_bytes_queue_scoping_and_untrusted_label(
+    settings: Settings, agent, server_as, mode: str
+) -> None:
+    billing = await ticket_in(settings, "billing")
+    png = sample_png()
+    async with Client(agent, mode=mode) as client:
+        result = await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "screenshot",
+                "attachments": [{"name": "invoice.pdf", "content_base64": b64(png)}],
+            },
+        )
+        (file,) = result.structured_content["attachments"]
+        assert file["media_type"] == "image/png"
+        read = await client.call_tool("get_attachment", {"attachment_id": file["id"]})
+        assert read.structured_content["content"] == "image"
+        image = read.content[1]
+        assert image.type == "image" and base64.b64decode(image.data) == png
+    # A customer's upload (as the sample makes them): labelled untrusted when read.
+    (customer_file,) = await _sql(
+        settings,
+        "SELECT a.id FROM attachments a JOIN tickets t ON t.id = a.ticket_id "
+        "WHERE a.untrusted AND a.media_type = 'text/csv' AND t.queue = 'billing' LIMIT 1",
+    )
+    async with Client(agent, mode=mode) as client:
+        read = await client.call_tool("get_attachment", {"attachment_id": customer_file[0]})
+        body = json.loads(read.content[1].text)
+        assert body["untrusted"] is True and "," in body["text"]
+        assert read.meta and "dev.ticket-server/untrusted" in read.meta
+    async with Client(server_as(stdio_caller="other"), mode=mode) as other:
+        is_error, text = await call_any(other, "get_attachment", {"attachment_id": file["id"]})
+        assert is_error and f"No attachment with id {file['id']}" in text
+        missing = await call_any(other, "get_attachment", {"attachment_id": 99_999_999})
+        assert missing == (True, text.replace(str(file["id"]), "99999999"))
+        with pytest.raises(Exception, match="Resource not found|Unknown resource"):
+            await other.read_resource(f"tickets://attachment/{file['id']}")
+        is_error, _ = await call_any(other, "get_ticket", {"ticket_id": billing})
+        assert is_error
+
+
+async def test_a_large_image_is_downscaled(settings: Settings, agent) -> None:
+    from PIL import Image
+
+    billing = await ticket_in(settings, "billing")
+    out = io.BytesIO()
+    Image.new("RGB", (3000, 1000), (200, 30, 30)).save(out, "PNG")
+    async with Client(agent) as client:
+        result = await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "wide screenshot",
+                "attachments": [{"name": "wide.png", "content_base64": b64(out.getvalue())}],
+            },
+        )
+        (file,) = result.structured_content["attachments"]
+        read = await client.call_tool("get_attachment", {"attachment_id": file["id"]})
+        assert read.structured_content["downscaled"] is True
+        with Image.open(io.BytesIO(base64.b64decode(read.content[1].data))) as sent:
+            assert sent.size == (1568, 523)
+        pdf = await _sql(
+            settings,
+            "SELECT a.id FROM attachments a JOIN tickets t ON t.id = a.ticket_id "
+            "WHERE a.media_type = 'application/pdf' AND t.queue = 'billing' LIMIT 1",
+        )
+        read = await client.call_tool("get_attachment", {"attachment_id": pdf[0][0]})
+        assert read.structured_content["content"] == "resource"
+        assert read.content[1].resource.blob

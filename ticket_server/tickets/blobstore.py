@@ -1,0 +1,150 @@
+"""Where attachment bytes live: one small interface, two stores.
+
+A store keeps contents by their SHA-256 (hex), so the same bytes are stored once. A
+write hands a new content to the store twice: ``stage`` before the write's transaction
+(the object store uploads it there: content-addressed, so a retry or a refused write
+leaves at most one unreferenced object, never a wrong one) and ``keep`` inside it (the
+database store writes its chunk rows there, so a refused write stores nothing). ``read``
+returns the bytes of one content.
+
+- ``DatabaseStore`` (the default): ``attachment_chunks`` rows of at most ``CHUNK_BYTES``
+  in the ticket database; works on both engines and across replicas, nothing else to run.
+- ``S3Store``: an object per content in an S3-compatible bucket (boto3, in a worker
+  thread), for a deployment whose files outgrow its database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Connection, insert, select
+
+from ticket_server.tickets.attachment_models import CHUNK_BYTES, AttachmentChunk
+
+if TYPE_CHECKING:
+    from ticket_server.settings import Settings
+    from ticket_server.tickets.repository import TicketRepository
+
+_CHUNKS = AttachmentChunk.__table__
+
+
+class BlobStore(Protocol):
+    """Attachment contents by SHA-256 (hex)."""
+
+    name: str
+    """What ``attachment_blobs.store`` records: ``database`` or ``s3``."""
+
+    async def stage(self, sha256: str, data: bytes) -> None:
+        """Before the write's transaction: make ``data`` available under ``sha256``."""
+
+    def keep(self, conn: Connection, sha256: str, data: bytes) -> None:
+        """Inside the write's transaction, for a digest not stored yet."""
+
+    async def read(self, sha256: str, size: int) -> bytes:
+        """The ``size`` bytes stored under ``sha256``."""
+
+
+class BlobMissing(Exception):
+    """A content the store does not hold (deleted behind the server's back)."""
+
+
+class DatabaseStore:
+    """Chunk rows in the ticket database, written in the write's own transaction."""
+
+    name = "database"
+
+    def __init__(self, repository: TicketRepository | None = None) -> None:
+        self.repository = repository  # None: a store that only writes (seeding)
+
+    async def stage(self, sha256: str, data: bytes) -> None:
+        return None  # written with the rest of the write, in ``keep``
+
+    def keep(self, conn: Connection, sha256: str, data: bytes) -> None:
+        view = memoryview(data)
+        for seq, start in enumerate(range(0, max(len(view), 1), CHUNK_BYTES)):
+            # One chunk copied at a time: a statement never carries the whole file.
+            conn.execute(
+                insert(_CHUNKS).values(
+                    sha256=sha256, seq=seq, data=bytes(view[start : start + CHUNK_BYTES])
+                )
+            )
+
+    async def read(self, sha256: str, size: int) -> bytes:
+        def work(conn: Connection) -> bytes:
+            buffer = bytearray(size)
+            offset = 0
+            rows = conn.execute(
+                select(_CHUNKS.c.data).where(_CHUNKS.c.sha256 == sha256).order_by(_CHUNKS.c.seq)
+            )
+            for (chunk,) in rows:
+                buffer[offset : offset + len(chunk)] = chunk
+                offset += len(chunk)
+            if offset != size:
+                raise BlobMissing(sha256)
+            return bytes(buffer)  # a resource's content must be bytes to go out as a blob
+
+        if self.repository is None:
+            raise RuntimeError("a DatabaseStore without a repository cannot read")
+        return await self.repository.read(work)
+
+
+class S3Store:
+    """One object per content, ``<prefix><sha256>``, in an S3-compatible bucket."""
+
+    name = "s3"
+
+    def __init__(
+        self, bucket: str, *, endpoint_url: str | None = None, prefix: str = "attachments/"
+    ) -> None:
+        import boto3
+
+        self.bucket = bucket
+        self.prefix = prefix
+        self._client: Any = boto3.client("s3", endpoint_url=endpoint_url)
+
+    def _key(self, sha256: str) -> str:
+        return f"{self.prefix}{sha256}"
+
+    async def stage(self, sha256: str, data: bytes) -> None:
+        from botocore.exceptions import ClientError
+
+        def put() -> None:
+            try:
+                self._client.head_object(Bucket=self.bucket, Key=self._key(sha256))
+                return  # content-addressed: already there
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey"):
+                    raise
+            self._client.put_object(Bucket=self.bucket, Key=self._key(sha256), Body=data)
+
+        await asyncio.to_thread(put)
+
+    def keep(self, conn: Connection, sha256: str, data: bytes) -> None:
+        return None  # uploaded before the transaction, in ``stage``
+
+    async def read(self, sha256: str, size: int) -> bytes:
+        from botocore.exceptions import ClientError
+
+        def get() -> bytes:
+            try:
+                found = self._client.get_object(Bucket=self.bucket, Key=self._key(sha256))
+            except ClientError as exc:
+                raise BlobMissing(sha256) from exc
+            data: bytes = found["Body"].read()
+            return data
+
+        return await asyncio.to_thread(get)
+
+
+def open_store(settings: Settings, repository: TicketRepository) -> BlobStore:
+    """The store ``settings.attachment_store`` names."""
+    if settings.attachment_store == "s3":
+        if not settings.attachment_s3_bucket:
+            raise ValueError("TICKET_SERVER_ATTACHMENT_S3_BUCKET is required with the s3 store")
+        return S3Store(
+            settings.attachment_s3_bucket,
+            endpoint_url=settings.attachment_s3_endpoint_url,
+            prefix=settings.attachment_s3_prefix,
+        )
+    return DatabaseStore(repository)
