@@ -56,6 +56,3 @@ def test_load_show_refuse_and_report(settings: Settings, tmp_path: Path) -> None
     table = run(url, "report", "sla", "--queue", "billing", "--since", "100000d")
     assert table.returncode == 0 and "│ high" in table.stdout and "billing" in table.stdout
     assert "--since" in one_line(run(url, "report", "sla", "--since", "soon"))
-    # The file as a JSON document works the same.
-    (tmp_path / "sla.json").write_text(json.dumps(shown))
-    assert run(url, "sla", "load", str(tmp_path / "sla.json")).returncode == 0

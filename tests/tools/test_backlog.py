@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from mcp import MCPError
+from mcp.types import ResourceTemplateReference
 from sqlalchemy import select
 
 from tests.helpers import create_caller
@@ -317,6 +318,10 @@ async def test_a_caller_limited_to_a_queue_counts_only_its_tickets(settings: Set
         assert all(t["subject"]["untrusted"] is True for t in overview["oldest"])
         with pytest.raises(MCPError):
             await client.read_resource("tickets://queue/support")
+        template = ResourceTemplateReference(type="ref/resource", uri="tickets://queue/{name}")
+        assert (await client.complete(template, {"name": "name", "value": ""})).values == [
+            "billing"
+        ]
         prompt = await client.get_prompt("triage_queue", {"queue": "billing"})
         data = json.loads(prompt.messages[1].content.text)
         assert data["overview"] == overview

@@ -126,6 +126,9 @@ def ticket_sla(
     return sla_state(facts[ticket_id], policy or load_policy(conn), now)
 
 
+States = dict[str, tuple[Any, SlaState]]
+
+
 def states(
     conn: Connection, filters: SearchFilters, now: datetime, limit: int
 ) -> dict[str, tuple[Any, SlaState]] | None:
@@ -176,10 +179,12 @@ def count(
     group_by: Iterable[str],
     now: datetime,
     limit: int = SLA_COUNT_LIMIT,
+    known: tuple[States | None] | None = None,
 ) -> Counts:
     """Exact counts of the tickets ``filters`` select, grouped by ``group_by`` (of
     ``GROUPS``) and by age; breach counts from each ticket's SLA state, or null (with
-    the reason in ``sla_note``) when more than ``limit`` tickets match."""
+    the reason in ``sla_note``) when more than ``limit`` tickets match. ``known``: the
+    ``states`` of these filters, already derived."""
     keys = [k for k in GROUPS if k in set(group_by)]
     columns = [_T.c[k] for k in keys]
     bucket = _age_bucket(now).label("bucket")
@@ -197,7 +202,7 @@ def count(
         group.age[row.bucket] += row.n
         total += row.n
     note = None
-    found = states(conn, filters, now, limit)
+    found = known[0] if known is not None else states(conn, filters, now, limit)
     if found is None:
         note = f"breach counts need each ticket's SLA state; more than {limit} tickets match: narrow the filters"
         for group in groups.values():
@@ -226,11 +231,12 @@ def due_soon(
     within: timedelta,
     limit: int,
     scan: int = SLA_COUNT_LIMIT,
+    known: tuple[States | None] | None = None,
 ) -> tuple[list[tuple[Any, SlaState, datetime]], bool] | None:
     """Tickets whose next due time (first response, else resolution, not met) is before
     ``now + within`` (breached ones included), soonest first, at most ``limit``;
     (tickets, more). None when more than ``scan`` tickets match ``filters``."""
-    found = states(conn, filters, now, scan)
+    found = known[0] if known is not None else states(conn, filters, now, scan)
     if found is None:
         return None
     horizon = now + within

@@ -142,13 +142,14 @@ async def queue_overview(repo: TicketRepository, name: str, now: datetime) -> di
     )
 
     def read(conn: Any) -> dict[str, Any]:
-        by_status = sla_store.count(conn, filters, ["status"], now)
-        by_priority = sla_store.count(conn, filters, ["priority"], now)
+        known = (sla_store.states(conn, filters, now, sla_store.SLA_COUNT_LIMIT),)
+        by_status = sla_store.count(conn, filters, ["status"], now, known=known)
+        by_priority = sla_store.count(conn, filters, ["priority"], now, known=known)
         age = {bucket: 0 for bucket, _ in sla_store.AGE_BUCKETS}
         for group in by_status.groups:
             for bucket, n in group.age.items():
                 age[bucket] += n
-        soon = sla_store.due_soon(conn, filters, now, SOON, OVERVIEW_LIST)
+        soon = sla_store.due_soon(conn, filters, now, SOON, OVERVIEW_LIST, known=known)
         breached = None if by_status.sla_note else sum(g.breached or 0 for g in by_status.groups)
         out: dict[str, Any] = {
             "queue": names[0],

@@ -35,6 +35,7 @@ ARGUMENTS = {
     ("draft_reply", "language"): "language",
     ("triage_queue", "queue"): "queue",
     ("triage_queue", "owner"): "owner",
+    ("tickets://queue/{name}", "name"): "queue",  # tools.backlog.QUEUE_URI
 }
 
 
