@@ -33,7 +33,7 @@ MB = 1024 * 1024
 
 # what each engine's own full-text index is (the baseline), and our structures beside it
 SQLITE_FTS = ("tickets_fts",)  # with its shadow tables tickets_fts_*
-SQLITE_OURS = ("search_postings", "search_terms", "search_term_deltas")
+SQLITE_OURS = ("ticket_search_postings", "search_terms", "search_term_deltas")
 POSTGRES_OURS = SQLITE_OURS
 
 

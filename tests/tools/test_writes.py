@@ -178,7 +178,7 @@ async def test_each_write_tool_happy_path(settings: Settings, agent, mode: str) 
     assert json.loads(writes[2].change)["after"] == {"owner": "ana"}
 
 
-_SEARCH_TABLES = ("search_postings", "search_terms", "search_term_deltas")
+_SEARCH_TABLES = ("ticket_search_postings", "search_terms", "search_term_deltas")
 
 
 async def _count_search_writes(settings: Settings) -> None:
@@ -237,7 +237,7 @@ async def test_a_write_without_text_writes_no_search_row(settings: Settings, age
     billing = await ticket_in(settings, "billing")
     tokens = await _sql(
         settings,
-        "SELECT count(*) FROM search_postings p JOIN tickets t ON t.pk = p.ticket_pk "
+        "SELECT count(*) FROM ticket_search_postings p JOIN tickets t ON t.pk = p.ticket_pk "
         "WHERE t.id = :t",
         t=billing,
     )

@@ -28,7 +28,7 @@ the body, and a word's weight counts the tickets and comments holding it.
 Two plans give the same pages:
 - Best first (``relevance_page``), for a relevance search of the tickets' own text
   filtered at most by scope, queue, status and priority: each ticket's tokens are also
-  stored as search postings (``search_postings``: token, impact = the ticket's score for
+  stored as search postings (``ticket_search_postings``: token, impact = the ticket's score for
   the token before the word's weight, ``created_at``, key; its primary key is that
   order), written with the ticket's text only: a status, owner or note write changes no
   posting. The words'
