@@ -1,9 +1,11 @@
 """Run the benchmarks and write bench/RESULTS.md:  .venv/bin/python -m bench [NAME ...]
 
-NAME: schema, coldstart, calls, memory, search, fullread, relevance (default: all). Options:
+NAME: schema, coldstart, calls, memory, search, fullread, relevance, storage, native
+(default: all). Options:
   --sizes 10000,100000,1000000   data set sizes of search
   --fullread-sizes N[,N]         data set sizes of fullread (default: the largest of --sizes)
-  --engines sqlite,postgresql    engines of search, fullread and relevance
+  --engines sqlite,postgresql    engines of search, fullread, relevance, storage, native
+  --cost-count N                 data set size of storage and native (default 100000)
   --no-write                     print the results, leave RESULTS.md alone
 Raw results also go to .cache/bench/results.json (each part's entry replaced when it runs);
 RESULTS.md is rendered from all of it."""
@@ -17,12 +19,22 @@ import time
 
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-from bench import calls, coldstart, full_read, memory, schema, search
+from bench import calls, coldstart, full_read, memory, native, schema, search, storage
 from bench.common import CACHE, ROOT, log, machine
 from bench.relevance import run as relevance
 from bench.report import render
 
-ALL = ("schema", "coldstart", "calls", "memory", "search", "fullread", "relevance")
+ALL = (
+    "schema",
+    "coldstart",
+    "calls",
+    "memory",
+    "search",
+    "fullread",
+    "relevance",
+    "storage",
+    "native",
+)
 
 
 def main() -> None:
@@ -35,6 +47,7 @@ def main() -> None:
     p.add_argument(
         "--engines", default="sqlite,postgresql", help="of search, fullread and relevance"
     )
+    p.add_argument("--cost-count", type=int, default=100_000, help="storage's and native's")
     p.add_argument("--no-write", action="store_true", help="leave bench/RESULTS.md alone")
     args = p.parse_args()
     names = args.names or list(ALL)
@@ -63,6 +76,10 @@ def main() -> None:
             results["fullread"] = full_read.run(fullread_sizes, engines)
         elif name == "relevance":
             results["relevance"] = relevance.run(engines)
+        elif name == "storage":
+            results["storage"] = storage.run(args.cost_count, engines)
+        elif name == "native":
+            results["native"] = native.run(args.cost_count, engines)
         else:
             results[name] = {
                 "calls": calls,

@@ -452,4 +452,10 @@ def render(r: dict[str, Any]) -> str:
                     + " |"
                 )
         out.append("")
+    from bench.report_search_cost import native_section, storage_section
+
+    if r.get("storage"):
+        out += storage_section(r["storage"])
+    if r.get("native"):
+        out += native_section(r["native"])
     return "\n".join(out) + "\n"

@@ -76,7 +76,9 @@ async def test_every_word_search_looks_postings_up_row_by_row(
     with log.open("rb") as f:
         f.seek(start)
         plans = f.read().decode(errors="replace")
-    groups = [block for block in plans.split(" LOG:  ") if "FROM search_postings AS drive" in block]
+    groups = [
+        block for block in plans.split(" LOG:  ") if "FROM ticket_search_postings AS drive" in block
+    ]
     assert groups, plans[-3000:]
     for plan in groups:
         assert "SubPlan" in plan and "Join" not in plan, (
@@ -129,6 +131,8 @@ async def test_long_lists_of_postings_are_merged_and_the_planner_set_back(
         f.seek(start)
         plans = f.read().decode(errors="replace")
     merged = [
-        block for block in plans.split(" LOG:  ") if "JOIN search_postings AS other1" in block
+        block
+        for block in plans.split(" LOG:  ")
+        if "JOIN ticket_search_postings AS other1" in block
     ]
     assert merged and all("Merge Join" in plan for plan in merged), plans[-3000:]

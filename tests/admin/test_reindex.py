@@ -76,7 +76,7 @@ async def test_reindex_posts_an_older_servers_ticket(settings: Settings) -> None
     assert first.returncode == 0, first.stderr
     assert f"checked the search postings of {tickets} tickets" in first.stderr
     assert await found() == ["SUP-9900001"]
-    assert scalar(url, "SELECT count(*) FROM search_postings WHERE term = 'quetzalx'") == "1"
+    assert scalar(url, "SELECT count(*) FROM ticket_search_postings WHERE term = 'quetzalx'") == "1"
     again = run(url, "db", "reindex")
     assert again.returncode == 0, again.stderr
-    assert scalar(url, "SELECT count(*) FROM search_postings WHERE term = 'quetzalx'") == "1"
+    assert scalar(url, "SELECT count(*) FROM ticket_search_postings WHERE term = 'quetzalx'") == "1"

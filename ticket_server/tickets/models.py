@@ -244,14 +244,16 @@ class SearchPosting(Base):
     """One search token of one ticket, kept in the order a relevance search reads a
     word's holders (``tickets.search``): by token, then ``impact`` (2 when the subject
     holds it + 1 when the body does: the ticket's score for the word, before the word's
-    weight), then the ticket's ``updated_at`` and key, newest last in the index and read
-    backwards. Written with the ticket's text and moved with its ``updated_at``."""
+    weight), then the ticket's ``created_at`` and key, newest last in the index and read
+    backwards. Written with the ticket's text only (a status change writes none).
+    Revision 0017 made it beside ``search_postings`` (keyed by ``updated_at``, which
+    replicas of older versions keep writing during a rolling upgrade)."""
 
-    __tablename__ = "search_postings"
+    __tablename__ = "ticket_search_postings"
 
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
     impact: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
     ticket_pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
 
     # SQLite: the table is its primary key's B-tree (no rowid and second copy).

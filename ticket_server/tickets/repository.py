@@ -712,18 +712,24 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     written: list[dict[str, Any]] = []
     if insert_rows:
         conn.execute(insert(Ticket), rows)
-        keys: dict[str, int] = {}  # the keys the database gave, which the postings name
+        keys: dict[str, tuple[int, Any]] = {}  # the keys the database gave
         for start in range(0, len(rows), 5000):
             ids = [r["id"] for r in rows[start : start + 5000]]
-            found = conn.execute(select(_TICKETS.c.id, _TICKETS.c.pk).where(_TICKETS.c.id.in_(ids)))
-            keys.update((r.id, r.pk) for r in found)
-        written = [{**r, "pk": keys[r["id"]]} for r in rows]
+            found = conn.execute(
+                select(_TICKETS.c.id, _TICKETS.c.pk, _TICKETS.c.created_at).where(
+                    _TICKETS.c.id.in_(ids)
+                )
+            )
+            keys.update((r.id, (r.pk, r.created_at)) for r in found)
+        written = [
+            {**r, "pk": keys[r["id"]][0], "created_at": keys[r["id"]][1]} for r in rows
+        ]  # the postings name the key and creation time the database holds
     for row in [] if insert_rows else rows:
         old = (
             conn.execute(
                 select(
                     _TICKETS.c.pk,
-                    _TICKETS.c.updated_at,
+                    _TICKETS.c.created_at,
                     _TICKETS.c.search_subject,
                     _TICKETS.c.search_body,
                 ).where(_TICKETS.c.id == row["id"])
@@ -741,7 +747,7 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
             .where(Ticket.id == row["id"])
             .values({k: row[k] for k in ("subject", "body", "search_subject", "search_body")})
         )
-        written.append({**row, "pk": old["pk"], "updated_at": old["updated_at"]})
+        written.append({**row, "pk": old["pk"], "created_at": old["created_at"]})
     for row in written:
         delta.update(ticket_terms(row))
     delta[TOTAL] += len(written)

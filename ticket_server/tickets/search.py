@@ -16,7 +16,7 @@ Ranking, the same SQL on both engines, so both return the same order:
    above body: the sum over the words it holds of ``idf(word) x (2 in subject + 1 in
    body)``, ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))`` (N tickets, n holding the word),
    in integer hundredths, so both engines compute exactly the same number;
-3. recency, ``updated_at`` newest first, then the integer key.
+3. recency, ``created_at`` newest first (``recency``), then the integer key.
 ``sort="newest"`` drops the score: the tickets with the most query words, newest first.
 
 A search of the conversation (``conversation=True``) also finds tickets by their comments
@@ -28,9 +28,10 @@ the body, and a word's weight counts the tickets and comments holding it.
 Two plans give the same pages:
 - Best first (``relevance_page``), for a relevance search of the tickets' own text
   filtered at most by scope, queue, status and priority: each ticket's tokens are also
-  stored as search postings (``search_postings``: token, impact = the ticket's score for
-  the token before the word's weight, ``updated_at``, key; its primary key is that
-  order), written with the ticket's text and moved with its ``updated_at``. The words'
+  stored as search postings (``ticket_search_postings``: token, impact = the ticket's score for
+  the token before the word's weight, ``created_at``, key; its primary key is that
+  order), written with the ticket's text only: a status, owner or note write changes no
+  posting. The words'
   postings are read best first in batches, and the reading stops once no ticket not yet
   read can rank above the page (Fagin's threshold algorithm); the tickets read are
   scored with the ranking's SQL above. The cost follows how deep the page lies in the
@@ -169,7 +170,7 @@ def postings(columns: Mapping[str, Any]) -> dict[str, int]:
 
 def _posting_rows(tickets: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     return [
-        {"p_term": term, "p_impact": impact, "p_at": t["updated_at"], "p_ticket": t["pk"]}
+        {"p_term": term, "p_impact": impact, "p_at": t["created_at"], "p_ticket": t["pk"]}
         for t in tickets
         for term, impact in postings(t).items()
     ]
@@ -178,7 +179,7 @@ def _posting_rows(tickets: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
 _POSTING_KEY = and_(
     _POSTINGS.c.term == bindparam("p_term"),
     _POSTINGS.c.impact == bindparam("p_impact"),
-    _POSTINGS.c.updated_at == bindparam("p_at"),
+    _POSTINGS.c.created_at == bindparam("p_at"),
     _POSTINGS.c.ticket_pk == bindparam("p_ticket"),
 )
 
@@ -186,14 +187,14 @@ _POSTING_KEY = and_(
 def post(
     conn: Connection, tickets: Iterable[Mapping[Any, Any]], *, missing_only: bool = False
 ) -> None:
-    """Write the postings of ``tickets`` (mappings with ``pk``, ``updated_at`` and the
+    """Write the postings of ``tickets`` (mappings with ``pk``, ``created_at`` and the
     search columns) in the caller's transaction. Every ticket written goes through here.
     ``missing_only``: postings stored already are left as they are."""
     rows = _posting_rows(tickets)
     stmt = _dialect_insert(conn)(_POSTINGS).values(
         term=bindparam("p_term"),
         impact=bindparam("p_impact"),
-        updated_at=bindparam("p_at"),
+        created_at=bindparam("p_at"),
         ticket_pk=bindparam("p_ticket"),
     )
     if missing_only:
@@ -207,12 +208,11 @@ def post_unposted_tickets(conn: Connection, after: int, batch: int) -> tuple[int
     (``db reindex``): tickets inserted, or changed, by a server older than revision 0008
     while a newer one already served. Returns (the last key looked at, how many tickets
     were looked at; 0 with the key 0: none left).
-    A posting of an old ``updated_at`` that such a change left behind stays: a search
-    scores every ticket it reads from the ticket's row, so it costs a read, never a
-    wrong answer."""
+    A posting of old text that such a change left behind stays: a search scores every
+    ticket it reads from the ticket's row, so it costs a read, never a wrong answer."""
     rows = (
         conn.execute(
-            select(Ticket.pk, Ticket.updated_at, Ticket.search_subject, Ticket.search_body)
+            select(Ticket.pk, Ticket.created_at, Ticket.search_subject, Ticket.search_body)
             .where(Ticket.pk > after)
             .order_by(Ticket.pk)
             .limit(batch)
@@ -231,17 +231,6 @@ def unpost(conn: Connection, tickets: Iterable[Mapping[Any, Any]]) -> None:
     rows = _posting_rows(tickets)
     if rows:
         conn.execute(_POSTINGS.delete().where(_POSTING_KEY), rows)
-
-
-def move_postings(conn: Connection, ticket: Mapping[str, Any], updated_at: datetime) -> None:
-    """Move the postings of ``ticket`` (as ``post`` takes it, with the ``updated_at`` it
-    had) to its new ``updated_at``, in the transaction that changes it."""
-    rows = _posting_rows([ticket])
-    if rows:
-        conn.execute(
-            _POSTINGS.update().where(_POSTING_KEY).values(updated_at=bindparam("p_new")),
-            [{**r, "p_new": updated_at} for r in rows],
-        )
 
 
 def count_terms(
@@ -429,7 +418,8 @@ def resolve_queue(name: str, visible: Iterable[str]) -> tuple[str, ...] | None:
 @dataclass(frozen=True)
 class Position:
     """Where a page ended: the last ticket's sort key; ``rank`` is set for a search with
-    words (see ``sort_keys``)."""
+    words (see ``sort_keys``). ``updated_at``: the key's time (``recency``: the
+    ``created_at`` of a relevance search with words, else ``updated_at``)."""
 
     updated_at: datetime
     pk: int
@@ -638,6 +628,13 @@ def _conversation_candidates(dialect: str, words: Sequence[Word]) -> ColumnEleme
     return or_(_candidates(dialect, words), _commented(dialect, words))
 
 
+def recency(sort: Sort) -> Any:
+    """The ticket's time that breaks ties of rank: ``updated_at`` for ``sort="newest"``,
+    else ``created_at``, which the search postings are ordered by. A write that changes
+    no text (status, owner, a note) then writes no search row (issue 37)."""
+    return Ticket.updated_at if sort == "newest" else Ticket.created_at
+
+
 def sort_keys(
     dialect: str,
     words: Sequence[Word],
@@ -650,7 +647,7 @@ def sort_keys(
     With words the key starts with ``rank`` (``_rank``); ``every``: only the tickets
     holding every word are candidates (not with ``conversation``)."""
     if not words:
-        return None, [Ticket.updated_at.label("updated_at"), Ticket.pk.label("pk")]
+        return None, [Ticket.updated_at.label("recency"), Ticket.pk.label("pk")]
     rank = _rank(dialect, len(words), sort, conversation).params(
         rank_parameters(dialect, words, sort, conversation)
     )
@@ -659,11 +656,7 @@ def sort_keys(
         if conversation
         else _candidates(dialect, words, every)
     )
-    return candidates, [
-        rank.label("rank"),
-        Ticket.updated_at.label("updated_at"),
-        Ticket.pk.label("pk"),
-    ]
+    return candidates, [rank.label("rank"), recency(sort).label("recency"), Ticket.pk.label("pk")]
 
 
 def _impact_sums(conversation: bool) -> list[int]:
@@ -744,7 +737,7 @@ def _by_key_statement(
     expanding parameter), among those ``filters`` leave."""
     keys: list[Label[Any]] = [
         _rank(dialect, count, "relevance", False).label("rank"),
-        Ticket.updated_at.label("updated_at"),
+        recency("relevance").label("recency"),
         Ticket.pk.label("pk"),
     ]
     taken = {k.name for k in keys}
@@ -765,7 +758,7 @@ def _read_page(
     rows = conn.execute(
         stmt, {**rank_parameters(dialect, words, "relevance"), "pks": list(pks)}
     ).all()
-    return sorted(rows, key=lambda r: (r.rank, r.updated_at, r.pk), reverse=True)
+    return sorted(rows, key=lambda r: (r.rank, r.recency, r.pk), reverse=True)
 
 
 def _after(keys: list[Any], values: list[Any]) -> ColumnElement[bool]:
@@ -795,7 +788,7 @@ def build_page(
     conversation: bool = False,
     every: bool = False,
 ) -> Select[Any]:
-    """``columns`` and the sort key (labelled ``rank``, ``updated_at``, ``pk``) of the
+    """``columns`` and the sort key (labelled ``rank``, ``recency``, ``pk``) of the
     next ``limit`` tickets after ``after``, in page order (``conversation``: comments
     are searched too; ``every``: only tickets holding every word)."""
     candidates, keys = sort_keys(dialect, words, sort, conversation, every)
@@ -850,17 +843,17 @@ def _postings_statement(after: bool) -> Select[Any]:
     """The first ``n`` postings of ``term``, best first (``after``: after ``impact``,
     ``at``, ``pk``)."""
     p = _POSTINGS.c
-    stmt = select(p.impact, p.updated_at, p.ticket_pk).where(p.term == bindparam("term"))
+    stmt = select(p.impact, p.created_at, p.ticket_pk).where(p.term == bindparam("term"))
     if after:
         stmt = stmt.where(
-            tuple_(p.impact, p.updated_at, p.ticket_pk)
+            tuple_(p.impact, p.created_at, p.ticket_pk)
             < tuple_(
                 bindparam("impact", type_=p.impact.type),
-                bindparam("at", type_=p.updated_at.type),
+                bindparam("at", type_=p.created_at.type),
                 bindparam("pk", type_=p.ticket_pk.type),
             )
         )
-    return stmt.order_by(p.impact.desc(), p.updated_at.desc(), p.ticket_pk.desc()).limit(
+    return stmt.order_by(p.impact.desc(), p.created_at.desc(), p.ticket_pk.desc()).limit(
         bindparam("n")
     )
 
@@ -880,7 +873,7 @@ class _Holders:
         rows = conn.execute(_postings_statement(self.last is not None), params).all()
         self.done = len(rows) < n
         if rows:
-            self.last = (rows[-1].impact, rows[-1].updated_at, rows[-1].ticket_pk)
+            self.last = (rows[-1].impact, rows[-1].created_at, rows[-1].ticket_pk)
         return rows
 
 
@@ -967,7 +960,7 @@ _DRIVE = _POSTINGS.alias("drive")
 @cache
 def _sizes_statement(lists: int, oldest: bool) -> Any:
     """How many postings each of ``lists`` (token, impact) lists holds, counted up to
-    ``cap``, and (``oldest``) the ``updated_at`` of its ``cap``-th newest posting, None
+    ``cap``, and (``oldest``) the ``created_at`` of its ``cap``-th newest posting, None
     when it holds fewer (parameters t0, i0, t1, i1, ..., cap and last = cap - 1; rows
     (list index, count[, oldest]))."""
     p = _POSTINGS.c
@@ -984,9 +977,9 @@ def _sizes_statement(lists: int, oldest: bool) -> Any:
                 .scalar_subquery(),
                 *(
                     [
-                        select(p.updated_at)
+                        select(p.created_at)
                         .where(held(n))
-                        .order_by(p.updated_at.desc(), p.ticket_pk.desc())
+                        .order_by(p.created_at.desc(), p.ticket_pk.desc())
                         .offset(bindparam("last"))
                         .limit(1)
                         .scalar_subquery()
@@ -1014,9 +1007,9 @@ def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
     """The newest ``limit`` tickets on each of ``lists`` (token, impact) lists: the
     first read newest first, the others looked up by primary key (parameters t0, i0,
     t1, i1, ... and limit; ``after``: older than (at, pk) only; ``since``: the first
-    list read back to ``updated_at`` ``since`` only)."""
+    list read back to ``created_at`` ``since`` only)."""
     drive = _DRIVE.c
-    stmt = select(drive.updated_at, drive.ticket_pk).where(
+    stmt = select(drive.created_at, drive.ticket_pk).where(
         drive.term == bindparam("t0"), drive.impact == bindparam("i0")
     )
     for n in range(1, lists):
@@ -1026,30 +1019,30 @@ def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
                 select(probe.ticket_pk).where(
                     probe.term == bindparam(f"t{n}"),
                     probe.impact == bindparam(f"i{n}"),
-                    probe.updated_at == drive.updated_at,
+                    probe.created_at == drive.created_at,
                     probe.ticket_pk == drive.ticket_pk,
                 )
             )
         )
     if after:
         stmt = stmt.where(
-            tuple_(drive.updated_at, drive.ticket_pk)
+            tuple_(drive.created_at, drive.ticket_pk)
             < tuple_(
-                bindparam("at", type_=drive.updated_at.type),
+                bindparam("at", type_=drive.created_at.type),
                 bindparam("pk", type_=drive.ticket_pk.type),
             )
         )
     if since:
-        stmt = stmt.where(drive.updated_at >= bindparam("since", type_=drive.updated_at.type))
-    return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
+        stmt = stmt.where(drive.created_at >= bindparam("since", type_=drive.created_at.type))
+    return stmt.order_by(drive.created_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
 @cache
 def _join_statement(lists: int, after: bool) -> Select[Any]:
-    """``_group_statement`` as a join of the lists on (``updated_at``, key), for
+    """``_group_statement`` as a join of the lists on (``created_at``, key), for
     PostgreSQL to merge (see ``_merge_only``); parameters as there."""
     drive = _DRIVE.c
-    stmt = select(drive.updated_at, drive.ticket_pk).where(
+    stmt = select(drive.created_at, drive.ticket_pk).where(
         drive.term == bindparam("t0"), drive.impact == bindparam("i0")
     )
     for n in range(1, lists):
@@ -1060,19 +1053,19 @@ def _join_statement(lists: int, after: bool) -> Select[Any]:
             and_(
                 other.term == bindparam(f"t{n}"),
                 other.impact == bindparam(f"i{n}"),
-                other.updated_at == drive.updated_at,
+                other.created_at == drive.created_at,
                 other.ticket_pk == drive.ticket_pk,
             ),
         )
     if after:
         stmt = stmt.where(
-            tuple_(drive.updated_at, drive.ticket_pk)
+            tuple_(drive.created_at, drive.ticket_pk)
             < tuple_(
-                bindparam("at", type_=drive.updated_at.type),
+                bindparam("at", type_=drive.created_at.type),
                 bindparam("pk", type_=drive.ticket_pk.type),
             )
         )
-    return stmt.order_by(drive.updated_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
+    return stmt.order_by(drive.created_at.desc(), drive.ticket_pk.desc()).limit(bindparam("limit"))
 
 
 @lru_cache(maxsize=256)
@@ -1085,14 +1078,14 @@ def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any
 
     def arm(n: int) -> Select[Any]:
         p = _DRIVE.c if n == 0 else _POSTINGS.alias(f"other{n}").c
-        stmt = select(p.updated_at, p.ticket_pk).where(
+        stmt = select(p.created_at, p.ticket_pk).where(
             p.term == bindparam(f"t{n}"), p.impact == bindparam(f"i{n}")
         )
         if after:
             stmt = stmt.where(
-                tuple_(p.updated_at, p.ticket_pk)
+                tuple_(p.created_at, p.ticket_pk)
                 < tuple_(
-                    bindparam("at", type_=p.updated_at.type),
+                    bindparam("at", type_=p.created_at.type),
                     bindparam("pk", type_=p.ticket_pk.type),
                 )
             )
@@ -1104,7 +1097,7 @@ def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any
 
     return (
         intersect(*(arm(n) for n in range(lists)))
-        .order_by(literal_column("updated_at").desc(), literal_column("ticket_pk").desc())
+        .order_by(literal_column("created_at").desc(), literal_column("ticket_pk").desc())
         .limit(bindparam("limit"))
     )
 
@@ -1148,7 +1141,7 @@ def _list_sizes(
     oldest: bool = False,
 ) -> dict[tuple[str, int], tuple[int, datetime | None]]:
     """How many postings each (token, impact) list holds, counted up to ``cap`` (a count
-    of ``cap`` means at least that many), and (``oldest``) the ``updated_at`` of its
+    of ``cap`` means at least that many), and (``oldest``) the ``created_at`` of its
     ``cap``-th newest posting (None when it holds fewer, or without ``oldest``)."""
     params = {f"{name}{n}": value for n, key in enumerate(lists) for name, value in zip("ti", key)}
     rows = conn.execute(
@@ -1310,7 +1303,7 @@ def every_word_page(
         if merging:
             _restore(conn, merging)
     page = _read_page(conn, dialect, columns, words, [pk for *_, pk in found])
-    if [(r.rank, r.updated_at, r.pk) for r in page] != [
+    if [(r.rank, r.recency, r.pk) for r in page] != [
         (len(words) * MATCHED + s, at, pk) for s, at, pk in found
     ]:
         return None
@@ -1407,7 +1400,7 @@ def matched_in(
 
 def row_position(row: Any) -> Position:
     m = row._mapping
-    return Position(updated_at=m["updated_at"], pk=m["pk"], rank=m.get("rank"))
+    return Position(updated_at=m["recency"], pk=m["pk"], rank=m.get("rank"))
 
 
 def _quoted(words: Iterable[Word | str]) -> str:

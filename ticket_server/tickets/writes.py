@@ -53,16 +53,11 @@ from ticket_server.tickets.domain import (
 )
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent, WriteRequest
 from ticket_server.tickets.repository import TicketRepository
-from ticket_server.tickets.search import comment_search_bodies, move_postings
+from ticket_server.tickets.search import comment_search_bodies
 
 _TICKETS, _COMMENTS, _EVENTS = Ticket.__table__, Comment.__table__, TicketEvent.__table__
 _REQUESTS = WriteRequest.__table__
 _STATE = ("status", "priority", "owner", "queue", "version", "updated_at")
-_POSTED = (
-    _TICKETS.c.pk,
-    _TICKETS.c.search_subject,
-    _TICKETS.c.search_body,
-)  # what move_postings needs
 
 
 @dataclass(frozen=True)
@@ -279,7 +274,7 @@ class TicketWrites:
     def _locked(self, conn: Connection, ticket_id: str, lock: bool = True) -> Any:
         """The ticket's state, its row locked until the transaction ends (PostgreSQL;
         SQLite's ``BEGIN IMMEDIATE`` already holds the database's write lock)."""
-        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE), *_POSTED).where(
+        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE)).where(
             _TICKETS.c.id == ticket_id
         )
         if lock and self.repository.dialect == "postgresql":
@@ -367,7 +362,6 @@ class TicketWrites:
             )
             if done.rowcount != 1:  # the lock above makes this unreachable; never write blind
                 raise StaleVersion(state["version"], _current(state))
-            move_postings(conn, state, now)
             classified = (
                 change.classification(conn, state, now)
                 if change.classification is not None
