@@ -284,7 +284,13 @@ def build_server(
         writes.register(
             mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key, files
         )
-        opening.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        opening.register(
+            mcp,
+            rt.repository,
+            frozenset(rt.settings.confirm_writes),
+            rt.cursor_key,
+            free_tags=rt.settings.free_tags,
+        )
         from ticket_server.tools import classification
 
         classification.register(

@@ -247,3 +247,33 @@ async def test_concurrent_opens_for_one_new_requester(
     requesters = {r.structured_content["ticket"]["requester"]["id"] for r in results}
     assert len(ids) == 8 and len(requesters) == 1
     assert sum(r.structured_content["requester_created"] for r in results) == 1
+
+
+async def test_open_with_tags_and_custom_fields(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """`tags` and `custom_fields` are set in the opening's transaction and read back by
+    get_ticket; a tag outside the vocabulary, or a value of the wrong type, opens
+    nothing (the ticket count stays) and says what was wrong."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    async with Client(server_as(stdio_caller="agent", confirm_writes=[]), mode=mode) as client:
+        opened = await client.call_tool(
+            "open_ticket",
+            {**OPEN, "tags": ["Refund", "vip"], "custom_fields": {"renewal_risk": True}},
+        )
+        assert opened.is_error is False, text_of(opened)
+        new_id = opened.structured_content["ticket"]["id"]
+        read = await client.call_tool(
+            "get_ticket", {"ticket_id": new_id, "fields": ["tags", "custom_fields"]}
+        )
+        assert read.structured_content["tags"] == ["refund", "vip"]
+        assert read.structured_content["custom_fields"] == {"renewal_risk": True}
+        before = await _counts(settings)
+        for bad, says in (
+            ({"tags": ["no-such-tag"]}, "no-such-tag"),
+            ({"custom_fields": {"renewal_risk": "perhaps"}}, "renewal_risk"),
+        ):
+            failed, text = await call_any(client, "open_ticket", {**OPEN, **bad})
+            assert failed, text
+            assert says in text, text
+        assert (await _counts(settings))[0] == before[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastmcp import Context, FastMCP
@@ -24,6 +24,7 @@ from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
 from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit, meta_for
 from ticket_server.tools.writes import (
     MAX_TEXT,
@@ -36,6 +37,9 @@ from ticket_server.tools.writes import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from ticket_server.tickets.classification import ClassificationChange
     from ticket_server.tickets.opening import OpenedTicket, TicketOpening
     from ticket_server.tickets.repository import TicketRepository
 
@@ -118,10 +122,37 @@ def _result(model: TicketOpened, replayed: bool) -> ToolResult:
     )
 
 
+def _classify(change: ClassificationChange, free_tags: bool) -> Callable[[Connection, str], None]:
+    """The ``apply`` of ``TicketOpening.open``: the new ticket's tags and custom fields,
+    checked against the vocabulary and the definitions (every required field of its
+    queue included) in the opening's transaction, so a refusal opens nothing."""
+
+    def apply(conn: Connection, ticket_id: str) -> None:
+        from sqlalchemy import select
+
+        from ticket_server.tickets.classification import apply_classification
+        from ticket_server.tickets.models import Ticket
+
+        pk, queue = conn.execute(
+            select(Ticket.pk, Ticket.queue).where(Ticket.id == ticket_id)
+        ).one()
+        apply_classification(
+            conn, pk, queue, change, free_tags=free_tags, now=datetime.now(UTC), opening=True
+        )
+
+    return apply
+
+
 def register(
-    mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
+    mcp: FastMCP,
+    repo: TicketRepository,
+    confirm: frozenset[str],
+    key: Callable[[], bytes],
+    *,
+    free_tags: bool = False,
 ) -> None:
-    """Add ``open_ticket`` to ``mcp`` (``confirm`` and ``key`` as for the other writes)."""
+    """Add ``open_ticket`` to ``mcp`` (``confirm`` and ``key`` as for the other writes;
+    ``free_tags``: a tag outside the vocabulary joins it, as ``update_ticket_tags``)."""
     writer = Writer(repo, confirm, key)
     opening: list[TicketOpening] = []  # SQLAlchemy is imported on the first open
 
@@ -173,12 +204,19 @@ def register(
         ] = None,
         priority: TicketPriority = TicketPriority.NORMAL,
         channel: Channel = "api",
+        tags: Annotated[Tags, Field(description="From the tag vocabulary.")] = [],  # noqa: B006
+        custom_fields: Annotated[
+            dict[FieldName, FieldValue],
+            Field(max_length=MAX_CHANGES, description="Field name -> value."),
+        ] = {},  # noqa: B006
         idempotency_key: Key = None,
     ) -> ToolResult:
         """Open a ticket (status new). Requester: a known requester_email; a new one with
         requester_name and customer_id; or customer_id alone. Refused, nothing changed, for
-        a queue unknown, inactive or not yours (the error lists yours) or an unknown
-        customer. May ask the person to confirm. Subject and body return as untrusted."""
+        a queue unknown, inactive or not yours (the error lists yours), an unknown
+        customer, a tag or field value set_ticket_fields would refuse, or a required field
+        missing. May ask the person to confirm. Subject and body return as untrusted."""
+        from ticket_server.tickets.classification import ClassificationChange
         from ticket_server.tickets.opening import NEW_TICKET, OpenRequest
 
         _not_blank("subject", subject)
@@ -202,6 +240,8 @@ def register(
             "customer_id": request.customer_id,
             "priority": priority.value,
             "channel": channel,
+            "tags": sorted(tags),
+            "custom_fields": dict(sorted(custom_fields.items())),
         }
         done = await writer.perform(
             ctx,
@@ -217,7 +257,7 @@ def register(
             ),
             operation().open,
             request,
-            None,  # tags and custom fields: tickets.classification, wired at merge
+            _classify(ClassificationChange(add_tags=tags, fields=dict(custom_fields)), free_tags),
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
