@@ -28,6 +28,7 @@ from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
 from ticket_server.tools.cursor import CursorCodec, cursor_key
+from ticket_server.tools.similar import register as register_similar
 from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
@@ -257,6 +258,7 @@ def build_server(
     resources.register(mcp, rt.repository, cursors)
     prompts.register(mcp, rt.repository)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
+    register_similar(mcp, rt.repository)
     if not rt.settings.read_only:
         writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         # A write's confirmation state that fails verification is refused by the tool,

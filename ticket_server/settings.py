@@ -66,7 +66,7 @@ WriteAction = Literal[
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
-ToolsetName = Literal["read", "respond", "triage"]
+ToolsetName = Literal["read", "respond", "triage", "related"]
 """A group of tools a deployment may offer (``ticket_server.tools.toolsets``)."""
 
 
@@ -345,7 +345,8 @@ class Settings(BaseSettings):
         min_length=1,
         description="The toolsets offered to callers without toolsets of their own (callers "
         "add --toolset), as a JSON list: read, respond (notes and replies), triage (status, "
-        "owner, priority, queue). A tool outside a caller's toolsets is not listed and cannot "
+        "owner, priority, queue), related (similar tickets, links, merge, bulk changes; not by "
+        "default). A tool outside a caller's toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(

@@ -45,6 +45,10 @@ TOOLSETS: Mapping[str, Toolset] = {
         "Change a ticket's status, owner, priority or queue.",
         ("set_ticket_status", "assign_ticket", "escalate_ticket"),
     ),
+    "related": Toolset(
+        "Find tickets like one; link, merge and change tickets in bulk.",
+        ("find_similar_tickets",),
+    ),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
 
