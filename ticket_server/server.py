@@ -28,6 +28,8 @@ from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
 from ticket_server.tools.cursor import CursorCodec, cursor_key
+from ticket_server.tools.related import TOOLS as RELATED_TOOLS
+from ticket_server.tools.related import register as register_related
 from ticket_server.tools.similar import register as register_similar
 from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
@@ -263,6 +265,9 @@ def build_server(
         writes.register(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
-        compat.hand_invalid_request_state_to(mcp, writes.TOOLS, writes.INVALID_REQUEST_STATE)
+        register_related(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        compat.hand_invalid_request_state_to(
+            mcp, (*writes.TOOLS, *RELATED_TOOLS), writes.INVALID_REQUEST_STATE
+        )
     compat.advertise_fixed_lists(mcp)
     return mcp

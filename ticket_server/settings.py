@@ -63,6 +63,9 @@ WriteAction = Literal[
     "close_ticket",
     "assign_ticket",
     "escalate_ticket",
+    "link_tickets",
+    "merge_tickets",
+    "bulk_update_tickets",
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
@@ -350,7 +353,7 @@ class Settings(BaseSettings):
         "be called; scopes still apply within them.",
     )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(
-        default=["reply_to_customer", "close_ticket"],
+        default=["reply_to_customer", "close_ticket", "merge_tickets"],
         description="Writes that need a person's confirmation before they happen: tool names, "
         "or `close_ticket` (set_ticket_status to closed; `set_ticket_status` confirms closing "
         "too), as a JSON list or separated by commas; `none` for no confirmation.",

@@ -361,7 +361,10 @@ class TicketRepository:
                     for r in conn.execute(_EVENTS_PAGE, params).mappings()
                 ],
                 event_total=row["event_total"],
+                links=links_of(conn, ticket_id, queues),
             )
+
+        from ticket_server.tickets.links import links_of
 
         return await self._read_point(read)
 

@@ -122,6 +122,19 @@ class CommentRecord(BaseModel):
     visibility: Visibility
     body: str
     created_at: datetime
+    merged_from: str | None = None
+
+
+class LinkRecord(BaseModel):
+    """A link as read from one ticket (``tickets.links``): its name from this side, the
+    other ticket, who made it and when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["duplicate_of", "duplicated_by", "related", "caused_by", "causes"]
+    ticket_id: str
+    actor: str
+    created_at: datetime
 
 
 class EventRecord(BaseModel):
@@ -148,6 +161,7 @@ class TicketView(BaseModel):
     comment_total: int
     events: list[EventRecord]
     event_total: int
+    links: list[LinkRecord] = Field(default_factory=list)
 
 
 class CustomerView(BaseModel):

@@ -121,6 +121,14 @@ Audit = Callable[[Connection, WriteOutcome], None]
 class _Plan:
     fields: dict[EventField, Any]
     comment: tuple[str, Visibility] | None = None
+    # For writes planned in other modules (tickets.links, tickets.merge): a check run in
+    # the write's transaction (and in its check without a lock) that may refuse, and more
+    # rows to write.
+    check: Callable[[Connection], None] | None = None
+    apply: Callable[[Connection, datetime], None] | None = None
+
+
+Plan = _Plan
 
 
 @dataclass(frozen=True)
@@ -232,6 +240,19 @@ class TicketWrites:
 
         return await self._write(ctx, ticket_id, plan, audit)
 
+    async def planned(
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        plan: Callable[[dict[str, Any]], Plan],
+        audit: Audit | None,
+        *,
+        closed_ok: bool = False,
+    ) -> tuple[WriteOutcome, bool] | Checked:
+        """A write another module plans (``Plan``'s check and apply), with every step of
+        the write path above."""
+        return await self._write(ctx, ticket_id, plan, audit, closed_ok=closed_ok)
+
     async def spend_confirmation(self, ctx: WriteContext, ticket_id: str) -> None:
         """Spend ``ctx.confirmation_nonce`` and write nothing else: the person declined or
         cancelled, so that request state can never confirm a write later.
@@ -309,6 +330,8 @@ class TicketWrites:
             if ctx.expected_version is not None and state["version"] != ctx.expected_version:
                 raise StaleVersion(ctx.expected_version, _current(state))
             change = plan(state)
+            if change.check is not None:
+                change.check(conn)
             changes = [
                 FieldChange(
                     field=field, old_value=_text(state[field.value]), new_value=_text(value)
@@ -368,6 +391,8 @@ class TicketWrites:
                 ).inserted_primary_key
                 assert inserted is not None  # a single-row INSERT reports its key
                 comment = AddedComment(id=inserted[0], visibility=visibility, created_at=now)
+            if change.apply is not None:
+                change.apply(conn, now)
             after = {**state, **values}
             outcome = WriteOutcome(
                 ticket_id=ticket_id,
