@@ -27,6 +27,8 @@ from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tools import completions, full_read, manifest, prompts, resources, v1, v2, writes
+from ticket_server.tools.bulk import TOOL as BULK_TOOL
+from ticket_server.tools.bulk import register as register_bulk
 from ticket_server.tools.cursor import CursorCodec, cursor_key
 from ticket_server.tools.related import TOOLS as RELATED_TOOLS
 from ticket_server.tools.related import register as register_related
@@ -266,8 +268,15 @@ def build_server(
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
         register_related(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        register_bulk(
+            mcp,
+            rt.repository,
+            frozenset(rt.settings.confirm_writes),
+            rt.cursor_key,
+            rt.settings.bulk_max_tickets,
+        )
         compat.hand_invalid_request_state_to(
-            mcp, (*writes.TOOLS, *RELATED_TOOLS), writes.INVALID_REQUEST_STATE
+            mcp, (*writes.TOOLS, *RELATED_TOOLS, BULK_TOOL), writes.INVALID_REQUEST_STATE
         )
     compat.advertise_fixed_lists(mcp)
     return mcp

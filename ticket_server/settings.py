@@ -352,6 +352,12 @@ class Settings(BaseSettings):
         "default). A tool outside a caller's toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
+    bulk_max_tickets: int = Field(
+        default=500,
+        ge=1,
+        le=10_000,
+        description="Most tickets one bulk_update_tickets call may change.",
+    )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(
         default=["reply_to_customer", "close_ticket", "merge_tickets"],
         description="Writes that need a person's confirmation before they happen: tool names, "

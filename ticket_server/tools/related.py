@@ -106,10 +106,8 @@ def register(
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
-        """Link two tickets (both in queues you may write): ticket_id duplicate_of,
-        duplicated_by, related, caused_by or causes other_ticket_id; remove=true unlinks.
-        get_ticket shows links from both sides. An existing link (or a missing one to
-        remove) is an error. Returns the ticket's new state."""
+        """Link two tickets of queues you may write (remove=true unlinks); get_ticket
+        shows links from both sides. Returns the ticket's new state."""
         from ticket_server.tickets.links import link_plan
 
         tid, other = normalise_ticket_id(ticket_id), normalise_ticket_id(other_ticket_id)
@@ -146,11 +144,9 @@ def register(
         idempotency_key: Key = None,
         expected_version: Version = None,
     ) -> ToolResult:
-        """Merge a duplicate into the ticket that stays (both in queues you may write): the
-        source's first message and comments move to the target, marked merged_from; the
-        source is closed, linked duplicate_of the target. Nobody is notified. Cannot be
-        undone; refused for a closed or already merged source or a closed target. May ask
-        the person to confirm. Returns the source's new state and the comments moved."""
+        """Merge a duplicate into the ticket that stays (queues you may write): its first
+        message and comments move there, marked merged_from; it is closed, duplicate_of the
+        target. Nobody is notified. Final; may ask the person to confirm."""
         from ticket_server.tickets.merge import merge_plan
 
         source, target = (

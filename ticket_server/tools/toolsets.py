@@ -47,7 +47,7 @@ TOOLSETS: Mapping[str, Toolset] = {
     ),
     "related": Toolset(
         "Find tickets like one; link, merge and change tickets in bulk.",
-        ("find_similar_tickets", "link_tickets", "merge_tickets"),
+        ("find_similar_tickets", "link_tickets", "merge_tickets", "bulk_update_tickets"),
     ),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
