@@ -7,9 +7,11 @@ audit rows."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import text_of
@@ -109,3 +111,37 @@ async def test_500_tickets_leave_500_audit_rows(settings: Settings, add_caller, 
     assert len(rows) == 500
     owners = await _sql(settings, "SELECT count(*) FROM tickets WHERE owner = 'bulk.owner'")
     assert owners[0][0] == 500
+
+
+async def _yes(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+    assert "Reply every customer receives" in message
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_a_reply_to_tickets_found_by_search_is_confirmed_once(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """By query, within the caller's queues; the default policy confirms a reply: the
+    person is asked once for the plan, then every ticket gets its reply."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET)
+    change = {"reply": "Your invoice was corrected."}
+    async with Client(server, mode=mode, elicitation_handler=_yes) as client:
+        dry = await client.call_tool("bulk_update_tickets", {"query": "invoice", **change})
+        plan = dry.structured_content
+        ids = [t["id"] for t in plan["tickets"]]
+        assert ids
+        queues = await _sql(
+            settings, f"SELECT DISTINCT queue FROM tickets WHERE id IN ({','.join(map(repr, ids))})"
+        )
+        assert queues == [("billing",)]
+        done = await client.call_tool(
+            "bulk_update_tickets", {**change, "dry_run": False, "plan_token": plan["plan_token"]}
+        )
+    assert [t["id"] for t in done.structured_content["tickets"]] == ids
+    replies = await _sql(
+        settings,
+        "SELECT count(*) FROM comments WHERE body = 'Your invoice was corrected.' "
+        "AND visibility = 'public'",
+    )
+    assert replies[0][0] == len(ids)
