@@ -75,12 +75,10 @@ async def _run(url: str, similar: int, bulk: int) -> dict[str, object]:
         for tid in sample[:20]:  # warm-up
             await client.call_tool("find_similar_tickets", {"ticket_id": tid})
         out["similar"] = [
-            await _timed(client.call_tool("find_similar_tickets", {"ticket_id": t}))
-            for t in sample
+            await _timed(client.call_tool("find_similar_tickets", {"ticket_id": t})) for t in sample
         ]
         out["status"] = [
-            await _timed(client.call_tool("get_ticket_status_v2", {"ticket_id": t}))
-            for t in sample
+            await _timed(client.call_tool("get_ticket_status_v2", {"ticket_id": t})) for t in sample
         ]
         change = {"owner": "bench.bulk"}
         t = time.perf_counter()
