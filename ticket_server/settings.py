@@ -355,8 +355,9 @@ class Settings(BaseSettings):
     bulk_max_tickets: int = Field(
         default=500,
         ge=1,
-        le=10_000,
-        description="Most tickets one bulk_update_tickets call may change.",
+        le=2_000,
+        description="Most tickets one bulk_update_tickets call may change (its plan_token "
+        "grows with them: about 22 bytes a ticket).",
     )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(
         default=["reply_to_customer", "close_ticket", "merge_tickets"],

@@ -33,6 +33,8 @@ from ticket_server.tickets.schemas import TicketSummaryV2
 MAX_TERMS = 8
 """Words of the ticket a similar-tickets query holds: few and distinctive, since the
 ranking puts the tickets holding the most query words first."""
+MAX_SOURCE_WORDS = 240
+"""The body's first words weighed (one read per ``MAX_WORDS`` of them)."""
 _TICKETS, _TERMS, _DELTAS = Ticket.__table__, SearchTerm.__table__, SearchTermDelta.__table__
 
 
@@ -65,7 +67,7 @@ def distinctive_terms(conn: Connection, subject: str, body: str) -> list[Term]:
     from ticket_server.tickets.search import analyze_query
 
     in_subject = dict(query_words(subject, limit=None))
-    in_body = dict(query_words(body, limit=None))
+    in_body = dict(query_words(body, limit=MAX_SOURCE_WORDS))
     written = {**in_body, **in_subject}
     tokens = list(written)
     weights: dict[str, int] = {}

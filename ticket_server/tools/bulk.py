@@ -65,7 +65,7 @@ TOOL = "bulk_update_tickets"
 PLAN_SECONDS = 900
 """How long a dry run's plan_token may be confirmed."""
 MAX_TOKEN = 65_536
-MAX_IDS = 10_000
+MAX_IDS = 2_000
 """Most ids the schema takes (the settings' bound); a call may name ``bulk_max_tickets``."""
 BULK = ToolAnnotations(
     readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
@@ -335,11 +335,13 @@ def register(
         for tid, version in plan:
             current: int | None = version
             changes = []
+            applied: list[str] = []
             try:
                 for part, tool, operation, args in parts:
                     wctx = contexts(base, tool, tid, part, args, current)
                     outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
                     current = outcome.version
+                    applied.append(part)
                     changes += [
                         Change(field=c.field, old_value=c.old_value, new_value=c.new_value)
                         for c in outcome.changes
@@ -350,7 +352,8 @@ def register(
                     exc, UnavailableError
                 ):
                     raise
-                item = Failed(id=tid, reason=str(exc))
+                done_before = f" ({', '.join(applied)} written before this)" if applied else ""
+                item = Failed(id=tid, reason=f"{exc}{done_before}")
                 if isinstance(cause, StaleVersion) and current == version:
                     skipped.append(Failed(id=tid, reason="Changed since the dry run; not written."))
                 else:
