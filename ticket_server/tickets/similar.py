@@ -30,7 +30,7 @@ from ticket_server.tickets.models import SearchTerm, SearchTermDelta, Ticket
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketSummaryV2
 
-MAX_TERMS = 8
+MAX_TERMS = 6
 """Words of the ticket a similar-tickets query holds: few and distinctive, since the
 ranking puts the tickets holding the most query words first."""
 MAX_SOURCE_WORDS = 240
