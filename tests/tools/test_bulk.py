@@ -56,12 +56,21 @@ async def test_dry_run_equals_the_confirmed_run_and_changed_tickets_are_skipped(
         for t in plan["tickets"]:
             now = await _sql(settings, "SELECT version FROM tickets WHERE id = :t", t=t["id"])
             assert now[0][0] == t["version"]
-        done = await client.call_tool(
-            "bulk_update_tickets", {**change, "dry_run": False, "plan_token": plan["plan_token"]}
-        )
+        confirmed = {
+            **change,
+            "dry_run": False,
+            "plan_token": plan["plan_token"],
+            "idempotency_key": "bulk-1",
+        }
+        done = await client.call_tool("bulk_update_tickets", confirmed)
         result = done.structured_content
         assert _shown(result["tickets"]) == _shown(plan["tickets"])
         assert result["skipped"] == [] and result["failed"] == []
+        replies = "SELECT count(*) FROM comments WHERE body = 'We are on it.'"
+        assert (await _sql(settings, replies))[0][0] == 3
+        retried = await client.call_tool("bulk_update_tickets", confirmed)  # the key: replays
+        assert retried.structured_content == result
+        assert (await _sql(settings, replies))[0][0] == 3
         # Again: one ticket changes between the dry run and the confirmed run.
         second = {"status": "waiting_on_customer", "note": "Waiting for the customer."}
         dry = await client.call_tool("bulk_update_tickets", {"ticket_ids": open_[3:], **second})

@@ -154,9 +154,7 @@ def register(
             base,
             tool=tool,
             request_sha256=request_hash(tool, {"ticket_id": ticket_id, "bulk": shown}),
-            idempotency_key=f"{base.idempotency_key}:{ticket_id}:{part}"[:128]
-            if base.idempotency_key
-            else None,
+            idempotency_key=_derived_key(base.idempotency_key, ticket_id, part),
             expected_version=version,
         )
 
@@ -348,16 +346,24 @@ def register(
                     ]
             except ToolError as exc:
                 cause = exc.__cause__
-                if isinstance(cause, UnavailableError | DatabaseUnavailable) or isinstance(
-                    exc, UnavailableError
-                ):
-                    raise
                 done_before = f" ({', '.join(applied)} written before this)" if applied else ""
-                item = Failed(id=tid, reason=f"{exc}{done_before}")
+                if isinstance(exc, UnavailableError):
+                    # The rest cannot be written either: listed, with what was written.
+                    rest = [t for t, _ in plan[plan.index((tid, version)) :]]
+                    failed += [
+                        Failed(
+                            id=t,
+                            reason="Not written: the ticket database became unavailable"
+                            + (done_before if t == tid else "")
+                            + ". Run a new dry run later.",
+                        )
+                        for t in rest
+                    ]
+                    break
                 if isinstance(cause, StaleVersion) and current == version:
                     skipped.append(Failed(id=tid, reason="Changed since the dry run; not written."))
                 else:
-                    failed.append(item)
+                    failed.append(Failed(id=tid, reason=f"{exc}{done_before}"))
                 continue
             done.append(
                 Planned(
@@ -368,6 +374,17 @@ def register(
                 )
             )
         return _result(BulkResult(dry_run=False, tickets=done, skipped=skipped, failed=failed))
+
+
+def _derived_key(key: str | None, ticket_id: str, part: str) -> str | None:
+    """The idempotency key of one ticket's part of a bulk change with ``key``: the key,
+    or its SHA-256 when the whole would pass the keys' 128 characters."""
+    if key is None:
+        return None
+    derived = f"{key}:{ticket_id}:{part}"
+    if len(derived) > 128:
+        derived = f"{hashlib.sha256(key.encode()).hexdigest()[:48]}:{ticket_id}:{part}"
+    return derived[:128]
 
 
 def _question(change: dict[str, Any], n: int) -> str:
