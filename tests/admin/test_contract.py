@@ -45,6 +45,10 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
         "set_ticket_status",
         "assign_ticket",
         "escalate_ticket",
+        "find_similar_tickets",
+        "link_tickets",
+        "merge_tickets",
+        "bulk_update_tickets",
     }
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)
