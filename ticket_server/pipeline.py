@@ -76,7 +76,9 @@ UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
-EXPENSIVE = frozenset({"search_tickets_v2", "search_tickets", "get_ticket", "get_customer"})
+EXPENSIVE = frozenset(
+    {"search_tickets_v2", "search_tickets", "get_ticket", "get_customer", "find_similar_tickets"}
+)
 """Read tools whose work grows with the data (searches, full reads): with the writes,
 what ``CallPipeline``'s per-caller share bounds."""
 LIST_METHODS = frozenset(

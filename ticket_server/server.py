@@ -41,7 +41,12 @@ from ticket_server.tools import (
     writes,
 )
 from ticket_server.tools.apps import register as register_apps
+from ticket_server.tools.bulk import TOOL as BULK_TOOL
+from ticket_server.tools.bulk import register as register_bulk
 from ticket_server.tools.cursor import CursorCodec, cursor_key
+from ticket_server.tools.related import TOOLS as RELATED_TOOLS
+from ticket_server.tools.related import register as register_related
+from ticket_server.tools.similar import register as register_similar
 from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
@@ -280,6 +285,7 @@ def build_server(
 
     classification_resources.register(mcp, rt.repository)
     register_apps(mcp, rt.repository, pipeline.may_use)
+    register_similar(mcp, rt.repository)
     if not rt.settings.read_only:
         writes.register(
             mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key, files
@@ -302,8 +308,18 @@ def build_server(
         )
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
+        register_related(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        register_bulk(
+            mcp,
+            rt.repository,
+            frozenset(rt.settings.confirm_writes),
+            rt.cursor_key,
+            rt.settings.bulk_max_tickets,
+        )
         compat.hand_invalid_request_state_to(
-            mcp, (*writes.TOOLS, "open_ticket", *classification.TOOLS), writes.INVALID_REQUEST_STATE
+            mcp,
+            (*writes.TOOLS, "open_ticket", *classification.TOOLS, *RELATED_TOOLS, BULK_TOOL),
+            writes.INVALID_REQUEST_STATE,
         )
     compat.advertise_fixed_lists(mcp)
     return mcp

@@ -66,10 +66,15 @@ WriteAction = Literal[
     "open_ticket",
     "update_ticket_tags",
     "set_ticket_fields",
+    "link_tickets",
+    "merge_tickets",
+    "bulk_update_tickets",
 ]
 """What a confirmation policy may name: a write tool, or ``close_ticket`` (set_ticket_status to closed)."""
 
-ToolsetName = Literal["read", "respond", "triage", "intake", "classify", "backlog", "attachments"]
+ToolsetName = Literal[
+    "read", "respond", "triage", "intake", "classify", "backlog", "attachments", "related"
+]
 """A group of tools a deployment may offer (``ticket_server.tools.toolsets``)."""
 
 
@@ -349,11 +354,20 @@ class Settings(BaseSettings):
         description="The toolsets offered to callers without toolsets of their own (callers "
         "add --toolset), as a JSON list: read, respond (notes and replies), triage (status, "
         "owner, priority, queue), intake (open tickets), classify (tags, custom fields), "
-        "backlog (counts), attachments (read files); `ticket-server tools toolsets` lists them. A tool outside a caller's toolsets is not listed and cannot "
+        "backlog (counts), attachments (read files), related (similar tickets, links, merge, "
+        "bulk changes); `ticket-server tools toolsets` lists them. A tool outside a caller's "
+        "toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
+    bulk_max_tickets: int = Field(
+        default=500,
+        ge=1,
+        le=2_000,
+        description="Most tickets one bulk_update_tickets call may change (its plan_token "
+        "grows with them: about 22 bytes a ticket).",
+    )
     confirm_writes: Annotated[list[WriteAction], NoDecode] = Field(
-        default=["reply_to_customer", "close_ticket"],
+        default=["reply_to_customer", "close_ticket", "merge_tickets"],
         description="Writes that need a person's confirmation before they happen: tool names, "
         "or `close_ticket` (set_ticket_status to closed; `set_ticket_status` confirms closing "
         "too), as a JSON list or separated by commas; `none` for no confirmation.",

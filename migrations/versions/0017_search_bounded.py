@@ -14,7 +14,7 @@ later revision drops it. Tickets such replicas insert reach the new table throug
 `ticket-server db reindex`.
 
 Revision ID: 0017_search_bounded
-Revises: 0015_attachments
+Revises: 0016_links
 Create Date: 2026-12-02
 """
 
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0017_search_bounded"
-down_revision = "0015_attachments"
+down_revision = "0016_links"
 branch_labels = None
 depends_on = None
 

@@ -52,6 +52,10 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
         "count_tickets",
         "open_ticket",
         "get_attachment",
+        "find_similar_tickets",
+        "link_tickets",
+        "merge_tickets",
+        "bulk_update_tickets",
     }
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)

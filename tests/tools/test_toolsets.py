@@ -54,7 +54,7 @@ async def test_only_the_offered_toolsets_are_listed_and_callable(
     (row,) = await audit_rows(settings, tool="add_internal_note")
     assert (row.outcome, row.detail) == ("denied", "not in the toolsets offered to this caller")
 
-    async with Client(server_as(stdio_caller="agent")) as client:  # the default: every toolset
+    async with Client(server_as(stdio_caller="agent")) as client:  # the default toolsets
         everything = {t.name for t in await client.list_tools()}
     assert everything == tools_in(TOOLSETS) - APP_ONLY
 

@@ -226,3 +226,30 @@ class ConfirmationSpent(WriteRefused):
             "This confirmation was already used; nothing was changed. Call the tool again "
             "(without the old request state) to ask the person afresh."
         )
+
+
+class LinkType(StrEnum):
+    """A typed relation from one ticket to another, as stored (``ticket_links``):
+    ``duplicate_of`` (this ticket repeats the other), ``related``, ``caused_by``. Read
+    from the other ticket, a link is its inverse (``INVERSE_LINKS``)."""
+
+    DUPLICATE_OF = "duplicate_of"
+    RELATED = "related"
+    CAUSED_BY = "caused_by"
+
+
+LINK_NAMES = ("duplicate_of", "duplicated_by", "related", "caused_by", "causes")
+"""A link as a caller names it, from the ticket it is read on."""
+INVERSE_LINKS = {
+    "duplicate_of": "duplicated_by",
+    "duplicated_by": "duplicate_of",
+    "related": "related",
+    "caused_by": "causes",
+    "causes": "caused_by",
+}
+
+
+class AlreadyMerged(WriteRefused):
+    """The ticket was merged into another already (or is the target of itself)."""
+
+    reason = "already merged"

@@ -27,6 +27,7 @@ from sqlalchemy.types import TypeDecorator
 from ticket_server.tickets.domain import (
     AuthorType,
     EventField,
+    LinkType,
     TicketPriority,
     TicketStatus,
     Visibility,
@@ -45,6 +46,7 @@ __all__ = [
     "SlaTarget",
     "Ticket",
     "TicketEvent",
+    "TicketLink",
     "TicketPriority",
     "TicketStatus",
     "UTCDateTime",
@@ -185,6 +187,8 @@ class Comment(Base):
     # The body as the search analyzer's tokens, written with it (tickets.search.comment_search_bodies);
     # the full-text indexes of comments are built on it.
     search_body: Mapped[str] = mapped_column(Text, server_default=" ")
+    # The ticket this comment was on before a merge moved it here (null: written here).
+    merged_from: Mapped[str | None] = mapped_column(String(32))
 
     __table_args__ = (Index("ix_comments_ticket_created_at", "ticket_id", "created_at", "pk"),)
 
@@ -341,3 +345,22 @@ class SlaTarget(Base):
     )
     first_response_minutes: Mapped[int | None] = mapped_column(Integer)
     resolution_minutes: Mapped[int | None] = mapped_column(Integer)
+
+
+class TicketLink(Base):
+    """A typed relation between two tickets, stored once from ``ticket_id``'s side
+    (``LinkType``); the other ticket reads it as the inverse (``INVERSE_LINKS``)."""
+
+    __tablename__ = "ticket_links"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(String(32), ForeignKey("tickets.id", ondelete="CASCADE"))
+    other_id: Mapped[str] = mapped_column(String(32), ForeignKey("tickets.id", ondelete="CASCADE"))
+    type: Mapped[LinkType] = mapped_column(_enum(LinkType, "link_type"))
+    actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_ticket_links_ticket_other_type", "ticket_id", "other_id", "type", unique=True),
+        Index("ix_ticket_links_other", "other_id"),
+    )

@@ -374,7 +374,10 @@ class TicketRepository:
                 )
                 if row["requester_id"] is not None
                 else None,
+                links=links_of(conn, ticket_id, queues),
             )
+
+        from ticket_server.tickets.links import links_of
 
         return await self._read_point(read)
 

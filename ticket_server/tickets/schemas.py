@@ -131,6 +131,19 @@ class CommentRecord(BaseModel):
     body: str
     created_at: datetime
     by_assistant: bool = False
+    merged_from: str | None = None
+
+
+class LinkRecord(BaseModel):
+    """A link as read from one ticket (``tickets.links``): its name from this side, the
+    other ticket, who made it and when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["duplicate_of", "duplicated_by", "related", "caused_by", "causes"]
+    ticket_id: str
+    actor: str
+    created_at: datetime
 
 
 class EventRecord(BaseModel):
@@ -160,6 +173,7 @@ class TicketView(BaseModel):
     event_total: int
     queue_display_name: str | None = None
     requester: RequesterRecord | None = None
+    links: list[LinkRecord] = Field(default_factory=list)
 
 
 class CustomerView(BaseModel):

@@ -130,6 +130,14 @@ class _Plan:
     comment: tuple[str, Visibility] | None = None
     classification: Classify | None = None
     attaching: Attaching | None = None
+    # For writes planned in other modules (tickets.links, tickets.merge): a check run in
+    # the write's transaction (and in its check without a lock) that may refuse, and more
+    # rows to write.
+    check: Callable[[Connection], None] | None = None
+    apply: Callable[[Connection, datetime], None] | None = None
+
+
+Plan = _Plan
 
 
 @dataclass(frozen=True)
@@ -254,6 +262,19 @@ class TicketWrites:
             ctx, ticket_id, lambda row: _Plan({}, classification=change), audit
         )
 
+    async def planned(
+        self,
+        ctx: WriteContext,
+        ticket_id: str,
+        plan: Callable[[dict[str, Any]], Plan],
+        audit: Audit | None,
+        *,
+        closed_ok: bool = False,
+    ) -> tuple[WriteOutcome, bool] | Checked:
+        """A write another module plans (``Plan``'s check and apply), with every step of
+        the write path above."""
+        return await self._write(ctx, ticket_id, plan, audit, closed_ok=closed_ok)
+
     async def spend_confirmation(self, ctx: WriteContext, ticket_id: str) -> None:
         """Spend ``ctx.confirmation_nonce`` and write nothing else: the person declined or
         cancelled, so that request state can never confirm a write later.
@@ -331,6 +352,8 @@ class TicketWrites:
             if ctx.expected_version is not None and state["version"] != ctx.expected_version:
                 raise StaleVersion(ctx.expected_version, _current(state))
             change = plan(state)
+            if change.check is not None:
+                change.check(conn)
             changes = [
                 FieldChange(
                     field=field, old_value=_text(state[field.value]), new_value=_text(value)
@@ -413,6 +436,8 @@ class TicketWrites:
                 if change.attaching is not None
                 else []
             )
+            if change.apply is not None:
+                change.apply(conn, now)
             after = {**state, **values}
             outcome = WriteOutcome(
                 ticket_id=ticket_id,

@@ -54,6 +54,10 @@ TOOLSETS: Mapping[str, Toolset] = {
     ),
     "backlog": Toolset("Count the open backlog, with ages and SLA breaches.", ("count_tickets",)),
     "attachments": Toolset("Read a ticket's attached files.", ("get_attachment",)),
+    "related": Toolset(
+        "Find tickets like one; link, merge and change tickets in bulk.",
+        ("find_similar_tickets", "link_tickets", "merge_tickets", "bulk_update_tickets"),
+    ),
 }
 assert set(TOOLSETS) == set(get_args(ToolsetName)), "every ToolsetName has its tools here"
 

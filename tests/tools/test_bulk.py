@@ -1,0 +1,156 @@
+"""bulk_update_tickets (issue 36, item 4) through the in-memory client, on SQLite and
+PostgreSQL, in both protocol revisions: a dry run equals the confirmed run's result when
+nothing changed between them; a ticket changed since is skipped and listed; refusals are
+listed, never silent; a token made for another change is refused; 500 tickets leave 500
+audit rows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+
+from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
+from tests.helpers import text_of
+from tests.tools.test_writes import _sql
+from ticket_server.settings import Settings
+
+AGENT_SCOPES = ("tickets:read", "tickets:write")
+EVERY_TOOLSET = ["read", "respond", "triage", "related"]
+
+
+async def _tickets(settings: Settings, where: str, n: int) -> list[str]:
+    rows = await _sql(settings, f"SELECT id FROM tickets WHERE {where} ORDER BY pk LIMIT {n}")
+    assert len(rows) == n, f"the sample lacks {n} tickets where {where}"
+    return [r[0] for r in rows]
+
+
+def _shown(tickets: list[dict]) -> list[tuple]:
+    return [(t["id"], t["changes"], t["adds"]) for t in tickets]
+
+
+async def test_dry_run_equals_the_confirmed_run_and_changed_tickets_are_skipped(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    open_ = await _tickets(settings, "queue = 'billing' AND status IN ('open', 'in_progress')", 6)
+    (closed,) = await _tickets(settings, "queue = 'billing' AND status = 'closed'", 1)
+    (other,) = await _tickets(settings, "queue = 'support' AND status = 'open'", 1)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    change = {"priority": "urgent", "reply": "We are on it.", "owner": "n.haddad"}
+    async with Client(server, mode=mode) as client:
+        dry = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": [*open_[:3], closed, other], **change}
+        )
+        plan = dry.structured_content
+        assert plan["dry_run"] is True and plan["plan_token"]
+        assert [t["id"] for t in plan["tickets"]] == open_[:3]
+        assert {f["id"] for f in plan["failed"]} == {closed, other}  # listed, with why
+        assert all(f["reason"] for f in plan["failed"])
+        fields = {c["field"] for t in plan["tickets"] for c in t["changes"]}
+        assert fields <= {"priority", "owner"} and "priority" in fields
+        # Nothing was written by the dry run.
+        for t in plan["tickets"]:
+            now = await _sql(settings, "SELECT version FROM tickets WHERE id = :t", t=t["id"])
+            assert now[0][0] == t["version"]
+        confirmed = {
+            **change,
+            "dry_run": False,
+            "plan_token": plan["plan_token"],
+            "idempotency_key": "bulk-1",
+        }
+        done = await client.call_tool("bulk_update_tickets", confirmed)
+        result = done.structured_content
+        assert _shown(result["tickets"]) == _shown(plan["tickets"])
+        assert result["skipped"] == [] and result["failed"] == []
+        replies = "SELECT count(*) FROM comments WHERE body = 'We are on it.'"
+        assert (await _sql(settings, replies))[0][0] == 3
+        retried = await client.call_tool("bulk_update_tickets", confirmed)  # the key: replays
+        assert retried.structured_content == result
+        assert (await _sql(settings, replies))[0][0] == 3
+        # Again: one ticket changes between the dry run and the confirmed run.
+        second = {"status": "waiting_on_customer", "note": "Waiting for the customer."}
+        dry = await client.call_tool("bulk_update_tickets", {"ticket_ids": open_[3:], **second})
+        token = dry.structured_content["plan_token"]
+        await client.call_tool("assign_ticket", {"ticket_id": open_[4], "owner": "someone"})
+        forged = await client.call_tool(
+            "bulk_update_tickets",
+            {**second, "note": "Another note.", "dry_run": False, "plan_token": token},
+            raise_on_error=False,
+        )
+        assert forged.is_error and "does not match this change" in text_of(forged)
+        done = await client.call_tool(
+            "bulk_update_tickets", {**second, "dry_run": False, "plan_token": token}
+        )
+        result = done.structured_content
+    assert [t["id"] for t in result["tickets"]] == [open_[3], open_[5]]
+    assert [s["id"] for s in result["skipped"]] == [open_[4]]
+    status = await _sql(settings, "SELECT status FROM tickets WHERE id = :t", t=open_[4])
+    assert status[0][0] != "waiting_on_customer"  # never written blind
+
+
+@pytest.mark.slow
+@pytest.mark.sqlite_only
+async def test_500_tickets_leave_500_audit_rows(settings: Settings, add_caller, server_as) -> None:
+    """One change of 500 tickets (by a search), each written and audited as a single
+    write: 500 audit rows with their change. (Slow: about 4 s on SQLite here.)"""
+    await add_caller("lead", scopes=AGENT_SCOPES)
+    ids = await _tickets(settings, "status <> 'closed' AND owner IS NOT NULL", 500)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server) as client:
+        dry = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": ids, "owner": "bulk.owner"}
+        )
+        assert len(dry.structured_content["tickets"]) == 500
+        started = time.monotonic()
+        done = await client.call_tool(
+            "bulk_update_tickets",
+            {
+                "owner": "bulk.owner",
+                "dry_run": False,
+                "plan_token": dry.structured_content["plan_token"],
+            },
+        )
+        print(f"bulk of 500: {time.monotonic() - started:.2f} s")
+    assert len(done.structured_content["tickets"]) == 500
+    rows = [r for r in await audit_rows(settings, tool="bulk_update_tickets") if r.change]
+    assert len(rows) == 500
+    owners = await _sql(settings, "SELECT count(*) FROM tickets WHERE owner = 'bulk.owner'")
+    assert owners[0][0] == 500
+
+
+async def _yes(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+    assert "Reply every customer receives" in message
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_a_reply_to_tickets_found_by_search_is_confirmed_once(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """By query, within the caller's queues; the default policy confirms a reply: the
+    person is asked once for the plan, then every ticket gets its reply."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET)
+    change = {"reply": "Your invoice was corrected."}
+    async with Client(server, mode=mode, elicitation_handler=_yes) as client:
+        dry = await client.call_tool("bulk_update_tickets", {"query": "invoice", **change})
+        plan = dry.structured_content
+        ids = [t["id"] for t in plan["tickets"]]
+        assert ids
+        queues = await _sql(
+            settings, f"SELECT DISTINCT queue FROM tickets WHERE id IN ({','.join(map(repr, ids))})"
+        )
+        assert queues == [("billing",)]
+        done = await client.call_tool(
+            "bulk_update_tickets", {**change, "dry_run": False, "plan_token": plan["plan_token"]}
+        )
+    assert [t["id"] for t in done.structured_content["tickets"]] == ids
+    replies = await _sql(
+        settings,
+        "SELECT count(*) FROM comments WHERE body = 'Your invoice was corrected.' "
+        "AND visibility = 'public'",
+    )
+    assert replies[0][0] == len(ids)

@@ -1,0 +1,183 @@
+"""link_tickets and merge_tickets (issue 36, items 2 and 3) through the in-memory client,
+on SQLite and PostgreSQL, in both protocol revisions: links shown both ways and only to
+tickets the caller can see; a merge moves every comment exactly once, closes the source,
+survives a retry with its key, and is refused across queues and for a merged source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+
+from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
+from tests.helpers import text_of
+from tests.tools.test_writes import _sql
+from ticket_server.settings import Settings
+
+AGENT_SCOPES = ("tickets:read", "tickets:write")
+EVERY_TOOLSET = ["read", "respond", "triage", "related"]
+
+
+async def _open(settings: Settings, queue: str, n: int) -> list[str]:
+    """``n`` open tickets of ``queue`` with comments, most comments first."""
+    rows = await _sql(
+        settings,
+        "SELECT t.id FROM tickets t JOIN comments c ON c.ticket_id = t.id "
+        "WHERE t.queue = :queue AND t.status IN ('open', 'in_progress') "
+        "GROUP BY t.id ORDER BY count(*) DESC, t.id LIMIT :n",
+        queue=queue,
+        n=n,
+    )
+    assert len(rows) == n, f"the sample lacks {n} open {queue} tickets with comments"
+    return [r[0] for r in rows]
+
+
+async def _links(client: Client, ticket_id: str) -> set[tuple[str, str]]:
+    result = await client.call_tool("get_ticket", {"ticket_id": ticket_id, "fields": ["links"]})
+    return {(link["type"], link["ticket_id"]) for link in result.structured_content["links"]}
+
+
+async def test_links_are_shown_both_ways_and_only_to_tickets_in_scope(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing", "support"])
+    await add_caller("biller", scopes=AGENT_SCOPES, queues=["billing"])
+    a, b = await _open(settings, "billing", 2)
+    (c,) = await _open(settings, "support", 1)
+    agent = server_as(stdio_caller="agent", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(agent, mode=mode) as client:
+        done = await client.call_tool(
+            "link_tickets", {"ticket_id": a, "link": "duplicate_of", "other_ticket_id": b}
+        )
+        assert done.structured_content["ticket"]["id"] == a
+        await client.call_tool(
+            "link_tickets", {"ticket_id": c, "link": "causes", "other_ticket_id": a}
+        )
+        await client.call_tool(
+            "link_tickets", {"ticket_id": b, "link": "related", "other_ticket_id": c}
+        )
+        assert await _links(client, a) == {("duplicate_of", b), ("caused_by", c)}
+        assert await _links(client, b) == {("duplicated_by", a), ("related", c)}
+        assert await _links(client, c) == {("causes", a), ("related", b)}
+        again = await client.call_tool(
+            "link_tickets",
+            {"ticket_id": c, "link": "related", "other_ticket_id": b},
+            raise_on_error=False,
+        )
+        assert again.is_error and "already related" in text_of(again)
+        await client.call_tool(
+            "link_tickets",
+            {"ticket_id": c, "link": "related", "other_ticket_id": b, "remove": True},
+        )
+        assert await _links(client, b) == {("duplicated_by", a)}
+    biller = server_as(stdio_caller="biller", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(biller, mode=mode) as client:
+        assert await _links(client, a) == {("duplicate_of", b)}  # c is another queue's
+        refused = await client.call_tool(
+            "link_tickets",
+            {"ticket_id": a, "link": "related", "other_ticket_id": c},
+            raise_on_error=False,
+        )
+        assert refused.is_error and f"No ticket {c} in a queue this caller may write" in text_of(
+            refused
+        )
+    rows = await audit_rows(settings, tool="link_tickets")
+    assert sorted(r.outcome for r in rows) == ["ok"] * 4 + ["tool_error"] * 2
+
+
+async def _yes(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_merge_moves_every_comment_once_and_survives_a_retry(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """Merged with the default policy (a person confirms), with a key: the source's first
+    message and every comment appear once in the target, marked; the source is closed,
+    duplicate_of the target; a retry with the key writes nothing; a second merge of the
+    source is refused; merging into another queue's ticket is refused."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    source, target = await _open(settings, "billing", 2)
+    (elsewhere,) = await _open(settings, "support", 1)
+    comments = [
+        r[0]
+        for r in await _sql(
+            settings, "SELECT pk FROM comments WHERE ticket_id = :t ORDER BY pk", t=source
+        )
+    ]
+    assert comments
+    total = (await _sql(settings, "SELECT count(*) FROM comments"))[0][0]
+    server = server_as(stdio_caller="agent", toolsets=EVERY_TOOLSET)
+    arguments = {
+        "source_ticket_id": source,
+        "target_ticket_id": target,
+        "idempotency_key": "merge-1",
+    }
+    async with Client(server, mode=mode, elicitation_handler=_yes) as client:
+        across = await client.call_tool(
+            "merge_tickets",
+            {"source_ticket_id": source, "target_ticket_id": elsewhere},
+            raise_on_error=False,
+        )
+        assert across.is_error and f"No ticket {elsewhere}" in text_of(across)
+        merged = await client.call_tool("merge_tickets", arguments)
+        assert merged.structured_content["source"]["status"] == "closed"
+        assert merged.structured_content["comments_moved"] == len(comments)
+        retry = await client.call_tool("merge_tickets", arguments)
+        assert retry.structured_content == merged.structured_content
+        assert retry.meta and retry.meta.get("dev.ticket-server/replay") is True
+        again = await client.call_tool(
+            "merge_tickets",
+            {**arguments, "idempotency_key": "merge-2"},
+            raise_on_error=False,
+        )
+        assert again.is_error and f"already merged into {target}" in text_of(again)
+        read = await client.call_tool("get_ticket", {"ticket_id": target, "limit": 50})
+    moved = await _sql(
+        settings,
+        "SELECT pk FROM comments WHERE ticket_id = :t AND merged_from = :s ORDER BY pk",
+        t=target,
+        s=source,
+    )
+    assert [r[0] for r in moved][: len(comments)] == comments  # re-pointed, each once
+    assert len(moved) == len(comments) + 1  # and the source's first message
+    # Three comments written: the first message on the target, a note on each ticket.
+    assert (await _sql(settings, "SELECT count(*) FROM comments"))[0][0] == total + 3
+    assert (await _sql(settings, "SELECT count(*) FROM comments WHERE ticket_id = :t", t=source))[
+        0
+    ][0] == 1
+    assert await _sql(
+        settings,
+        "SELECT type FROM ticket_links WHERE ticket_id = :s AND other_id = :t",
+        s=source,
+        t=target,
+    ) == [("duplicate_of",)]
+    shown = read.structured_content
+    assert ("duplicated_by", source) in {(x["type"], x["ticket_id"]) for x in shown["links"]}
+    assert any(c.get("merged_from") == source for c in shown["conversation"]["comments"])
+    rows = await audit_rows(settings, tool="merge_tickets")
+    # (2026-07-28 also audits the call answered with input_required.)
+    assert [r.outcome for r in rows].count("tool_error") == 2
+    ok = [r for r in rows if r.outcome == "ok" and r.change]
+    assert len(ok) == 1 and '"confirmation": "accepted"' in ok[0].change
+
+
+@pytest.mark.parametrize("mode", ["legacy"])
+async def test_merge_without_a_person_to_confirm_changes_nothing(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    source, target = await _open(settings, "billing", 2)
+    before = await _sql(settings, "SELECT status, version FROM tickets WHERE id = :t", t=source)
+    async with Client(server_as(stdio_caller="agent", toolsets=EVERY_TOOLSET), mode=mode) as c:
+        refused = await c.call_tool(
+            "merge_tickets",
+            {"source_ticket_id": source, "target_ticket_id": target},
+            raise_on_error=False,
+        )
+    assert refused.is_error and "confirmation" in text_of(refused)
+    assert await _sql(settings, "SELECT status, version FROM tickets WHERE id = :t", t=source) == (
+        before
+    )
