@@ -28,4 +28,5 @@ async def test_a_caller_without_a_tool_scope_sees_no_tool_in_the_manifest(
             "search_tickets_v2",
             "get_ticket",
             "get_customer",
+            "get_attachment",
         }

@@ -221,6 +221,7 @@ async def test_inspector_lists_and_reads_templates_and_prompts(
         "tickets://ticket/{id}",
         "tickets://customer/{id}",
         "tickets://queue/{name}",
+        "tickets://attachment/{id}",
     }
     read = call("--method", "resources/read", "--uri", "tickets://ticket/SUP-4412")
     ticket = json.loads(read["contents"][0]["text"])

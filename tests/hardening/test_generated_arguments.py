@@ -36,8 +36,10 @@ TOOLS = [
     "search_tickets_v2",
     "get_ticket",
     "get_customer",
+    "get_attachment",
 ]
 VALID = {  # one valid call per tool: the server still answers after the generated ones
+    "get_attachment": {"attachment_id": 1},  # the sample's first (seeding adds them)
     "get_ticket_status": {"ticket_id": "SUP-4412"},
     "get_ticket_status_v2": {"ticket_id": "SUP-4412"},
     "get_ticket": {"ticket_id": "SUP-4412"},
@@ -193,7 +195,9 @@ def check_result(result: Any, name: str, arguments: dict[str, Any]) -> None:
     else:
         structured = result.structured_content
         assert structured is not None, "a tool with an output schema returns structuredContent"
-        parsed = json.loads(text)
+        # The first text block mirrors structuredContent; get_attachment may add the file's
+        # text as a block of its own.
+        parsed = json.loads(next(b.text for b in result.content if b.type == "text"))
         if set(structured) == {"result"} and not isinstance(parsed, dict):
             parsed = {"result": parsed}
         assert parsed == structured

@@ -213,6 +213,7 @@ async def test_type_from_bytes_queue_scoping_and_untrusted_label(
         assert is_error
 
 
+@pytest.mark.sqlite_only  # image handling is the subject; storage runs on both engines above
 async def test_a_large_image_is_downscaled(settings: Settings, agent) -> None:
     from PIL import Image
 

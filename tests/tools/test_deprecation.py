@@ -23,7 +23,13 @@ def at(settings, day: date):
 
 async def test_four_tools_originals_announce_retirement(client: Client) -> None:
     tools = {t.name: t for t in await client.list_tools()}
-    assert set(tools) == {*ORIGINALS, *ORIGINALS.values(), "get_ticket", "get_customer"}
+    assert set(tools) == {
+        *ORIGINALS,
+        *ORIGINALS.values(),
+        "get_ticket",
+        "get_customer",
+        "get_attachment",
+    }
     for name, replacement in ORIGINALS.items():
         first_line = tools[name].description.splitlines()[0]
         assert "DEPRECATED" in first_line and replacement in first_line and SUNSET in first_line
