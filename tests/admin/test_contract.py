@@ -45,6 +45,7 @@ def test_committed_contract_matches_the_live_server(live: dict) -> None:
         "set_ticket_status",
         "assign_ticket",
         "escalate_ticket",
+        "open_ticket",
     }
     for t in published["tools"]:
         assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(t)
