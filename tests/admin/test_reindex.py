@@ -55,7 +55,7 @@ async def test_reindex_makes_an_older_servers_comment_searchable(settings: Setti
 # its words counted, no search postings.
 OLD_SERVER_TICKET = """INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer,
 created_at, updated_at, search_subject, search_body) VALUES ('SUP-9900001', 'Quetzalx printer jams',
-'It jams', 'open', 'low', NULL, 'support', 'Q', '2026-11-01 10:00:00', '2026-11-01 10:00:00',
+'It jams', 'open', 'low', NULL, 'support', 'Acme Logistics', '2026-11-01 10:00:00', '2026-11-01 10:00:00',
 ' quetzalx printer jam ', ' it jam ')"""
 OLD_SERVER_COUNT = "INSERT INTO search_terms (term, tickets, comments) VALUES ('quetzalx', 1, 0)"
 
