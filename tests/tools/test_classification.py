@@ -14,6 +14,7 @@ from fastmcp import Client
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any
+from tests.tools.test_governed_writes import Person
 from tests.tools.test_writes import _sql, ticket_in
 from ticket_server.admin import classification as admin
 from ticket_server.settings import Settings
@@ -212,6 +213,17 @@ async def test_idempotency_version_and_confirmation(
         )
         assert asked and "needs a person's confirmation" in text
         assert await classification(settings, billing) == before
+    person = Person()
+    async with Client(server, mode="legacy", elicitation_handler=person) as client:
+        done = await client.call_tool(
+            "set_ticket_fields", {"ticket_id": billing, "fields": {"renewal_risk": False}}
+        )
+        assert done.structured_content["custom_fields"]["renewal_risk"] is False
+    (question,) = person.asked
+    assert question.startswith(f"Change custom fields of {billing}?")
+    assert '"renewal_risk": false' in question
+    rows = [r for r in await audit_rows(settings, caller="agent") if r.tool == "set_ticket_fields"]
+    assert json.loads(rows[-1].change)["confirmation"] == "accepted"
 
 
 async def test_search_filters_by_tag_and_field(settings: Settings, agent) -> None:
