@@ -219,6 +219,8 @@ async def test_inspector_lists_and_reads_templates_and_prompts(
     assert {t["uriTemplate"] for t in templates} == {
         "tickets://ticket/{id}",
         "tickets://customer/{id}",
+        "tickets://tag/{name}",
+        "tickets://field/{name}/{value}",
     }
     read = call("--method", "resources/read", "--uri", "tickets://ticket/SUP-4412")
     assert json.loads(read["contents"][0]["text"])["status"] == "waiting_on_customer"
