@@ -282,3 +282,60 @@ async def test_tag_and_field_resources_and_completions(settings: Settings, agent
         for uri in ("tickets://tag/nope", "tickets://field/severity/sev9"):
             with pytest.raises(Exception, match="Unknown resource|not found"):
                 await client.read_resource(uri)
+
+
+async def test_a_ticket_with_long_fields_stays_within_the_page(settings: Settings, agent) -> None:
+    """get_ticket's 16 KiB: long text fields take the room of the oldest comments shown,
+    which the conversation then says it left out (truncated, next_cursor)."""
+    for n in range(5):
+        await asyncio.to_thread(
+            admin.fields_add, settings, f"notes_{n}", "text", None, None, False, None
+        )
+    rows = await _sql(
+        settings,
+        "SELECT t.id FROM tickets t JOIN comments c ON c.ticket_id = t.id "
+        "WHERE t.queue = 'billing' AND t.status IN ('open', 'in_progress') "
+        "GROUP BY t.id ORDER BY count(*) DESC LIMIT 1",
+    )
+    busy = rows[0][0]
+    async with Client(agent) as client:
+        full = await client.call_tool("get_ticket", {"ticket_id": busy, "limit": 50})
+        shown = full.structured_content["conversation"]["returned"]
+        too_much, text = await call_any(
+            client,
+            "set_ticket_fields",
+            {"ticket_id": busy, "fields": {f"notes_{n}": "x" * 1000 for n in range(5)}},
+        )
+        assert too_much and "at most 4000 bytes" in text
+        await client.call_tool(
+            "set_ticket_fields",
+            {"ticket_id": busy, "fields": {f"notes_{n}": "x" * 900 for n in range(4)}},
+        )
+        read = await client.call_tool("get_ticket", {"ticket_id": busy, "limit": 50})
+    value = read.structured_content
+    assert len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()) <= 16_384
+    assert len(value["custom_fields"]) >= 4
+    assert value["conversation"]["returned"] <= shown
+
+
+def test_fit_page_leaves_out_the_oldest_comments_and_says_so() -> None:
+    from ticket_server.tools.classification_reads import fit_page
+
+    comments = [{"body": "c" * 100, "n": n} for n in range(5)]
+    value = {
+        "id": "SUP-1",
+        "custom_fields": {"notes": "x" * 300},
+        "conversation": {
+            "comments": list(comments),
+            "total": 9,
+            "returned": 5,
+            "truncated": True,
+            "next_cursor": "old",
+        },
+    }
+    fit_page(value, comments, lambda c: f"before-{c['n']}", 700)
+    conversation = value["conversation"]
+    assert len(json.dumps(value, separators=(",", ":")).encode()) <= 700
+    assert conversation["returned"] == len(conversation["comments"]) < 5
+    assert conversation["truncated"] is True
+    assert conversation["next_cursor"] == f"before-{conversation['returned'] - 1}"
