@@ -138,6 +138,8 @@ async def test_refusals_change_nothing(settings: Settings, agent) -> None:
     await asyncio.to_thread(
         admin.fields_add, settings, "component", "text", None, None, True, ["engineering"]
     )
+    await asyncio.to_thread(admin.fields_deactivate, settings, "external_ref")
+    await asyncio.to_thread(admin.tags_deactivate, settings, "onboarding-call")
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("set_ticket_fields", {"fields": {"affected_users": "12"}}, "is a number"),
         ("set_ticket_fields", {"fields": {"renewal_risk": True}}, "does not apply"),
@@ -146,7 +148,9 @@ async def test_refusals_change_nothing(settings: Settings, agent) -> None:
         ("set_ticket_fields", {"fields": {"due_date": "2026-13-01"}}, "a date YYYY-MM-DD"),
         ("set_ticket_fields", {"fields": {"colour": "red"}}, "There is no field 'colour'"),
         ("set_ticket_fields", {"fields": {"component": None}}, "is required"),
-        ("set_ticket_fields", {"fields": {"external_ref": "ok", "severity": "x"}}, "sev1"),
+        ("set_ticket_fields", {"fields": {"due_date": "2026-01-02", "severity": "x"}}, "sev1"),
+        ("set_ticket_fields", {"fields": {"external_ref": "R-1"}}, "is deactivated"),
+        ("update_ticket_tags", {"add": ["onboarding-call"]}, "is deactivated"),
         ("update_ticket_tags", {"add": ["no-such-tag"]}, "not in this deployment's vocabulary"),
         ("update_ticket_tags", {"add": ["vip"], "remove": ["VIP"]}, "both added and removed"),
         ("update_ticket_tags", {"add": ["bad,tag"]}, "not a tag name"),

@@ -344,12 +344,18 @@ def apply_classification(
             "Remove some first. Nothing was changed."
         )
 
-    definitions = {d.name: d for d in field_definitions(conn)}
+    every = {d.name: d for d in field_definitions(conn, active_only=False)}
+    definitions = {name: d for name, d in every.items() if d.active}
     applicable = [d for d in definitions.values() if d.applies_to(queue)]
     values = dict(before.custom_fields)
     chosen: dict[str, tuple[FieldDefinition, Value]] = {}
     for name, raw in change.fields.items():
         definition = definitions.get(fold_field_name(name))
+        if definition is None and fold_field_name(name) in every:
+            raise UnknownField(
+                f"Field {fold_field_name(name)} is deactivated: it can no longer be set or "
+                "cleared. Nothing was changed."
+            )
         if definition is None:
             fields = ", ".join(d.describe() for d in applicable) or "none"
             raise UnknownField(
