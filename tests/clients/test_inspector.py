@@ -222,6 +222,8 @@ async def test_inspector_lists_and_reads_templates_and_prompts(
         "tickets://customer/{id}",
         "tickets://queue/{name}",
         "tickets://attachment/{id}",
+        "tickets://tag/{name}",
+        "tickets://field/{name}/{value}",
     }
     read = call("--method", "resources/read", "--uri", "tickets://ticket/SUP-4412")
     ticket = json.loads(read["contents"][0]["text"])

@@ -14,6 +14,7 @@ from fastmcp import Client
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any
+from tests.tools.test_governed_writes import Person
 from tests.tools.test_writes import _sql, ticket_in
 from ticket_server.admin import classification as admin
 from ticket_server.settings import Settings
@@ -137,6 +138,8 @@ async def test_refusals_change_nothing(settings: Settings, agent) -> None:
     await asyncio.to_thread(
         admin.fields_add, settings, "component", "text", None, None, True, ["engineering"]
     )
+    await asyncio.to_thread(admin.fields_deactivate, settings, "external_ref")
+    await asyncio.to_thread(admin.tags_deactivate, settings, "onboarding-call")
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("set_ticket_fields", {"fields": {"affected_users": "12"}}, "is a number"),
         ("set_ticket_fields", {"fields": {"renewal_risk": True}}, "does not apply"),
@@ -145,7 +148,9 @@ async def test_refusals_change_nothing(settings: Settings, agent) -> None:
         ("set_ticket_fields", {"fields": {"due_date": "2026-13-01"}}, "a date YYYY-MM-DD"),
         ("set_ticket_fields", {"fields": {"colour": "red"}}, "There is no field 'colour'"),
         ("set_ticket_fields", {"fields": {"component": None}}, "is required"),
-        ("set_ticket_fields", {"fields": {"external_ref": "ok", "severity": "x"}}, "sev1"),
+        ("set_ticket_fields", {"fields": {"due_date": "2026-01-02", "severity": "x"}}, "sev1"),
+        ("set_ticket_fields", {"fields": {"external_ref": "R-1"}}, "is deactivated"),
+        ("update_ticket_tags", {"add": ["onboarding-call"]}, "is deactivated"),
         ("update_ticket_tags", {"add": ["no-such-tag"]}, "not in this deployment's vocabulary"),
         ("update_ticket_tags", {"add": ["vip"], "remove": ["VIP"]}, "both added and removed"),
         ("update_ticket_tags", {"add": ["bad,tag"]}, "not a tag name"),
@@ -212,6 +217,17 @@ async def test_idempotency_version_and_confirmation(
         )
         assert asked and "needs a person's confirmation" in text
         assert await classification(settings, billing) == before
+    person = Person()
+    async with Client(server, mode="legacy", elicitation_handler=person) as client:
+        done = await client.call_tool(
+            "set_ticket_fields", {"ticket_id": billing, "fields": {"renewal_risk": False}}
+        )
+        assert done.structured_content["custom_fields"]["renewal_risk"] is False
+    (question,) = person.asked
+    assert question.startswith(f"Change custom fields of {billing}?")
+    assert '"renewal_risk": false' in question
+    rows = [r for r in await audit_rows(settings, caller="agent") if r.tool == "set_ticket_fields"]
+    assert json.loads(rows[-1].change)["confirmation"] == "accepted"
 
 
 async def test_search_filters_by_tag_and_field(settings: Settings, agent) -> None:
@@ -270,3 +286,60 @@ async def test_tag_and_field_resources_and_completions(settings: Settings, agent
         for uri in ("tickets://tag/nope", "tickets://field/severity/sev9"):
             with pytest.raises(Exception, match="Unknown resource|not found"):
                 await client.read_resource(uri)
+
+
+async def test_a_ticket_with_long_fields_stays_within_the_page(settings: Settings, agent) -> None:
+    """get_ticket's 16 KiB: long text fields take the room of the oldest comments shown,
+    which the conversation then says it left out (truncated, next_cursor)."""
+    for n in range(5):
+        await asyncio.to_thread(
+            admin.fields_add, settings, f"notes_{n}", "text", None, None, False, None
+        )
+    rows = await _sql(
+        settings,
+        "SELECT t.id FROM tickets t JOIN comments c ON c.ticket_id = t.id "
+        "WHERE t.queue = 'billing' AND t.status IN ('open', 'in_progress') "
+        "GROUP BY t.id ORDER BY count(*) DESC LIMIT 1",
+    )
+    busy = rows[0][0]
+    async with Client(agent) as client:
+        full = await client.call_tool("get_ticket", {"ticket_id": busy, "limit": 50})
+        shown = full.structured_content["conversation"]["returned"]
+        too_much, text = await call_any(
+            client,
+            "set_ticket_fields",
+            {"ticket_id": busy, "fields": {f"notes_{n}": "x" * 1000 for n in range(5)}},
+        )
+        assert too_much and "at most 4000 bytes" in text
+        await client.call_tool(
+            "set_ticket_fields",
+            {"ticket_id": busy, "fields": {f"notes_{n}": "x" * 900 for n in range(4)}},
+        )
+        read = await client.call_tool("get_ticket", {"ticket_id": busy, "limit": 50})
+    value = read.structured_content
+    assert len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()) <= 16_384
+    assert len(value["custom_fields"]) >= 4
+    assert value["conversation"]["returned"] <= shown
+
+
+def test_fit_page_leaves_out_the_oldest_comments_and_says_so() -> None:
+    from ticket_server.tools.classification_reads import fit_page
+
+    comments = [{"body": "c" * 100, "n": n} for n in range(5)]
+    value = {
+        "id": "SUP-1",
+        "custom_fields": {"notes": "x" * 300},
+        "conversation": {
+            "comments": list(comments),
+            "total": 9,
+            "returned": 5,
+            "truncated": True,
+            "next_cursor": "old",
+        },
+    }
+    fit_page(value, comments, lambda c: f"before-{c['n']}", 700)
+    conversation = value["conversation"]
+    assert len(json.dumps(value, separators=(",", ":")).encode()) <= 700
+    assert conversation["returned"] == len(conversation["comments"]) < 5
+    assert conversation["truncated"] is True
+    assert conversation["next_cursor"] == f"before-{conversation['returned'] - 1}"

@@ -320,8 +320,9 @@ async def test_injection_text_reaches_the_model_only_labelled(client: Client) ->
 ENVELOPE_BUDGET = 1_800
 # 3,109 with search_tickets_v2's untrusted_fields output (C38), which had 3,100 to fit in.
 # Then count_tickets (issue 34, ~480, a read: a reader given the backlog toolset is offered
-# it), get_ticket's sla output (~300), get_attachment (296, its output schema 161 of them)
-# and get_ticket's attachments list (131, issue 35).
+# it), get_ticket's sla output (~300), get_attachment (296, its output schema 161 of them),
+# get_ticket's attachments list (131, issue 35), search_tickets_v2's tags and fields
+# filters and get_ticket's tags and custom_fields (~140, issue 33).
 TOOLS_LIST_BUDGET = 4_000
 
 
@@ -366,6 +367,8 @@ async def test_size_budget_and_capabilities(settings: Settings) -> None:
                 "tickets://customer/{id}",
                 "tickets://queue/{name}",
                 "tickets://attachment/{id}",
+                "tickets://tag/{name}",
+                "tickets://field/{name}/{value}",
             }
             for uri in ("tickets://ticket/SUP-1042", "tickets://customer/CUS-1250"):
                 assert len((await client.read_resource(uri))[0].text.encode()) <= MAX_PAGE_BYTES

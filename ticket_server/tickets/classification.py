@@ -19,7 +19,8 @@ Rules (each refusal a ``WriteRefused`` saying what to do; nothing is changed):
   (text: a string; number: a JSON number; date: ``YYYY-MM-DD``; enum: one of its values,
   case ignored; boolean: true or false); null clears it. A field applies to the tickets of
   its queues only (all queues when it names none). A required field cannot be cleared,
-  and a ticket being opened must have every required field of its queue.
+  and a ticket being opened must have every required field of its queue. A ticket's
+  values take at most ``MAX_FIELDS_BYTES`` together (so that a whole-ticket read fits).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ MAX_TAG = 64
 MAX_TICKET_TAGS = 30
 MAX_FIELD_TEXT = 1000
 MAX_FIELD_NAME = 64
+MAX_FIELDS_BYTES = 4000
+"""A ticket's field values together, as JSON: what a read of the whole ticket has room for."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # tab and newline allowed
 FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -341,12 +344,18 @@ def apply_classification(
             "Remove some first. Nothing was changed."
         )
 
-    definitions = {d.name: d for d in field_definitions(conn)}
+    every = {d.name: d for d in field_definitions(conn, active_only=False)}
+    definitions = {name: d for name, d in every.items() if d.active}
     applicable = [d for d in definitions.values() if d.applies_to(queue)]
     values = dict(before.custom_fields)
     chosen: dict[str, tuple[FieldDefinition, Value]] = {}
     for name, raw in change.fields.items():
         definition = definitions.get(fold_field_name(name))
+        if definition is None and fold_field_name(name) in every:
+            raise UnknownField(
+                f"Field {fold_field_name(name)} is deactivated: it can no longer be set or "
+                "cleared. Nothing was changed."
+            )
         if definition is None:
             fields = ", ".join(d.describe() for d in applicable) or "none"
             raise UnknownField(
@@ -377,6 +386,12 @@ def apply_classification(
                 "give them in custom_fields. Nothing was changed."
             )
     after = Classification(tags, dict(sorted(values.items())))
+    held = len(json.dumps(after.custom_fields, ensure_ascii=False).encode())
+    if held > MAX_FIELDS_BYTES and held > len(json.dumps(before.custom_fields).encode()):
+        raise InvalidFieldValue(
+            f"A ticket's custom fields hold at most {MAX_FIELDS_BYTES} bytes of JSON together; "
+            f"these values would take {held}. Shorten the text. Nothing was changed."
+        )
     if after == before and not opening:
         raise NoChange("The ticket already has these tags and field values; nothing was changed.")
     if now is None:

@@ -5,7 +5,8 @@ that ``tickets.search`` only turns them into conditions)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,30 @@ async def classification_json(
         return {k: v for k, v in found.items() if k in wanted}
 
     return await repo.read(read)
+
+
+def fit_page(
+    value: dict[str, Any], comments: Sequence[Any], cursor_for: Callable[[Any], str], limit: int
+) -> None:
+    """Keep ``value`` (a ticket's JSON, tags and fields added after its page was cut)
+    within ``limit`` bytes: the oldest comments of its conversation page go (the page
+    then says ``truncated`` and its ``next_cursor`` leads to them); ``comments``: the
+    records the page shows, newest first; ``cursor_for(c)``: the cursor to those older
+    than ``c``."""
+    conversation = value.get("conversation")
+    page = conversation.get("comments") if isinstance(conversation, dict) else None
+
+    def size() -> int:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+    while page and size() > limit:
+        page.pop()
+        assert isinstance(conversation, dict)
+        conversation.update(
+            returned=len(page),
+            truncated=True,
+            next_cursor=cursor_for(comments[len(page) - 1]) if page else None,
+        )
 
 
 async def search_filters(

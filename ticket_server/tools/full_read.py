@@ -34,7 +34,7 @@ from ticket_server.tickets.sla import Now, SlaState, utc_now
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.attachment_shapes import AttachmentList
-from ticket_server.tools.classification_reads import classification_json
+from ticket_server.tools.classification_reads import classification_json, fit_page
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
@@ -522,12 +522,12 @@ def register(
 
         sla = await sla_json(repo, view.ticket.id, wanted, now)
         files = await attachment_list(repo, view.ticket.id) if "attachments" in wanted else None
-        value = ticket_json(
-            view, wanted, comment_cursors(cursors, view.ticket.id), limit, sla, files
-        )
+        cursor_for = comment_cursors(cursors, view.ticket.id)
+        value = ticket_json(view, wanted, cursor_for, limit, sla, files)
         if wanted & {"tags", "custom_fields"}:  # tickets.classification, by field name
             with domain_errors():
                 value |= await classification_json(repo, view.ticket.id, wanted)
+            fit_page(value, view.comments, cursor_for, MAX_PAGE_BYTES)
         links = [_link(TICKET_URI.format(view.ticket.id), view.ticket.id)]
         if view.customer is not None and "customer" in wanted:
             links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))
