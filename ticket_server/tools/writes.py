@@ -13,7 +13,7 @@ run in one read (a refusal answers at once; an idempotency replay returns the fi
 result, nobody asked); then, in one form (``CONFIRM_SCHEMA``) naming what will change, on
 the legacy revision the server asks the person through ``elicitation/create`` (the call's
 deadline waits for the answer), and on 2026-07-28 the call answers with an
-``input_required`` result and sealed request state (``ConfirmationState``), and the
+``input_required`` result and sealed request state (``access.sealing.SignedClaims``), and the
 retry carries the answer. A
 declined or cancelled confirmation changes nothing and spends its request state. A
 request state that fails verification (FastMCP's outer seal, handed over by
@@ -25,10 +25,7 @@ capability) gets an ``isError`` and nothing is written.
 from __future__ import annotations
 
 import asyncio
-import base64
-import functools
 import hashlib
-import hmac
 import json
 import re
 import secrets
@@ -52,6 +49,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
+from ticket_server.access.sealing import SignedClaims
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
     EventField,
@@ -225,36 +223,6 @@ def request_hash(tool: str, arguments: dict[str, Any]) -> str:
     ).hexdigest()
 
 
-class ConfirmationState:
-    """The request state of a confirmation on the 2026-07-28 revision: what was asked,
-    for whom, until when, with a single-use nonce, under HMAC-SHA256 with the server's
-    key. (FastMCP also seals the state on the wire; this binding is ours: caller,
-    tool, ticket, the hash of the arguments, and the nonce that makes it single-use.)"""
-
-    def __init__(self, key: Callable[[], bytes]) -> None:
-        self._server_key = key  # read on the first confirmation, not at start
-
-    @functools.cached_property
-    def key(self) -> bytes:
-        return hashlib.sha256(b"ticket-server confirmation\0" + self._server_key()).digest()
-
-    def seal(self, claims: dict[str, Any]) -> str:
-        payload = base64.urlsafe_b64encode(json.dumps(claims, sort_keys=True).encode()).decode()
-        return payload + "." + hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
-
-    def unseal(self, token: str) -> dict[str, Any] | None:
-        """The claims, or None when ``token`` was not made by ``seal`` with this key."""
-        payload, _, tag = token.rpartition(".")
-        expected = hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
-        if not payload or not hmac.compare_digest(tag, expected):
-            return None
-        try:
-            claims = json.loads(base64.urlsafe_b64decode(payload.encode()))
-        except ValueError:
-            return None
-        return claims if isinstance(claims, dict) else None
-
-
 class Writer:
     """Runs one write tool call: the checks, confirmation, the transaction with its audit
     row, the mapping of refusals to ``isError`` results."""
@@ -264,7 +232,7 @@ class Writer:
     ) -> None:
         self.repository = repository
         self.confirm = confirm
-        self.states = ConfirmationState(key)
+        self.states = SignedClaims(key)
         self._writes: TicketWrites | None = None
 
     @property
@@ -627,7 +595,7 @@ def register(
     mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
 ) -> None:
     """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's
-    confirmation; ``key``: the secret sealing confirmation request state."""
+    confirmation; ``key``: the key signing confirmation claims (``Use.CONFIRMATION``)."""
     writer = Writer(repo, confirm, key)
     tags = {WRITE_SCOPE}
 
