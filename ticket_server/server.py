@@ -200,6 +200,7 @@ def build_server(
         share=rt.settings.caller_share,
         ready=ready,
         offered=offered(rt.settings.toolsets),
+        policies={**v1.POLICY, **v2.POLICY, **full_read.POLICY, **writes.POLICY},
     )
     mcp = FastMCP(
         "ticket-server",

@@ -49,6 +49,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
+from ticket_server.access.policy import WRITE_SCOPE, ToolPolicy
 from ticket_server.access.sealing import SignedClaims
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
     from ticket_server.tickets.writes import Checked, TicketWrites, WriteContext, WriteOutcome
 
 T = TypeVar("T")
-WRITE_SCOPE = "tickets:write"
 IDEMPOTENCY_META = "dev.ticket-server/idempotency-key"
 REPLAY_META = "dev.ticket-server/replay"
 CANNOT_CONFIRM = (
@@ -120,6 +120,9 @@ AUDIT_DIGESTS = {
     "escalate_ticket": ("reason",),
 }
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text."""
+POLICY = {name: ToolPolicy(digests=fields) for name, fields in AUDIT_DIGESTS.items()}
+"""What the call pipeline applies to these tools (``access/policy.py``; every write
+counts against its caller's share, declared or not)."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
