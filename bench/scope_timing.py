@@ -38,7 +38,9 @@ async def _time(settings_env: dict[str, str], queries: dict[str, str], rounds: i
     async with Client(build_server(Settings())) as client:
         for _ in range(3):  # warm
             for q in queries.values():
-                await client.call_tool("search_tickets_v2", {"query": q, "search_in": "conversation"})
+                await client.call_tool(
+                    "search_tickets_v2", {"query": q, "search_in": "conversation"}
+                )
         for _ in range(rounds):
             for key, q in queries.items():
                 started = time.perf_counter()
