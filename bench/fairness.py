@@ -109,9 +109,9 @@ def _words_only_other_queues_hold(db: Path) -> str:
         if q == "billing":
             continue
         for token, typed in query_words(subject, limit=None):
-            if typed.isalpha() and len(typed) > 4 and token not in billing | words.keys():
-                if not billing & spelling_candidates(typed).keys():
-                    words[token] = typed
+            fresh = typed.isalpha() and len(typed) > 4 and token not in billing | words.keys()
+            if fresh and not billing & spelling_candidates(typed).keys():
+                words[token] = typed
     return " ".join(list(words.values())[:16])
 
 

@@ -31,9 +31,9 @@ def _words_only_other_queues_hold(database_url: str) -> str:
     words: dict[str, str] = {}
     for subject in column(database_url, "SELECT subject FROM tickets WHERE queue <> 'billing'"):
         for token, typed in query_words(subject, limit=None):
-            if typed.isalpha() and len(typed) > 4 and token not in billing | words.keys():
-                if not billing & spelling_candidates(typed).keys():
-                    words[token] = typed
+            fresh = typed.isalpha() and len(typed) > 4 and token not in billing | words.keys()
+            if fresh and not billing & spelling_candidates(typed).keys():
+                words[token] = typed
     assert len(words) >= 16
     return " ".join(list(words.values())[:16])
 
