@@ -91,16 +91,28 @@ def _measure(
 
 
 def _words_only_other_queues_hold(db: Path) -> str:
+    """16 words of other queues' subjects whose search tokens no billing ticket holds, in
+    its subject, its body or a comment (a conversation search reads all three), nor any
+    word one letter away (which billing would be offered as a correction)."""
+    from ticket_server.tickets.analyzer import query_words, spelling_candidates
+
     with sqlite3.connect(db) as con:
         rows = con.execute("SELECT queue, subject FROM tickets").fetchall()
-    billing = {w.lower() for q, s in rows if q == "billing" for w in s.split()}
-    words: list[str] = []
+        held = con.execute(
+            "SELECT search_subject || ' ' || search_body FROM tickets WHERE queue = 'billing' "
+            "UNION ALL SELECT c.search_body FROM comments c JOIN tickets t ON t.id = c.ticket_id "
+            "WHERE t.queue = 'billing'"
+        ).fetchall()
+    billing = {token for (text,) in held for token in text.split()}
+    words: dict[str, str] = {}
     for q, subject in rows:
-        for word in subject.split():
-            w = word.lower().strip(".,:;!?()\"'")
-            if q != "billing" and w.isalpha() and len(w) > 4 and w not in billing | set(words):
-                words.append(w)
-    return " ".join(words[:16])
+        if q == "billing":
+            continue
+        for token, typed in query_words(subject, limit=None):
+            fresh = typed.isalpha() and len(typed) > 4 and token not in billing | words.keys()
+            if fresh and not billing & spelling_candidates(typed).keys():
+                words[token] = typed
+    return " ".join(list(words.values())[:16])
 
 
 def run(count: int, cap: int, connections: int, share: int) -> None:

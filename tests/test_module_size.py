@@ -25,10 +25,6 @@ LONGER = {
         "the write tools as closures of one register() with confirmation beside them; "
         "becomes one write-tool decorator and modules by subject (issue 30, deliverable 3)"
     ),
-    "ticket_server/transports/http.py": (
-        "the ASGI gate (Host/Origin, CORS, bearer auth, limits) and the app factory in one "
-        "file; the gate splits into one ASGI class per job (issue 30, deliverable 2)"
-    ),
     "ticket_server/admin/generator.py": (
         "the sample generator: mostly word lists and sentence templates, data rather than code"
     ),

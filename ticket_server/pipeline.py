@@ -1,26 +1,30 @@
 """The call pipeline: the one path every request for a tool, resource or prompt takes,
 on every transport (stdio, HTTP, in memory). A tools/call reads top to bottom in
-``CallPipeline.on_call_tool``:
+``CallPipeline.on_call_tool``, each stage a method of the same name:
 
-0. raw         before the SDK validates anything (``bound_raw_call``): an oversized
-               arguments object goes on as a sample; a call refused as malformed is
-               recorded (``on_request``)
-1. record      a typed ``CallRecord``: trace id, tool name, transport, protocol revision
-2. gatekeeper  caller (identity) -> rate limit (per operation; unknown and refused
-               names share one allowance) -> scopes -> retirement
-3. arguments   unknown keys and oversized objects refused at a bounded cost, then values
-               no tool can use, all before validation; validation errors reworded as
-               one sentence naming each bound
-4. executor    the per-caller concurrency cap, then the tool under the call deadline
-               (``tool_timeout``)
-5. observers   the finished record, to the audit writer and the metrics
+0. before validation  (MCP SDK request middlewares) ``bound_raw_call``: an oversized
+                      arguments object goes on as a sample; ``refuse_cursors``; a call
+                      refused as malformed is recorded (``on_request``)
+1. record             a typed ``CallRecord`` (``ToolCall.of``): trace id, tool name,
+                      protocol revision, how many arguments were sent
+2. ``stages``         ``identify`` (caller) -> ``find_tool`` (definition and policy) ->
+                      ``limit`` (per operation; unknown and refused names share one
+                      allowance) -> ``authorize`` (scopes, toolsets) ->
+                      ``check_retirement`` -> ``check_arguments`` (bounded refusals, then
+                      unusable values; only then kept for the audit)
+3. ``execute``        the per-caller concurrency cap, then ``run_tool``: the caller's
+                      share for an expensive tool, the call deadline, validation errors
+                      reworded as one sentence naming each bound
+4. observers          the finished record, to the audit writer and the metrics
 
 A tool the caller may not call is answered exactly like an unknown tool. Refusals a model
 can act on (rate limit, retired name, bad arguments, database unavailable) are ``isError``
-results in words it can act on. Authorization is data on the component: its ``tags`` of
-the form ``resource:action`` (e.g. ``tickets:read``) are the scopes it needs; a tool
-without one is nobody's (fail closed), a resource or prompt without one (the manifest) is
-everyone's. Resources, templates and prompts are listed and read through the same caller
+results in words it can act on. What a tool needs is declared on the tool: its ``tags``
+of the form ``resource:action`` (e.g. ``tickets:read``) are the scopes it needs (a tool
+without one is nobody's: fail closed; a resource or prompt without one, the manifest, is
+everyone's), and its module's ``POLICY`` (``access/policy.py``) says which arguments the
+audit keeps only as digests and whether its work counts against the caller's share.
+Resources, templates and prompts are listed and read through the same caller
 resolution, and one the caller may not read answers exactly like a missing one.
 ``completion/complete`` passes no FastMCP middleware, so its handler asks
 ``readable_queues()``. Nothing is cached per connection: the 2026-07-28 revision has no
@@ -34,7 +38,7 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from time import monotonic
 from typing import Any
@@ -50,7 +54,9 @@ from ticket_server.access.audit import redact, result_size, sensitive_fields, st
 from ticket_server.access.callers import SCOPE, Caller, RegistryUnavailable
 from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
 from ticket_server.access.identity import Identity
+from ticket_server.access.policy import READ_SCOPE, WRITE_SCOPE, ToolPolicy, policy_of
 from ticket_server.access.ratelimit import ToolLimiter
+from ticket_server.tools.arguments import whole_numbers
 from ticket_server.tools.errors import (
     DATABASE_UNAVAILABLE,
     UnavailableError,
@@ -61,14 +67,9 @@ from ticket_server.tools.errors import (
 )
 from ticket_server.tools.toolsets import tools_in
 from ticket_server.tools.versions import Deprecation, ToolVersions
-from ticket_server.tools.writes import (
-    AUDIT_DIGESTS,
-    WRITE_SCOPE,
-)  # write tools: the write limit, digests
 
 Observer = Callable[[CallRecord], None]
 MAX_TOOL_NAME_SHOWN = 80
-READ_SCOPE = "tickets:read"
 MAX_ARGUMENT_KEYS = 64
 """Most top-level argument keys passed on to validation; no tool takes a tenth of it."""
 _sent_keys: ContextVar[int | None] = ContextVar("ticket_server_sent_argument_keys", default=None)
@@ -76,11 +77,6 @@ UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
-EXPENSIVE = frozenset(
-    {"search_tickets_v2", "search_tickets", "get_ticket", "get_customer", "find_similar_tickets"}
-)
-"""Read tools whose work grows with the data (searches, full reads): with the writes,
-what ``CallPipeline``'s per-caller share bounds."""
 LIST_METHODS = frozenset(
     {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 )
@@ -131,13 +127,14 @@ class CallPipeline(Middleware):
         share: int = 2,
         ready: Callable[[], Awaitable[None]] | None = None,
         offered: frozenset[str] | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
         start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
         the most calls of one caller running at once; ``share`` the most of its
-        expensive calls (``EXPENSIVE``, and every write) doing their work at once;
-        ``offered`` the names of the tools the deployment's toolsets offer (None: every
-        tool)."""
+        expensive calls (``ToolPolicy.expensive``, and every write) doing their work at
+        once; ``offered`` the names of the tools the deployment's toolsets offer (None:
+        every tool); ``policies`` what each tool declared (``access/policy.py``)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.offered = offered
         self.observers = tuple(observers)
@@ -147,11 +144,21 @@ class CallPipeline(Middleware):
         self.share = share
         self.shares: dict[str, asyncio.Semaphore] = {}  # caller -> its expensive work
         self.ready = ready
-        # A tool found once is kept by name with its sensitive argument names (FastMCP's
-        # get_tool runs the providers again on every call); scopes are checked on every
-        # call. The server's tools are fixed once it is built; a name not found is looked
-        # up again.
-        self._tools: dict[str, tuple[Tool, dict[str, str]]] = {}
+        self.policies: Mapping[str, ToolPolicy] = policies or {}
+        # name -> (tool, its policy, its sensitive arguments): see ``find_tool``.
+        self._tools: dict[str, tuple[Tool, ToolPolicy, dict[str, str]]] = {}
+        # The gatekeeper and the argument checks, in the order they run. Each returns a
+        # refusal (an ``isError`` result), raises one, or lets the call go on. The limit
+        # comes before the scopes on purpose: every name a caller may not call spends one
+        # shared allowance, so probing names costs what calling does.
+        self.stages: tuple[Callable[[ToolCall], Awaitable[ToolResult | None]], ...] = (
+            self.identify,
+            self.find_tool,
+            self.limit,
+            self.authorize,
+            self.check_retirement,
+            self.check_arguments,
+        )
 
     # --- before validation (an MCP SDK ServerMiddleware) --------------------------
 
@@ -217,9 +224,7 @@ class CallPipeline(Middleware):
             except RegistryUnavailable:
                 pass
             record.fail(Outcome.TOOL_ERROR, Cause.MALFORMED)
-            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
-            for observe in self.observers:
-                observe(record)
+            self._observe(record)
             raise
 
     # --- tools/list ------------------------------------------------------------
@@ -329,225 +334,236 @@ class CallPipeline(Middleware):
             context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}")
         )
 
-    # --- tools/call ------------------------------------------------------------
+    # --- tools/call: the stages, in order ----------------------------------------
 
     async def on_call_tool(
         self,
         context: MiddlewareContext[mt.CallToolRequestParams],
         call_next: CallNext[mt.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
+        """One tools/call: ``record`` it, run ``STAGES`` in order (the first refusal
+        answers), execute, then hand the finished record to the observers."""
         if self.ready is not None:
             await self.ready()
-        record = CallRecord(
-            tool=storable(context.message.name, 128), protocol_version=_protocol_version(context)
-        )
-        reset = current_call.set(record)
+        call = ToolCall.of(context)
+        reset = current_call.set(call.record)
         try:
-            result = await self._call(context, call_next, record)
-            if result.is_error and record.outcome is Outcome.OK:
-                record.fail(Outcome.TOOL_ERROR)
-            record.result_bytes = result_size(result)
-            if result.is_error and record.detail is None:
-                record.detail = _said(
-                    " ".join(getattr(block, "text", "") for block in result.content)
-                )
-            return result
+            for stage in self.stages:
+                refusal = await stage(call)
+                if refusal is not None:
+                    return _recorded(call.record, refusal)
+            return _recorded(call.record, await self.execute(call, call_next))
         except asyncio.CancelledError:
             # notifications/cancelled, the client gone, or the server stopping: no answer.
-            record.fail(Outcome.CANCELLED)
+            call.record.fail(Outcome.CANCELLED)
             raise
-        except (
-            Exception
-        ) as exc:  # ToolError (isError), NotFoundError (unknown or refused tool), ...
-            if record.outcome is Outcome.OK:
-                record.fail(Outcome.TOOL_ERROR)
-            if isinstance(exc, UnavailableError):
-                record.fail(Outcome.TOOL_ERROR, Cause.DATABASE_UNAVAILABLE)
-            record.result_bytes = len(str(exc).encode("utf-8"))
-            if record.detail is None:  # every refusal says why in the audit
-                record.detail = _said(str(exc))
+        except Exception as exc:  # ToolError (isError), NotFoundError (unknown or refused tool)
+            _recorded_error(call.record, exc)
             raise
         finally:
             current_call.reset(reset)
-            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
-            for observe in self.observers:
-                observe(record)
+            self._observe(call.record)
 
-    async def _call(
-        self,
-        context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
-        record: CallRecord,
-    ) -> ToolResult:
-        name = context.message.name
-        arguments = context.message.arguments or {}
-
-        # Gatekeeper: caller -> scopes -> limits -> retirement.
+    async def identify(self, call: ToolCall) -> None:
+        """Caller: who is calling (the registry unreadable: unavailable, audited)."""
         try:
-            record.caller, record.transport = await self.identity.resolve(_transport(context))
-        except RegistryUnavailable as exc:
-            record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
-            raise ToolError(DATABASE_UNAVAILABLE) from exc
-        found = await self._tool(context, name)
-        record.known_tool = found is not None
-        # Arguments are kept for the audit only once they pass the cheap bounds below:
-        # until then the record says how many were sent, never what.
-        sent = _sent_keys.get() or len(arguments)
-        record.arguments = _not_recorded(sent)
-        tool = found[0] if found is not None else None
-        permitted = tool is not None and self.may_use(record.caller, tool)
-        if record.caller is not None:
-            # Every name this caller may not call (unknown, out of scope) counts against
-            # one allowance; a deprecated name counts with its replacement.
-            key = self.versions.family(name) if permitted else UNLISTED
-            write = permitted and tool is not None and WRITE_SCOPE in tool.tags
-            refusal = await self.limiter.admit(
-                record.caller, name if permitted else shown(name), key, write=write
+            call.record.caller, call.record.transport = await self.identity.resolve(
+                _transport(call.context)
             )
-            if refusal is not None:
-                cause = (
-                    Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+        except RegistryUnavailable as exc:
+            call.record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
+            raise ToolError(DATABASE_UNAVAILABLE) from exc
+
+    async def find_tool(self, call: ToolCall) -> None:
+        """Tool: the definition by name, kept with its policy (FastMCP's get_tool runs the
+        providers again on every call; the server's tools are fixed once it is built, and a
+        name not found is looked up again)."""
+        found = self._tools.get(call.name)
+        if found is None and call.context.fastmcp_context is not None:
+            tool = await call.context.fastmcp_context.fastmcp.get_tool(call.name)
+            if tool is not None:
+                policy = policy_of(self.policies, tool.name, tool.tags)
+                found = self._tools[call.name] = (
+                    tool,
+                    policy,
+                    sensitive_fields(tool, policy.digests),
                 )
-                retry = refusal.meta.get("dev.ticket-server/rate-limit", {})
-                record.fail(
-                    Outcome.RATE_LIMITED,
-                    cause,
-                    None
-                    if refusal.storage_unavailable
-                    else f"{cause.value}; retry in {retry.get('retry_after_seconds')}s",
-                )
-                return _refusal(refusal.text, refusal.meta)
+        if found is not None:
+            call.tool, call.policy, call.sensitive = found
+        call.record.known_tool = found is not None
+        call.permitted = call.tool is not None and self.may_use(call.record.caller, call.tool)
+
+    async def limit(self, call: ToolCall) -> ToolResult | None:
+        """Rate limit, per operation: a deprecated name counts with its replacement, and
+        every name this caller may not call (unknown, out of scope) on one allowance."""
+        record = call.record
+        if record.caller is None:
+            return None
+        key = self.versions.family(call.name) if call.permitted else UNLISTED
+        write = call.permitted and call.tool is not None and WRITE_SCOPE in call.tool.tags
+        shown_name = call.name if call.permitted else shown(call.name)
+        refusal = await self.limiter.admit(record.caller, shown_name, key, write=write)
+        if refusal is None:
+            return None
+        cause = Cause.LIMITS_UNAVAILABLE if refusal.storage_unavailable else Cause.LIMIT_REACHED
+        retry = refusal.meta.get("dev.ticket-server/rate-limit", {}).get("retry_after_seconds")
+        detail = None if refusal.storage_unavailable else f"{cause.value}; retry in {retry}s"
+        record.fail(Outcome.RATE_LIMITED, cause, detail)
+        return _refusal(refusal.text, refusal.meta)
+
+    async def authorize(self, call: ToolCall) -> None:
+        """Scopes and toolsets: a tool the caller may not call answers exactly like an
+        unknown one; the audit says which it was."""
+        record, tool = call.record, call.tool
         if tool is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
-            raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
-        if not permitted:
+        elif call.permitted:
+            return
+        elif record.caller is None:
+            record.fail(Outcome.DENIED, Cause.NO_CALLER)
+        elif not may_call(record.caller, tool):
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
-            record.fail(
-                Outcome.DENIED,
-                *(
-                    (Cause.NO_CALLER, None)
-                    if record.caller is None
-                    else (Cause.MISSING_SCOPE, f"needs {needs}")
-                    if not may_call(record.caller, tool)
-                    else (Cause.NOT_OFFERED, "not in the toolsets offered to this caller")
-                ),
-            )
-            raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(name)}"))
-        assert record.caller is not None and found is not None
-        deprecation = self.versions.get(name)
-        if deprecation is not None and deprecation.retired(self.versions.clock()):
-            record.fail(Outcome.TOOL_ERROR, Cause.RETIRED)
-            return _refusal(deprecation.retired_message(), deprecation.meta())
+            record.fail(Outcome.DENIED, Cause.MISSING_SCOPE, f"needs {needs}")
+        else:
+            detail = "not in the toolsets offered to this caller"
+            record.fail(Outcome.DENIED, Cause.NOT_OFFERED, detail)
+        raise to_mcp_error(NotFoundError(f"Unknown tool: {shown(call.name)}"))
 
-        # Arguments: unknown keys and oversized objects refused at a bounded cost, before
-        # anything walks, validates or serialises them; then what no tool could use.
-        refused = describe_refused_arguments(
-            name,
-            arguments,
-            (tool.parameters or {}).get("properties", {}),
-            sent=sent,
-        )
+    async def check_retirement(self, call: ToolCall) -> ToolResult | None:
+        """Retirement: a deprecated name past its date answers with its replacement."""
+        call.deprecation = self.versions.get(call.name)
+        if call.deprecation is None or not call.deprecation.retired(self.versions.clock()):
+            return None
+        call.record.fail(Outcome.TOOL_ERROR, Cause.RETIRED)
+        return _refusal(call.deprecation.retired_message(), call.deprecation.meta())
+
+    async def check_arguments(self, call: ToolCall) -> None:
+        """Arguments: unknown keys and oversized objects refused at a bounded cost, before
+        anything walks, validates or serialises them; then values no tool could use. Only
+        then are they kept for the audit (until then it says how many were sent)."""
+        assert call.tool is not None
+        properties = (call.tool.parameters or {}).get("properties", {})
+        arguments = call.arguments
+        refused = describe_refused_arguments(call.name, arguments, properties, sent=call.sent)
         if refused is None:
-            record.arguments = redact(arguments, found[1]) if arguments else "{}"
-            refused = describe_unusable_arguments(name, arguments)
+            call.record.arguments = redact(arguments, call.sensitive) if arguments else "{}"
+            refused = describe_unusable_arguments(call.name, arguments)
         if refused is not None:
-            record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
+            call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(refused)
-        whole = whole_numbers(arguments, (tool.parameters or {}).get("properties", {}))
+        whole = whole_numbers(arguments, properties)
         if whole is not arguments:
-            context = context.copy(message=context.message.model_copy(update={"arguments": whole}))
+            message = call.context.message.model_copy(update={"arguments": whole})
+            call.context = call.context.copy(message=message)
 
-        # Concurrency: at most ``concurrency`` calls of one caller run at once, so one
-        # caller's slow calls cannot hold every database connection and worker thread.
-        caller = record.caller.name
+    async def execute(
+        self, call: ToolCall, call_next: CallNext[mt.CallToolRequestParams, ToolResult]
+    ) -> ToolResult:
+        """Concurrency: at most ``concurrency`` calls of one caller run at once, so one
+        caller's slow calls cannot hold every database connection and worker thread."""
+        assert call.record.caller is not None
+        caller = call.record.caller.name
         if self.running.get(caller, 0) >= self.concurrency:
-            record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
+            call.record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
             return _refusal(
                 f"This caller already has {self.concurrency} calls running; nothing was done. "
                 "Wait for one to finish, then retry."
             )
         self.running[caller] = self.running.get(caller, 0) + 1
         try:
-            return await self._execute(context, call_next, record, tool, deprecation)
+            return await self.run_tool(call, call_next)
         finally:
             self.running[caller] -= 1
             if not self.running[caller]:
                 del self.running[caller]
 
-    async def _execute(
-        self,
-        context: MiddlewareContext[mt.CallToolRequestParams],
-        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
-        record: CallRecord,
-        tool: Tool,
-        deprecation: Deprecation | None,
+    async def run_tool(
+        self, call: ToolCall, call_next: CallNext[mt.CallToolRequestParams, ToolResult]
     ) -> ToolResult:
-        name = tool.name
-        # Fair shares: a caller's expensive calls beyond its share wait their turn (not
-        # refused: a refusal the client retries at once costs the loop as much again).
+        """Fair share, then the tool under the deadline (its wait for a turn included): a
+        caller's expensive calls beyond its share wait their turn (not refused: a refusal
+        the client retries at once costs the loop as much again)."""
+        assert call.tool is not None and call.record.caller is not None
         turn: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-        if name in EXPENSIVE or WRITE_SCOPE in tool.tags:
-            caller = record.caller.name if record.caller is not None else ""
-            turn = self.shares.setdefault(caller, asyncio.Semaphore(self.share))
-        # Executor: the tool under the deadline (its wait for a turn included).
+        if call.policy.expensive:
+            name = call.record.caller.name
+            turn = self.shares.setdefault(name, asyncio.Semaphore(self.share))
         try:
-            async with asyncio.timeout(self.deadline) as record.deadline, turn:
-                result = await call_next(context)
+            async with asyncio.timeout(self.deadline) as call.record.deadline, turn:
+                result = await call_next(call.context)
         except ValidationError as exc:
-            record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
-            cause = exc.__cause__
-            if not isinstance(cause, PydanticValidationError):
-                raise model_error(f"Invalid arguments for {name}.") from exc
-            raise model_error(
-                describe_invalid_arguments(name, cause, tool.parameters or {})
-            ) from exc
+            call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
+            raise model_error(_invalid(call.tool, exc)) from exc
         except TimeoutError as exc:
-            record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
+            call.record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
             raise ToolError(
-                f"{name} took longer than {self.deadline:g} seconds and was stopped; nothing was "
-                "changed. Try again, or narrow the request."
+                f"{call.tool.name} took longer than {self.deadline:g} seconds and was stopped; "
+                "nothing was changed. Try again, or narrow the request."
             ) from exc
-        if deprecation is not None:
-            result.meta = {**(result.meta or {}), **deprecation.meta()}
+        if call.deprecation is not None:
+            result.meta = {**(result.meta or {}), **call.deprecation.meta()}
         return result
 
-    async def _tool(
-        self,
-        context: MiddlewareContext[mt.CallToolRequestParams],
-        name: str,
-    ) -> tuple[Tool, dict[str, str]] | None:
-        found = self._tools.get(name)
-        if found is None and context.fastmcp_context is not None:
-            tool = await context.fastmcp_context.fastmcp.get_tool(name)
-            if tool is not None:
-                found = self._tools[name] = (
-                    tool,
-                    sensitive_fields(tool, AUDIT_DIGESTS.get(tool.name, ())),
-                )
-        return found
+    def _observe(self, record: CallRecord) -> None:
+        record.duration_ms = round((monotonic() - record.started) * 1000, 3)
+        for observe in self.observers:
+            observe(record)
 
 
-def _admits_integer(schema: Any) -> bool:
-    if not isinstance(schema, Mapping):
-        return False
-    if schema.get("type") == "integer":
-        return True
-    return any(_admits_integer(s) for s in schema.get("anyOf", ()))
+@dataclass
+class ToolCall:
+    """One tools/call as the stages see it: what was asked, and what each stage found."""
+
+    context: MiddlewareContext[mt.CallToolRequestParams]
+    record: CallRecord
+    name: str
+    arguments: dict[str, Any]
+    sent: int
+    """How many argument keys the client sent (``bound_raw_call`` may pass on fewer)."""
+    tool: Tool | None = None
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+    sensitive: dict[str, str] = field(default_factory=dict)
+    permitted: bool = False
+    deprecation: Deprecation | None = None
+
+    @classmethod
+    def of(cls, context: MiddlewareContext[mt.CallToolRequestParams]) -> ToolCall:
+        name, arguments = context.message.name, context.message.arguments or {}
+        sent = _sent_keys.get() or len(arguments)
+        record = CallRecord(
+            tool=storable(name, 128),
+            protocol_version=_protocol_version(context),
+            arguments=_not_recorded(sent),
+        )
+        return cls(context=context, record=record, name=name, arguments=arguments, sent=sent)
 
 
-def whole_numbers(arguments: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
-    """``arguments`` with each float that has no fraction (``3.0``) given as an int where
-    the tool's schema says ``integer``: JSON Schema's ``integer`` admits such a number and
-    models send them, while the tools validate strictly. The same dict when none is."""
-    changed = {
-        name: int(value)
-        for name, value in arguments.items()
-        if type(value) is float
-        and value.is_integer()
-        and abs(value) < 2**53
-        and _admits_integer(properties.get(name))
-    }
-    return {**arguments, **changed} if changed else arguments
+def _recorded(record: CallRecord, result: ToolResult) -> ToolResult:
+    """``result`` with its outcome, size and (a refusal) its own words on the record."""
+    if result.is_error and record.outcome is Outcome.OK:
+        record.fail(Outcome.TOOL_ERROR)
+    record.result_bytes = result_size(result)
+    if result.is_error and record.detail is None:
+        record.detail = _said(" ".join(getattr(block, "text", "") for block in result.content))
+    return result
+
+
+def _recorded_error(record: CallRecord, exc: Exception) -> None:
+    if record.outcome is Outcome.OK:
+        record.fail(Outcome.TOOL_ERROR)
+    if isinstance(exc, UnavailableError):
+        record.fail(Outcome.TOOL_ERROR, Cause.DATABASE_UNAVAILABLE)
+    record.result_bytes = len(str(exc).encode("utf-8"))
+    if record.detail is None:  # every refusal says why in the audit
+        record.detail = _said(str(exc))
+
+
+def _invalid(tool: Tool, exc: ValidationError) -> str:
+    """A validation error reworded as one sentence naming each bound."""
+    cause = exc.__cause__
+    if not isinstance(cause, PydanticValidationError):
+        return f"Invalid arguments for {tool.name}."
+    return describe_invalid_arguments(tool.name, cause, tool.parameters or {})
 
 
 MAX_DETAIL = 160

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING
 
 import anyio
@@ -24,26 +22,30 @@ from ticket_server.access.audit import AuditWriter
 from ticket_server.access.callers import CallerStore, open_store
 from ticket_server.access.identity import Identity
 from ticket_server.access.ratelimit import ToolLimiter
+from ticket_server.access.sealing import Keys, RequestStateSeal, Use, server_secret
 from ticket_server.pipeline import CallPipeline
 from ticket_server.settings import Settings
 from ticket_server.tickets.sla import Now, utc_now
-from ticket_server.tools import attachments as attachment_tools
 from ticket_server.tools import (
+    apps,
     backlog,
+    bulk,
     completions,
     full_read,
     manifest,
     opening,
     prompts,
     resources,
+    similar,
     v1,
     v2,
     writes,
 )
+from ticket_server.tools import attachments as attachment_tools
 from ticket_server.tools.apps import register as register_apps
 from ticket_server.tools.bulk import TOOL as BULK_TOOL
 from ticket_server.tools.bulk import register as register_bulk
-from ticket_server.tools.cursor import CursorCodec, cursor_key
+from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.related import TOOLS as RELATED_TOOLS
 from ticket_server.tools.related import register as register_related
 from ticket_server.tools.similar import register as register_similar
@@ -92,9 +94,14 @@ class Runtime:
     metrics: Metrics | None
     """None under stdio, which has no endpoint to expose them on."""
     versions: ToolVersions
-    cursor_key: Callable[[], bytes]
+    keys: Keys
+    """The subkeys of the server's one secret, one per use (``access/sealing.py``)."""
     cursor_warning: str | None = None
     folding: asyncio.Task[None] | None = field(default=None, init=False)
+
+    @property
+    def cursor_key(self) -> Callable[[], bytes]:
+        return self.keys.of(Use.CURSOR)
 
     async def start(self) -> None:
         if self.cursor_warning is not None:
@@ -138,38 +145,6 @@ class Runtime:
             await self.repository.aclose()
 
 
-def cursor_secret(settings: Settings) -> tuple[Callable[[], str], str | None]:
-    """(the secret that signs search cursors, read on first use; a start-up warning or None).
-
-    ``cursor_secret`` when set; else a random secret made once per installation and kept
-    beside the data (``installation_secret``): next to an SQLite file, or in the user's
-    data directory for any other database, where replicas sharing that database must
-    set ``cursor_secret`` (the warning says so). Nothing is read or made before the
-    first cursor, so a server that fails its start-up checks leaves no file behind."""
-    if settings.cursor_secret is not None:
-        configured = settings.cursor_secret.get_secret_value()
-        return (lambda: configured), None
-    from ticket_server.settings import default_data_dir
-    from ticket_server.tools.cursor import SECRET_FILE_SUFFIX, installation_secret
-
-    database = settings.sqlite_path
-    path = (
-        database.with_name(database.name + SECRET_FILE_SUFFIX)
-        if database is not None
-        else default_data_dir() / f"cursor{SECRET_FILE_SUFFIX}"
-    )
-    warning = (
-        None
-        if database is not None
-        else (
-            f"TICKET_SERVER_CURSOR_SECRET is not set: search cursors are signed with this "
-            f"installation's secret in {path}; replicas sharing one database must all set "
-            "TICKET_SERVER_CURSOR_SECRET to one value, or each refuses the others' cursors"
-        )
-    )
-    return cache(lambda: installation_secret(path)), warning
-
-
 def build_runtime(settings: Settings, *, clock: Clock = utc_today, metrics: bool = True) -> Runtime:
     """The runtime for ``settings``. No connection is opened until the first query.
     ``clock`` gives today's date (UTC) for retirement decisions; tests move it.
@@ -184,7 +159,7 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today, metrics: bool
         from ticket_server.metrics import Metrics
 
         counted = Metrics(versions.deprecations)
-    secret, warning = cursor_secret(settings)
+    secret, warning = server_secret(settings)
     return Runtime(
         settings=settings,
         repository=open_repository(settings),
@@ -200,24 +175,18 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today, metrics: bool
         ),
         metrics=counted,
         versions=versions,
-        cursor_key=cache(lambda: cursor_key(secret())),
+        keys=Keys(secret),
         cursor_warning=warning,
     )
 
 
-def _request_state_security(settings: Settings) -> RequestStateSecurity | None:
-    """With ``TICKET_SERVER_CURSOR_SECRET`` set, the 2026-07-28 request state (a write's
-    confirmation) is sealed under a key derived from it, so any replica verifies what
-    another sealed; without it, under a key of this process (FastMCP's default: the
-    default secret is guessable)."""
-    if settings.cursor_secret is None:
-        return None
+def _request_state_security(keys: Keys) -> RequestStateSecurity:
+    """The SDK's 2026-07-28 request state (around a write's confirmation) sealed under
+    the server's secret (``Use.REQUEST_STATE``), so any process or replica holding it
+    opens what another sealed."""
     from mcp.server.request_state import RequestStateSecurity
 
-    key = hashlib.sha256(
-        b"ticket-server request state\0" + settings.cursor_secret.get_secret_value().encode()
-    ).digest()
-    return RequestStateSecurity(keys=[key], audience="ticket-server")
+    return RequestStateSecurity(codec=RequestStateSeal(keys), audience="ticket-server")
 
 
 def build_server(
@@ -255,6 +224,17 @@ def build_server(
         share=rt.settings.caller_share,
         ready=ready,
         offered=offered(rt.settings.toolsets),
+        policies={
+            **v1.POLICY,
+            **v2.POLICY,
+            **full_read.POLICY,
+            **writes.POLICY,
+            **backlog.POLICY,
+            **attachment_tools.POLICY,
+            **similar.POLICY,
+            **apps.POLICY,
+            **bulk.POLICY,
+        },
     )
     mcp = FastMCP(
         "ticket-server",
@@ -266,7 +246,7 @@ def build_server(
         dereference_schemas=False,
         lifespan=lifespan,
         middleware=[pipeline],
-        request_state_security=_request_state_security(rt.settings),
+        request_state_security=_request_state_security(rt.keys),
     )
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
     compat.add_request_middleware(mcp, pipeline.refuse_cursors)
@@ -288,13 +268,17 @@ def build_server(
     register_similar(mcp, rt.repository)
     if not rt.settings.read_only:
         writes.register(
-            mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key, files
+            mcp,
+            rt.repository,
+            frozenset(rt.settings.confirm_writes),
+            rt.keys.of(Use.CONFIRMATION),
+            files,
         )
         opening.register(
             mcp,
             rt.repository,
             frozenset(rt.settings.confirm_writes),
-            rt.cursor_key,
+            rt.keys.of(Use.CONFIRMATION),
             free_tags=rt.settings.free_tags,
         )
         from ticket_server.tools import classification
@@ -303,17 +287,19 @@ def build_server(
             mcp,
             rt.repository,
             frozenset(rt.settings.confirm_writes),
-            rt.cursor_key,
+            rt.keys.of(Use.CONFIRMATION),
             free_tags=rt.settings.free_tags,
         )
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
-        register_related(mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.cursor_key)
+        register_related(
+            mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.keys.of(Use.CONFIRMATION)
+        )
         register_bulk(
             mcp,
             rt.repository,
             frozenset(rt.settings.confirm_writes),
-            rt.cursor_key,
+            rt.keys.of(Use.CONFIRMATION),  # the plan token is claims bound to the tool
             rt.settings.bulk_max_tickets,
         )
         compat.hand_invalid_request_state_to(

@@ -158,9 +158,16 @@ class Settings(BaseSettings):
     )
     cursor_secret: SecretStr | None = Field(
         default=None,
-        description="Key that signs search cursors. Unset: a random secret made once per "
-        "installation and kept beside the data (see ticket_server/tools/cursor.py); set it "
-        "to one value on every replica that shares a database.",
+        description="The older name of TICKET_SERVER_SECRET, still read; when both are set "
+        "they must be equal.",
+    )
+    secret: SecretStr | None = Field(
+        default=None,
+        description="The server's one secret: search and conversation cursors and a write's "
+        "confirmation state are sealed under keys derived from it, one per use (see "
+        "ticket_server/access/sealing.py). Unset: a random secret made once per installation "
+        "and kept beside the data; set it to one value on every replica that shares a "
+        "database.",
     )
 
     @field_validator("database_url")
@@ -281,6 +288,19 @@ class Settings(BaseSettings):
                 "server's own identifier, the `aud` its tokens carry (e.g. its public URL "
                 "https://tickets.example.com/mcp); without it a token issued for any other "
                 "service would be accepted"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> Settings:
+        if (
+            self.secret is not None
+            and self.cursor_secret is not None
+            and self.secret.get_secret_value() != self.cursor_secret.get_secret_value()
+        ):
+            raise ValueError(
+                f"{ENV_PREFIX}SECRET and {ENV_PREFIX}CURSOR_SECRET (its older name) are both "
+                f"set and differ: keep {ENV_PREFIX}SECRET only"
             )
         return self
 

@@ -11,9 +11,9 @@ from fastmcp import Client
 from pydantic import SecretStr
 
 from tests.helpers import text_of
-from ticket_server.server import build_runtime, build_server, cursor_secret
+from ticket_server.access.sealing import Use, server_secret, subkey
+from ticket_server.server import build_runtime, build_server
 from ticket_server.settings import default_data_dir
-from ticket_server.tools.cursor import cursor_key
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,7 @@ async def test_a_cursor_signed_with_the_url_derived_key_is_refused(settings) -> 
 
 
 async def test_the_installation_secret_is_random_private_and_kept(settings) -> None:
-    secret, warning = cursor_secret(settings)
+    secret, warning = server_secret(settings)
     path = (
         f"{settings.sqlite_path}.cursor-secret"
         if settings.sqlite_path is not None
@@ -53,11 +53,11 @@ async def test_the_installation_secret_is_random_private_and_kept(settings) -> N
     made = secret()
     assert len(made) >= 40 and made not in settings.database_url
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert cursor_secret(settings)[0]() == made  # the same on every start
+    assert server_secret(settings)[0]() == made  # the same on every start
     if settings.sqlite_path is None:
-        assert warning is not None and "TICKET_SERVER_CURSOR_SECRET" in warning  # said at start
+        assert warning is not None and "TICKET_SERVER_SECRET" in warning  # said at start
     else:
         assert warning is None
     configured = settings.model_copy(update={"cursor_secret": SecretStr("shared by the replicas")})
-    assert cursor_secret(configured)[0]() == "shared by the replicas"
-    assert build_runtime(configured).cursor_key() == cursor_key("shared by the replicas")
+    assert server_secret(configured)[0]() == "shared by the replicas"
+    assert build_runtime(configured).cursor_key() == subkey("shared by the replicas", Use.CURSOR)

@@ -17,7 +17,7 @@ from tests.access.conftest import MODERN_META, audit_rows
 from tests.transports.conftest import add_caller, start_http_server, stop
 from ticket_server.access.audit import UNAUTHENTICATED_ROWS_PER_MINUTE, UNAUTHENTICATED_SUMMARY
 from ticket_server.settings import Settings
-from ticket_server.transports.http import UNREAD
+from ticket_server.transports.refusals import UNREAD
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 LEGACY_CALL = {

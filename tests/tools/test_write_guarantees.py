@@ -120,11 +120,12 @@ async def test_one_idempotency_key_from_two_callers_is_two_writes(
 
 def _envelope_codec(secret: str) -> Any:
     """The SDK's codec for the outer seal of 2026-07-28 request state, under the key the
-    server derives from ``cursor_secret`` (``server._request_state_security``)."""
+    server derives from its secret (``access.sealing.Use.REQUEST_STATE``)."""
     from mcp.server.request_state import AESGCMRequestStateCodec
 
-    key = hashlib.sha256(b"ticket-server request state\0" + secret.encode()).digest()
-    return AESGCMRequestStateCodec([key])
+    from ticket_server.access.sealing import Use, subkey
+
+    return AESGCMRequestStateCodec([subkey(secret, Use.REQUEST_STATE)])
 
 
 def _resealed_for(codec: Any, wire_state: str, arguments: dict[str, Any]) -> str:

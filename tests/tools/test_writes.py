@@ -685,7 +685,7 @@ async def test_confirmation_state_expired_is_refused(
 
 
 def test_confirmation_state_binds_what_it_seals() -> None:
-    from ticket_server.tools.writes import ConfirmationState
+    from ticket_server.access.sealing import SignedClaims as ConfirmationState
 
     states = ConfirmationState(lambda: b"k" * 32)
     token = states.seal({"c": "agent", "k": "SUP-1"})
@@ -824,13 +824,13 @@ async def test_confirmation_asked_by_one_replica_is_accepted_by_another(
     add_caller,
     server_as,
 ) -> None:
-    """With TICKET_SERVER_CURSOR_SECRET shared, the retry carrying the person's answer may
+    """With TICKET_SERVER_SECRET shared, the retry carrying the person's answer may
     reach another server process (stateless HTTP replicas); the state is still single-use."""
     from pydantic import SecretStr
 
     await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
     billing = await ticket_in(settings, "billing")
-    shared = {"stdio_caller": "agent", "cursor_secret": SecretStr("replica secret")}
+    shared = {"stdio_caller": "agent", "secret": SecretStr("replica secret")}
     async with (
         Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as one,
         Client(server_as(**shared), mode="2026-07-28", elicitation_handler=_yes) as two,

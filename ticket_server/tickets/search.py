@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, lru_cache
@@ -76,6 +76,7 @@ from sqlalchemy import (
     case,
     cast,
     column,
+    exists,
     func,
     intersect,
     literal,
@@ -516,10 +517,14 @@ def analyze_query(
         found = held(conn.dialect.name, [Word(token, token, 1)])
         return conn.execute(select(Ticket.pk).where(*scope, found).limit(1)).first() is not None
 
+    # A caller limited to queues: which words its queues hold, asked for every word in
+    # one statement, held elsewhere or not, so the time taken does not tell it which
+    # words other queues hold (asking only for words held somewhere did: issue 32).
+    in_scope = _held_in_scope(conn, held, scope, tokens) if scope else None
     corrections = MAX_CORRECTIONS
     for token, typed in words:
         holding = counts.get(token, 0)
-        if holding > 0 and visible(token):
+        if holding > 0 and (in_scope is None or token in in_scope):
             query.words.append(Word(token, typed, _weight(total, holding)))
             continue
         # A word held only outside the scope is treated as one held nowhere.
@@ -545,6 +550,23 @@ def analyze_query(
         else:
             query.missing.append(Word(token, typed, 0))
     return query
+
+
+def _held_in_scope(
+    conn: Connection,
+    held: Callable[[str, Sequence[Word]], ColumnElement[bool]],
+    scope: Sequence[ColumnElement[bool]],
+    tokens: Sequence[str],
+) -> set[str]:
+    """The ``tokens`` some ticket within ``scope`` holds (``held``: in its text, or also
+    in a comment), in one statement of one EXISTS per token."""
+    dialect = conn.dialect.name
+    checks = [
+        exists(select(Ticket.pk).where(*scope, held(dialect, [Word(t, t, 1)]))).label(f"w{i}")
+        for i, t in enumerate(tokens)
+    ]
+    row = conn.execute(select(*checks)).one()
+    return {t for t, hit in zip(tokens, row) if hit}
 
 
 def _has(dialect: str, column_: Any, token: str | ColumnElement[str]) -> ColumnElement[bool]:

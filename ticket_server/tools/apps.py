@@ -34,11 +34,15 @@ from pydantic import BaseModel, Field
 
 from ticket_server.access.callers import Caller
 from ticket_server.access.context import current_caller, current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import NEXT_STATUSES, TicketPriority, TicketStatus
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, Text, fit, meta_for
 from ticket_server.tools.outputs import output_schema
+
+POLICY = {"get_queue_board": ToolPolicy(expensive=True)}
+"""What the call pipeline applies to this module's tools (``access/policy.py``)."""
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from fastmcp.server.context import Context

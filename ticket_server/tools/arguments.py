@@ -17,6 +17,7 @@ and pass the tool through :func:`drop_null_defaults` before adding it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastmcp.tools import Tool
@@ -56,3 +57,26 @@ def drop_null_defaults(tool: Tool) -> Tool:
         if "default" in schema and schema["default"] is None:
             del schema["default"]
     return tool
+
+
+def _admits_integer(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    if schema.get("type") == "integer":
+        return True
+    return any(_admits_integer(s) for s in schema.get("anyOf", ()))
+
+
+def whole_numbers(arguments: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with each float that has no fraction (``3.0``) given as an int where
+    the tool's schema says ``integer``: JSON Schema's ``integer`` admits such a number and
+    models send them, while the tools validate strictly. The same dict when none is."""
+    changed = {
+        name: int(value)
+        for name, value in arguments.items()
+        if type(value) is float
+        and value.is_integer()
+        and abs(value) < 2**53
+        and _admits_integer(properties.get(name))
+    }
+    return {**arguments, **changed} if changed else arguments

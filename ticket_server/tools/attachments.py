@@ -38,6 +38,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call, current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import AuthorType, DatabaseUnavailable
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.attachment_shapes import (
@@ -49,6 +50,9 @@ from ticket_server.tools.attachment_shapes import (
 from ticket_server.tools.errors import UnavailableError, domain_errors, model_error
 from ticket_server.tools.full_read import UNTRUSTED_META, UNTRUSTED_NOTE
 from ticket_server.tools.outputs import output_schema
+
+POLICY = {"get_attachment": ToolPolicy(expensive=True)}
+"""What the call pipeline applies to this module's tools (``access/policy.py``)."""
 
 if TYPE_CHECKING:
     from ticket_server.settings import Settings

@@ -15,6 +15,7 @@ from fastmcp.resources import ResourceContent, ResourceResult
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketStatus
 from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import READ_ONLY
@@ -22,6 +23,9 @@ from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
 from ticket_server.tools.outputs import output_schema
+
+POLICY = {"count_tickets": ToolPolicy(expensive=True)}
+"""What the call pipeline applies to this module's tools (``access/policy.py``)."""
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository

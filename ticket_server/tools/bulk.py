@@ -37,6 +37,7 @@ from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
+from ticket_server.access.policy import WRITE_SCOPE, ToolPolicy
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
     StaleVersion,
@@ -50,7 +51,6 @@ from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
 from ticket_server.tools.writes import (
     CLOSE_ACTION,
     MAX_TEXT,
-    WRITE_SCOPE,
     Change,
     Key,
     Writer,
@@ -62,6 +62,9 @@ if TYPE_CHECKING:
     from ticket_server.tickets.writes import WriteContext
 
 TOOL = "bulk_update_tickets"
+
+POLICY = {TOOL: ToolPolicy(digests=("reply", "note"))}
+"""What the call pipeline applies to it: the reply and the note are kept as digests, the comment rows hold the text (``access/policy.py``)."""
 PLAN_SECONDS = 900
 """How long a dry run's plan_token may be confirmed."""
 MAX_TOKEN = 65_536

@@ -20,11 +20,11 @@ from fastmcp.tools import ToolResult
 from mcp.types import InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
+from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tools.errors import model_error
 from ticket_server.tools.lookup import normalise_ticket_id
 from ticket_server.tools.writes import (
     UPDATE,
-    WRITE_SCOPE,
     Key,
     TicketId,
     TicketState,

@@ -16,11 +16,8 @@ import base64
 import binascii
 import hashlib
 import json
-import os
-import secrets
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
@@ -29,35 +26,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 if TYPE_CHECKING:  # search.py needs SQLAlchemy: imported on the first search
     from ticket_server.tickets.search import Position
 
-SECRET_FILE_SUFFIX = ".cursor-secret"
 MAX_CURSOR_LENGTH = 512
 _TAG_BYTES = 16
 _KEY_LIMIT = 2**63
-
-
-def cursor_key(secret: str) -> bytes:
-    """The key (32 bytes, AES-SIV) for cursors from a secret (a setting or an installation's file)."""
-    return hashlib.sha256(b"ticket-server search cursor\0" + secret.encode()).digest()
-
-
-def installation_secret(path: Path) -> str:
-    """The random secret kept in ``path``, made (32 random bytes, mode 0600) when there
-    is none; several processes starting at once all read the one that was made first."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Written whole under a private name, then linked into place: a reader never
-        # sees a half-written secret, and the first link made wins.
-        draft = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(secrets.token_urlsafe(32))
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass
-        finally:
-            draft.unlink()
-    return path.read_text(encoding="ascii").strip()
 
 
 class CursorError(ValueError):
@@ -87,8 +58,8 @@ def _key(value: Any) -> int:
 
 class CursorCodec:
     def __init__(self, key: bytes | Callable[[], bytes]) -> None:
-        """``key``: the cursor key, or a function giving it on first use (called for each
-        cursor: keep it cached)."""
+        """``key``: the cursor key (``access.sealing.Use.CURSOR``), or a function giving
+        it on first use (called for each cursor: keep it cached)."""
         self._key = key if callable(key) else (lambda: key)
 
     def _aead(self) -> AESSIV:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ticket_server.access.context import current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import (
     AuthorType,
     EventField,
@@ -58,6 +59,8 @@ UNTRUSTED_NOTE = (
 )
 TICKET_URI = "tickets://ticket/{}"
 CUSTOMER_URI = "tickets://customer/{}"
+POLICY = {name: ToolPolicy(expensive=True) for name in ("get_ticket", "get_customer")}
+"""What the call pipeline applies to these tools (``access/policy.py``)."""
 
 # --- result shapes (documented in the tools' descriptions; no prose in the schemas) ------
 

@@ -23,13 +23,13 @@ from fastmcp.tools import ToolResult
 from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
 from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit, meta_for
 from ticket_server.tools.writes import (
     MAX_TEXT,
     REPLAY_META,
-    WRITE_SCOPE,
     Key,
     Writer,
     _not_blank,

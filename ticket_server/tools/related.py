@@ -15,12 +15,12 @@ from fastmcp.tools import ToolResult
 from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import LINK_NAMES
 from ticket_server.tools.lookup import normalise_ticket_id
 from ticket_server.tools.writes import (
     REPLAY_META,
     UPDATE,
-    WRITE_SCOPE,
     Key,
     TicketId,
     TicketState,

@@ -11,6 +11,7 @@ from mcp.types import TextContent
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import TicketStatus
 from ticket_server.tickets.schemas import TicketSummaryV2
 from ticket_server.tools import READ_ONLY
@@ -19,6 +20,9 @@ from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
 from ticket_server.tools.outputs import output_schema
+
+POLICY = {"find_similar_tickets": ToolPolicy(expensive=True)}
+"""What the call pipeline applies to this module's tools (``access/policy.py``)."""
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository

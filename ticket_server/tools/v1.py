@@ -13,6 +13,7 @@ from mcp.types import TextContent
 from pydantic import Field
 
 from ticket_server.access.context import current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors, too_long
@@ -22,6 +23,8 @@ from ticket_server.tools.versions import Deprecation, ToolVersions
 
 MAX_QUERY_LENGTH = 500
 """Longest query the deprecated substring search takes (not in its published schema)."""
+POLICY = {"search_tickets": ToolPolicy(expensive=True)}
+"""What the call pipeline applies to these tools (``access/policy.py``)."""
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository

@@ -10,6 +10,7 @@ from mcp.types import TextContent
 from pydantic import AfterValidator, AwareDatetime, Field
 
 from ticket_server.access.context import current_queues
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchHit, SearchPage, TicketStatusV2
 from ticket_server.tools import READ_ONLY
@@ -27,6 +28,8 @@ if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
 MAX_PAGE_BYTES = 16_384
 """A search page's JSON never exceeds this many bytes (UTF-8); a page is shortened to fit."""
 MAX_QUERY_LENGTH = 500
+POLICY = {"search_tickets_v2": ToolPolicy(expensive=True)}
+"""What the call pipeline applies to these tools (``access/policy.py``)."""
 Name = Annotated[str, Field(max_length=64)]
 Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
 """A time a database can compare: within years 1-9999 once moved to UTC."""

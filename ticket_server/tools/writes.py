@@ -13,7 +13,7 @@ run in one read (a refusal answers at once; an idempotency replay returns the fi
 result, nobody asked); then, in one form (``CONFIRM_SCHEMA``) naming what will change, on
 the legacy revision the server asks the person through ``elicitation/create`` (the call's
 deadline waits for the answer), and on 2026-07-28 the call answers with an
-``input_required`` result and sealed request state (``ConfirmationState``), and the
+``input_required`` result and sealed request state (``access.sealing.SignedClaims``), and the
 retry carries the answer. A
 declined or cancelled confirmation changes nothing and spends its request state. A
 request state that fails verification (FastMCP's outer seal, handed over by
@@ -25,10 +25,7 @@ capability) gets an ``isError`` and nothing is written.
 from __future__ import annotations
 
 import asyncio
-import base64
-import functools
 import hashlib
-import hmac
 import json
 import re
 import secrets
@@ -52,6 +49,8 @@ from mcp.types import (
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
+from ticket_server.access.policy import WRITE_SCOPE, ToolPolicy
+from ticket_server.access.sealing import SignedClaims
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
     EventField,
@@ -78,7 +77,6 @@ if TYPE_CHECKING:
     from ticket_server.tickets.writes import Checked, TicketWrites, WriteContext, WriteOutcome
 
 T = TypeVar("T")
-WRITE_SCOPE = "tickets:write"
 IDEMPOTENCY_META = "dev.ticket-server/idempotency-key"
 REPLAY_META = "dev.ticket-server/replay"
 CANNOT_CONFIRM = (
@@ -134,6 +132,9 @@ AUDIT_DIGESTS = {
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text
 (an opened ticket and its requester row hold theirs); attachments are redacted there (the
 write's ``change`` holds each file's digest)."""
+POLICY = {name: ToolPolicy(digests=fields) for name, fields in AUDIT_DIGESTS.items()}
+"""What the call pipeline applies to these tools (``access/policy.py``; every write
+counts against its caller's share, declared or not)."""
 
 # Annotations: none of these deletes anything; a note, a reply or an escalation repeated
 # adds another one (not idempotent); setting a status or an owner again is a no-op
@@ -239,36 +240,6 @@ def request_hash(tool: str, arguments: dict[str, Any]) -> str:
     ).hexdigest()
 
 
-class ConfirmationState:
-    """The request state of a confirmation on the 2026-07-28 revision: what was asked,
-    for whom, until when, with a single-use nonce, under HMAC-SHA256 with the server's
-    key. (FastMCP also seals the state on the wire; this binding is ours: caller,
-    tool, ticket, the hash of the arguments, and the nonce that makes it single-use.)"""
-
-    def __init__(self, key: Callable[[], bytes]) -> None:
-        self._server_key = key  # read on the first confirmation, not at start
-
-    @functools.cached_property
-    def key(self) -> bytes:
-        return hashlib.sha256(b"ticket-server confirmation\0" + self._server_key()).digest()
-
-    def seal(self, claims: dict[str, Any]) -> str:
-        payload = base64.urlsafe_b64encode(json.dumps(claims, sort_keys=True).encode()).decode()
-        return payload + "." + hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
-
-    def unseal(self, token: str) -> dict[str, Any] | None:
-        """The claims, or None when ``token`` was not made by ``seal`` with this key."""
-        payload, _, tag = token.rpartition(".")
-        expected = hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
-        if not payload or not hmac.compare_digest(tag, expected):
-            return None
-        try:
-            claims = json.loads(base64.urlsafe_b64decode(payload.encode()))
-        except ValueError:
-            return None
-        return claims if isinstance(claims, dict) else None
-
-
 class Writer:
     """Runs one write tool call: the checks, confirmation, the transaction with its audit
     row, the mapping of refusals to ``isError`` results."""
@@ -278,7 +249,7 @@ class Writer:
     ) -> None:
         self.repository = repository
         self.confirm = confirm
-        self.states = ConfirmationState(key)
+        self.states = SignedClaims(key)
         self._writes: TicketWrites | None = None
 
     @property
@@ -663,8 +634,9 @@ def register(
     files: AttachmentService | None = None,
 ) -> None:
     """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's
-    confirmation; ``key``: the secret sealing confirmation request state; ``files``: the
-    attachment store and limits (None: a note or reply with files is refused)."""
+    confirmation; ``key``: the key signing confirmation claims (``Use.CONFIRMATION``);
+    ``files``: the attachment store and limits (None: a note or reply with files is
+    refused)."""
     writer = Writer(repo, confirm, key)
     tags = {WRITE_SCOPE}
 
