@@ -37,9 +37,13 @@ TOOLS = [
     "get_ticket",
     "get_customer",
     "get_attachment",
+    "count_tickets",
+    "find_similar_tickets",
 ]
 VALID = {  # one valid call per tool: the server still answers after the generated ones
-    "get_attachment": {"attachment_id": 1},  # the sample's first (seeding adds them)
+    "get_attachment": {"attachment_id": 1},
+    "count_tickets": {"group_by": ["status"]},
+    "find_similar_tickets": {"ticket_id": "SUP-4412"},  # the sample's first (seeding adds them)
     "get_ticket_status": {"ticket_id": "SUP-4412"},
     "get_ticket_status_v2": {"ticket_id": "SUP-4412"},
     "get_ticket": {"ticket_id": "SUP-4412"},

@@ -245,7 +245,11 @@ async def test_search_filters_by_tag_and_field(settings: Settings, agent) -> Non
         assert hits and set(hits) <= {r[0] for r in holders}
         severe = await client.call_tool(
             "search_tickets_v2",
-            {"query": "export", "fields": {"severity": "sev1"}, "queue": "engineering"},
+            {
+                "query": "export",
+                "fields": [{"name": "severity", "value": "sev1"}],
+                "queue": "engineering",
+            },
         )
         found = [t["id"] for t in severe.structured_content["tickets"]]
         sev1 = await _sql(
@@ -257,8 +261,8 @@ async def test_search_filters_by_tag_and_field(settings: Settings, agent) -> Non
         assert found and set(found) <= {r[0] for r in sev1}
         for arguments, expected in (
             ({"tags": ["nope"]}, "There is no tag 'nope'"),
-            ({"fields": {"colour": "red"}}, "There is no field 'colour'"),
-            ({"fields": {"affected_users": "many"}}, "is a number"),
+            ({"fields": [{"name": "colour", "value": "red"}]}, "There is no field 'colour'"),
+            ({"fields": [{"name": "affected_users", "value": "many"}]}, "is a number"),
         ):
             is_error, text = await call_any(client, "search_tickets_v2", arguments)
             assert is_error and expected in text, text

@@ -29,6 +29,8 @@ async def test_four_tools_originals_announce_retirement(client: Client) -> None:
         "get_ticket",
         "get_customer",
         "get_attachment",
+        "count_tickets",
+        "find_similar_tickets",
     }
     for name, replacement in ORIGINALS.items():
         first_line = tools[name].description.splitlines()[0]

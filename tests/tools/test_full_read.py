@@ -333,7 +333,11 @@ async def test_size_budget_and_capabilities(settings: Settings) -> None:
     capabilities advertised (prompts, resources, completions) are the same over both
     handshakes."""
     await create_caller(settings.database_url, "reader", queues=None)
-    server = build_server(settings.model_copy(update={"stdio_caller": "reader"}))
+    # The default toolsets: what a read-only caller is offered without toolsets of its own.
+    default = Settings.model_fields["toolsets"].default
+    server = build_server(
+        settings.model_copy(update={"stdio_caller": "reader", "toolsets": default})
+    )
     capabilities = {}
     for mode in ("legacy", "2026-07-28"):
         async with Client(server, mode=mode) as client:

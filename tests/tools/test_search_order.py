@@ -65,6 +65,8 @@ CHANGED = {
     "updated_after": ("2024-06-01T00:00:00Z", "2024-07-01T00:00:00Z"),
     "updated_before": ("2026-06-01T00:00:00Z", "2026-05-01T00:00:00Z"),
     "search_in": ("conversation", "tickets"),
+    "tags": (["refund"], ["vip"]),
+    "fields": ([{"name": "severity", "value": "sev1"}], [{"name": "severity", "value": "sev2"}]),
 }
 NOT_OF_THE_SEARCH = {"cursor", "limit", "sort"}  # limit: the page's size, not its order
 

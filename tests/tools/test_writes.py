@@ -15,7 +15,7 @@ from fastmcp.client.elicitation import ElicitResult
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any, text_of
 from ticket_server.settings import Settings
-from ticket_server.tools import classification, writes
+from ticket_server.tools import bulk, classification, related, writes
 
 WRITE_TOOLS = {
     "add_internal_note",
@@ -110,11 +110,13 @@ async def test_write_tools_listed_only_with_the_scope(
     async with Client(server_as(stdio_caller="writer"), mode=mode) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert set(tools) >= WRITE_TOOLS
-        # Every tool that writes is named in writes.TOOLS or classification.TOOLS (the
-        # request-state hand-over).
+        # Every tool that writes is named in the request-state hand-over (server.py).
         assert {n for n, t in tools.items() if t.annotations.readOnlyHint is False} == {
             *writes.TOOLS,
+            "open_ticket",
             *classification.TOOLS,
+            *related.TOOLS,
+            bulk.TOOL,
         }
         reply = tools["reply_to_customer"].annotations
         assert (

@@ -295,7 +295,8 @@ class TicketWrites:
     def _locked(self, conn: Connection, ticket_id: str, lock: bool = True) -> Any:
         """The ticket's state, its row locked until the transaction ends (PostgreSQL;
         SQLite's ``BEGIN IMMEDIATE`` already holds the database's write lock)."""
-        found = select(_TICKETS.c.id, *(_TICKETS.c[c] for c in _STATE)).where(
+        # ``pk``: the key the classification tables and others hold for the ticket.
+        found = select(_TICKETS.c.id, _TICKETS.c.pk, *(_TICKETS.c[c] for c in _STATE)).where(
             _TICKETS.c.id == ticket_id
         )
         if lock and self.repository.dialect == "postgresql":

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from fastmcp import FastMCP
 from fastmcp.tools import Tool, ToolResult
 from mcp.types import TextContent
-from pydantic import AfterValidator, AwareDatetime, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
@@ -31,6 +31,18 @@ MAX_QUERY_LENGTH = 500
 POLICY = {"search_tickets_v2": ToolPolicy(expensive=True)}
 """What the call pipeline applies to these tools (``access/policy.py``)."""
 Name = Annotated[str, Field(max_length=64)]
+
+
+class FieldFilter(BaseModel):
+    """One custom field a searched ticket must hold, with this value (a list of these
+    rather than a map of name to value: OpenAI's strict mode takes no open objects)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    value: Annotated[str, Field(max_length=1000)] | float | bool
+
+
 Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
 """A time a database can compare: within years 1-9999 once moved to UTC."""
 # Bounds sit on the non-null type: on the union they would be applied to null too.
@@ -92,13 +104,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             Field(description="Has all of these tags."),
         ] = None,
         fields: Annotated[
-            Omittable[
-                Annotated[
-                    dict[Name, Annotated[str, Field(max_length=1000)] | float | bool],
-                    Field(min_length=1, max_length=MAX_FILTERS),
-                ]
-            ],
-            Field(description="Custom field name -> value it equals."),
+            Omittable[Annotated[list[FieldFilter], Field(min_length=1, max_length=MAX_FILTERS)]],
+            Field(description="Custom fields each equal to its value."),
         ] = None,
     ) -> ToolResult:
         """Search tickets by words in subject and body. Best match first: tickets with all
@@ -128,7 +135,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
                     f"{', '.join(visible) or 'none'}. Use one of these names, or leave queue out."
                 )
         with domain_errors():
-            classified = await search_filters(repo, tags, fields)
+            classified = await search_filters(
+                repo, tags, {f.name: f.value for f in fields} if fields else None
+            )
         filters = SearchFilters(
             statuses=tuple(dict.fromkeys(status)) if status else None,
             priorities=tuple(dict.fromkeys(priority)) if priority else None,
