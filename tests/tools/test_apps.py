@@ -5,6 +5,7 @@ counts what the database holds (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -154,3 +155,20 @@ async def test_the_board_counts_what_the_database_holds(
         assert all(t["subject"]["untrusted"] is True for t in board["oldest_open"])
         refused = await client.call_tool(BOARD_TOOL, {"queue": "support"}, raise_on_error=False)
         assert refused.is_error and "SUP-" not in refused.content[0].text  # type: ignore[union-attr]
+
+
+async def test_the_board_carries_the_queues_sla_overview(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """With an SLA policy loaded, the board's breached count and breaching-soon list are
+    the queue overview's (tickets://queue/billing, issue 34), so the view shows them."""
+    from tests.tools.test_backlog import _load, policy
+
+    await _load(settings, policy(high_resolution=600))
+    await add_caller("billing", scopes=("tickets:read",), queues=["billing"])
+    async with Client(server_as(stdio_caller="billing"), extensions=[apps_extension()]) as client:
+        board = (await client.call_tool(BOARD_TOOL, {"queue": "billing"})).structured_content
+        read = await client.read_resource("tickets://queue/billing")
+        overview = json.loads(read[0].text)  # type: ignore[union-attr]
+    assert board["breached"] == overview["breached"] and board["breached"] > 0
+    assert board["breaching_soon"] == overview["breaching_soon"]

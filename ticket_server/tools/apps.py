@@ -203,6 +203,11 @@ class Board(BaseModel):
     open_total: int
     oldest_open: list[BoardTicket]
     generated_at: datetime
+    # From the SLA policy (tools.backlog.queue_overview): open tickets whose first response
+    # or resolution falls due within two hours, and how many open ones have breached;
+    # null when no number can be given (the overview's sla_note says why).
+    breaching_soon: list[dict[str, Any]] | None = None
+    breached: int | None = None
 
 
 def _board_result(value: dict[str, Any]) -> ToolResult:
@@ -302,4 +307,10 @@ def register(
             ],
             generated_at=datetime.now(UTC),
         ).model_dump(mode="json")
+        from ticket_server.tools.backlog import queue_overview
+
+        overview = await queue_overview(repo, name, datetime.now(UTC))
+        if overview is not None:
+            value["breaching_soon"] = overview["breaching_soon"]
+            value["breached"] = overview["breached"]
         return _board_result(value)  # type: ignore[return-value]
