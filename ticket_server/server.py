@@ -280,6 +280,7 @@ def build_server(
             frozenset(rt.settings.confirm_writes),
             rt.keys.of(Use.CONFIRMATION),
             free_tags=rt.settings.free_tags,
+            files=files,
         )
         from ticket_server.tools import classification
 

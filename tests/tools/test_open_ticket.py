@@ -277,3 +277,38 @@ async def test_open_with_tags_and_custom_fields(
             assert failed, text
             assert says in text, text
         assert (await _counts(settings))[0] == before[0]
+
+
+async def test_open_with_an_attachment(settings: Settings, add_caller, server_as) -> None:
+    """A file given to open_ticket is stored on the new ticket as the customer's upload
+    (untrusted), listed by get_ticket, and audited as a digest; a refused file opens
+    nothing."""
+    import base64
+
+    from ticket_server.admin.sample_files import sample_png
+
+    png = sample_png()
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    async with Client(server_as(stdio_caller="agent", confirm_writes=[])) as client:
+        attachment = {"name": "error.png", "content_base64": base64.b64encode(png).decode()}
+        opened = await client.call_tool("open_ticket", {**OPEN, "attachments": [attachment]})
+        assert opened.is_error is False, text_of(opened)
+        new_id = opened.structured_content["ticket"]["id"]
+        read = await client.call_tool(
+            "get_ticket", {"ticket_id": new_id, "fields": ["attachments"]}
+        )
+        (listed,) = read.structured_content["attachments"]["items"]
+        assert listed["media_type"] == "image/png" and listed["size"] == len(png)
+        before = await _counts(settings)
+        bad = {"name": "tool.exe", "content_base64": base64.b64encode(b"MZ" + bytes(300)).decode()}
+        failed, text = await call_any(client, "open_ticket", {**OPEN, "attachments": [bad]})
+        assert failed and "not accepted" in text, text
+        assert (await _counts(settings))[0] == before[0]
+    rows = await _sql(settings, "SELECT untrusted FROM attachments WHERE ticket_id = :t", t=new_id)
+    assert [bool(r[0]) for r in rows] == [True]
+    (audited,) = await _sql(
+        settings,
+        "SELECT arguments FROM audit_events WHERE tool = 'open_ticket' AND outcome = 'ok' "
+        "ORDER BY time DESC LIMIT 1",
+    )
+    assert base64.b64encode(png).decode()[:40] not in audited[0]

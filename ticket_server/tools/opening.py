@@ -23,9 +23,12 @@ from fastmcp.tools import ToolResult
 from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from ticket_server.access.context import current_call
 from ticket_server.access.policy import WRITE_SCOPE
-from ticket_server.tickets.domain import TicketPriority, TicketStatus
+from ticket_server.tickets.domain import AuthorType, TicketPriority, TicketStatus
+from ticket_server.tools.attachments import AttachmentsArg, AttachmentService, digests, prepare
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
+from ticket_server.tools.errors import model_error
 from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit, meta_for
 from ticket_server.tools.writes import (
     MAX_TEXT,
@@ -39,6 +42,7 @@ from ticket_server.tools.writes import (
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from ticket_server.tickets.attachments import Attaching
     from ticket_server.tickets.classification import ClassificationChange
     from ticket_server.tickets.opening import OpenedTicket, TicketOpening
     from ticket_server.tickets.repository import TicketRepository
@@ -122,23 +126,35 @@ def _result(model: TicketOpened, replayed: bool) -> ToolResult:
     )
 
 
-def _classify(change: ClassificationChange, free_tags: bool) -> Callable[[Connection, str], None]:
+def _actor() -> str:
+    """The caller's name, as the write's context records it (the pipeline admits no call
+    without a caller; ``Writer.context`` refuses one all the same)."""
+    record = current_call.get()
+    return record.caller.name if record is not None and record.caller is not None else ""
+
+
+def _complete(
+    change: ClassificationChange, free_tags: bool, files: Attaching | None, actor: str
+) -> Callable[[Connection, str], None]:
     """The ``apply`` of ``TicketOpening.open``: the new ticket's tags and custom fields,
     checked against the vocabulary and the definitions (every required field of its
-    queue included) in the opening's transaction, so a refusal opens nothing."""
+    queue included), and its files (``files``, uploaded by ``actor``), in the opening's
+    transaction, so a refusal opens nothing."""
 
     def apply(conn: Connection, ticket_id: str) -> None:
         from sqlalchemy import select
 
+        from ticket_server.tickets.attachments import attach
         from ticket_server.tickets.classification import apply_classification
         from ticket_server.tickets.models import Ticket
 
+        now = datetime.now(UTC)
         pk, queue = conn.execute(
             select(Ticket.pk, Ticket.queue).where(Ticket.id == ticket_id)
         ).one()
-        apply_classification(
-            conn, pk, queue, change, free_tags=free_tags, now=datetime.now(UTC), opening=True
-        )
+        apply_classification(conn, pk, queue, change, free_tags=free_tags, now=now, opening=True)
+        if files is not None:
+            attach(conn, ticket_id, None, files, actor, now)
 
     return apply
 
@@ -150,9 +166,11 @@ def register(
     key: Callable[[], bytes],
     *,
     free_tags: bool = False,
+    files: AttachmentService | None = None,
 ) -> None:
     """Add ``open_ticket`` to ``mcp`` (``confirm`` and ``key`` as for the other writes;
-    ``free_tags``: a tag outside the vocabulary joins it, as ``update_ticket_tags``)."""
+    ``free_tags``: a tag outside the vocabulary joins it, as ``update_ticket_tags``;
+    ``files``: the attachment store and limits, None: a ticket with files is refused)."""
     writer = Writer(repo, confirm, key)
     opening: list[TicketOpening] = []  # SQLAlchemy is imported on the first open
 
@@ -209,18 +227,26 @@ def register(
             dict[FieldName, FieldValue],
             Field(max_length=MAX_CHANGES, description="Field name -> value."),
         ] = {},  # noqa: B006
+        attachments: AttachmentsArg = None,
         idempotency_key: Key = None,
     ) -> ToolResult:
         """Open a ticket (status new). Requester: a known requester_email; a new one with
         requester_name and customer_id; or customer_id alone. Refused, nothing changed, for
         a queue unknown, inactive or not yours (the error lists yours), an unknown
-        customer, a tag or field value set_ticket_fields would refuse, or a required field
-        missing. May ask the person to confirm. Subject and body return as untrusted."""
+        customer, a tag or field value set_ticket_fields would refuse, a required field
+        missing, or a file refused. Files are the customer's (untrusted). May ask the person to confirm. Subject and body return as untrusted."""
         from ticket_server.tickets.classification import ClassificationChange
         from ticket_server.tickets.opening import NEW_TICKET, OpenRequest
 
         _not_blank("subject", subject)
         _not_blank("body", body)
+        files_in = None
+        if attachments:  # the requester's files, labelled customer-uploaded
+            if files is None:
+                raise model_error("This server takes no attachments; nothing was changed.")
+            files_in = await prepare(
+                files, attachments, untrusted=True, uploader_type=AuthorType.CUSTOMER
+            )
         request = OpenRequest(
             subject=subject,
             body=body,
@@ -242,6 +268,7 @@ def register(
             "channel": channel,
             "tags": sorted(tags),
             "custom_fields": dict(sorted(custom_fields.items())),
+            "attachments": digests(files_in),
         }
         done = await writer.perform(
             ctx,
@@ -257,7 +284,12 @@ def register(
             ),
             operation().open,
             request,
-            _classify(ClassificationChange(add_tags=tags, fields=dict(custom_fields)), free_tags),
+            _complete(
+                ClassificationChange(add_tags=tags, fields=dict(custom_fields)),
+                free_tags,
+                files_in,
+                _actor(),
+            ),
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]

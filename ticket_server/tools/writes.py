@@ -127,7 +127,7 @@ AUDIT_DIGESTS = {
     "add_internal_note": ("note", "attachments"),
     "reply_to_customer": ("reply", "attachments"),
     "escalate_ticket": ("reason",),
-    "open_ticket": ("subject", "body", "requester_email", "requester_name"),
+    "open_ticket": ("subject", "body", "requester_email", "requester_name", "attachments"),
 }
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text
 (an opened ticket and its requester row hold theirs); attachments are redacted there (the
