@@ -13,6 +13,11 @@ LIMIT = 600
 
 # module -> why it is longer than LIMIT
 LONGER = {
+    "ticket_server/cli.py": (
+        "the argparse tree of every operator command in one place; 633 lines once the "
+        "queues, tags, fields and sla commands joined it: their parsers move beside their "
+        "admin modules when the commands are split by subject (issue 30)"
+    ),
     "ticket_server/tickets/search.py": (
         "the search plans of both engines and the postings they read: one subject, "
         "whose statements share builders; to be split when its plans are replaced (issue 37)"

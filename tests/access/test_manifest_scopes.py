@@ -29,4 +29,6 @@ async def test_a_caller_without_a_tool_scope_sees_no_tool_in_the_manifest(
             "get_ticket",
             "get_customer",
             "get_attachment",
+            "count_tickets",
+            "find_similar_tickets",
         }

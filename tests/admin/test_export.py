@@ -15,6 +15,7 @@ from fastmcp import Client
 from tests.transports.conftest import TICKET_SERVER, add_caller, as_url
 from ticket_server.admin.export import measure
 from ticket_server.server import build_server
+from ticket_server.tools.toolsets import TOOLSETS
 
 NAME = {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}
 OBJECT_SCHEMA = {  # a JSON Schema whose instances are argument objects
@@ -90,6 +91,7 @@ GEMINI_TOOLS = {
 def export(db_path: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKET_SERVER_")}
     env["TICKET_SERVER_DATABASE_URL"] = as_url(db_path)
+    env["TICKET_SERVER_TOOLSETS"] = json.dumps(list(TOOLSETS))  # as the in-memory server
     return subprocess.run(
         [*TICKET_SERVER, "tools", "export", *args],
         capture_output=True,

@@ -143,8 +143,6 @@ async def test_customer_text_shows_as_text_and_a_reader_gets_no_action(
         assert await view.evaluate("document.querySelectorAll('img').length") == 0
         assert await card.locator("[data-action], [data-section=actions]").count() == 0
         assert await card.locator("textarea, input, select").count() == 0
-        for absent in ("tags", "fields", "sla", "attachments", "linked-tickets"):
-            assert await card.locator(f"[data-section={absent}]").count() == 0
 
         # The sections other work adds to the full read, read defensively, values as text.
         result = await client.call_tool_mcp("get_ticket", {"ticket_id": "SUP-1337"})

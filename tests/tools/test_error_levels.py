@@ -66,7 +66,10 @@ async def test_model_fixable_errors_below_error_and_an_outage_at_error(
             "get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False
         )
         assert broken.is_error is True and "unavailable" in text_of(broken)
-        assert any("ticket database unavailable" in e for e in errors(caplog)), errors(caplog)
+        # The ticket database, or the callers registry in the same file when the caller's
+        # cached lookup has expired: either way the outage is logged at ERROR.
+        outage = ("ticket database unavailable", "callers registry unavailable")
+        assert any(o in e for e in errors(caplog) for o in outage), errors(caplog)
 
 
 async def test_missing_or_foreign_resources_and_prompts_below_error(
