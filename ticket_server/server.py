@@ -30,6 +30,8 @@ from ticket_server.tools import (
     apps,
     backlog,
     bulk,
+    classification,
+    classification_resources,
     completions,
     full_read,
     manifest,
@@ -261,8 +263,6 @@ def build_server(
     prompts.register(mcp, rt.repository, now)
     backlog.register(mcp, rt.repository, now)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
-    from ticket_server.tools import classification_resources
-
     classification_resources.register(mcp, rt.repository)
     register_apps(mcp, rt.repository, pipeline.may_use)
     register_similar(mcp, rt.repository)
@@ -282,8 +282,6 @@ def build_server(
             free_tags=rt.settings.free_tags,
             files=files,
         )
-        from ticket_server.tools import classification
-
         classification.register(
             mcp,
             rt.repository,
