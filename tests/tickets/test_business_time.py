@@ -69,3 +69,23 @@ def test_bad_calendars_are_refused_and_an_empty_one_says_so() -> None:
         Calendar.build("UTC", {"monday": ["09:00-17:00"]})
     with pytest.raises(NoWorkingHours):
         Calendar.build("UTC", {}).add(utc(2026, 1, 1), 60)
+
+
+def test_the_answer_does_not_depend_on_what_was_asked_before() -> None:
+    """The day totals are remembered from a base day; a span starting before that base
+    (more than 400 days before the first one asked) moves it, and the span's two ends
+    must be read from the same base. Each span runs from a Monday 00:00 UTC to a later
+    one, so it holds 8 working hours on each of its weekdays, whatever was asked first."""
+    for warm in (None, (utc(2026, 11, 2), utc(2026, 11, 30))):
+        calendar = Calendar.build("Europe/Berlin", WEEKDAYS)
+        if warm is not None:
+            calendar.seconds_between(*warm)
+        for start, end in [
+            (utc(2025, 6, 2), utc(2026, 11, 30)),
+            (utc(2024, 1, 1), utc(2024, 3, 4)),
+            (utc(2026, 11, 2), utc(2026, 11, 30)),
+        ]:
+            weekdays = sum(
+                (start + timedelta(days=d)).weekday() < 5 for d in range((end - start).days)
+            )
+            assert calendar.seconds_between(start, end) == weekdays * 8 * 3600, (warm, start)

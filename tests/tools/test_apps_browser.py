@@ -96,8 +96,12 @@ async def test_card_renders_sup_4412_and_its_actions_call_the_write_tools(
             "expected_version": version,
         }
         assert [c["name"] for c in calls] == ["add_internal_note", "get_ticket"]
+        # The card re-renders from that get_ticket's result: wait for the note to show.
+        note_text = "Refund checked with finance <b>not bold</b>"
+        shown = card.locator("[data-section=conversation] .comment", has_text=note_text)
+        await shown.first.wait_for(timeout=5_000)
         newest = card.locator("[data-section=conversation] .comment").first
-        assert "Refund checked with finance <b>not bold</b>" in await newest.inner_text()
+        assert note_text in await newest.inner_text()
         assert await newest.locator(".badge.internal").count() == 1
         assert person.asked == []  # a note needs no confirmation by default
 

@@ -118,7 +118,10 @@ class Calendar:
         last = end.astimezone(self.zone).date()
         if first == last:
             return self._within(first, start, end)
-        between = self._before(last) - self._before(first + timedelta(days=1))
+        # The earlier end first: reading it may move the base day back (and forget the
+        # sums from the old one), which must happen before the later end is read.
+        earlier = self._before(first + timedelta(days=1))
+        between = self._before(last) - earlier
         return self._within(first, start, end) + between + self._within(last, start, end)
 
     def _before(self, day: date) -> float:
