@@ -111,11 +111,17 @@ async def test_card_renders_sup_4412_and_its_actions_call_the_write_tools(
         await card.locator("#status.ok", has_text="Done").wait_for(timeout=5_000)
         assert [c["name"] for c in await host.calls()][2:] == ["reply_to_customer", "get_ticket"]
         assert len(person.asked) == 1 and "SUP-4412" in person.asked[0]
+        # Again wait for the re-render from that get_ticket: an action used before it
+        # lands is replaced by the fresh card, its choice lost.
+        replied = card.locator(
+            "[data-section=conversation] .comment", has_text="We refunded the second charge."
+        )
+        await replied.first.wait_for(timeout=10_000)
 
         move = card.locator("[data-action=set_ticket_status]")
         await move.locator("select").select_option("in_progress")
         await move.locator("button").click()
-        await card.locator(".chip", has_text="in_progress").wait_for(timeout=5_000)
+        await card.locator(".chip", has_text="in_progress").wait_for(timeout=10_000)
         status_call = (await host.calls())[4]
         assert status_call["name"] == "set_ticket_status"
         assert status_call["arguments"]["status"] == "in_progress"
