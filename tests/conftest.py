@@ -42,12 +42,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "postgresql_only: the test needs PostgreSQL (its docstring says why)"
     )
+    config.addinivalue_line(
+        "markers",
+        "one_engine: load-shaped, and what it proves does not depend on the engine (the "
+        "same SQL, checked on both by faster tests): run on SQLite only",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        only_sqlite = "db_path" in metafunc.fixturenames or metafunc.definition.get_closest_marker(
-            "sqlite_only"
+        only_sqlite = "db_path" in metafunc.fixturenames or any(
+            metafunc.definition.get_closest_marker(name) for name in ("sqlite_only", "one_engine")
         )
         only_postgresql = metafunc.definition.get_closest_marker("postgresql_only")
         metafunc.parametrize(

@@ -186,6 +186,8 @@ def _sla(settings: Settings, args: argparse.Namespace) -> None:
 
     if args.sla_command == "load":
         sla_commands.load(settings, args.file)
+    elif args.sla_command == "recompute":
+        sla_commands.recompute(settings)
     else:
         sla_commands.show(settings)
 
@@ -491,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     slaload.add_argument("file", type=Path)
     sla_commands.add_parser("show", help="print the stored SLA policy as JSON")
+    sla_commands.add_parser(
+        "recompute", help="derive every ticket's stored SLA due and breach times again"
+    )
     slap.set_defaults(handler=_sla)
 
     toolsp = commands.add_parser("tools", help="the published tool contract")

@@ -255,7 +255,7 @@ def build_server(
     cursors = CursorCodec(rt.cursor_key)
     files = attachment_tools.AttachmentService.from_settings(rt.settings, rt.repository)
     v1.register(mcp, rt.repository, rt.versions)
-    v2.register(mcp, rt.repository, cursors)
+    v2.register(mcp, rt.repository, cursors, now)
     full_read.register(mcp, rt.repository, cursors, now)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
     resources.register(mcp, rt.repository, cursors, now)

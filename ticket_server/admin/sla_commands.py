@@ -64,9 +64,22 @@ def load(settings: Settings, path: Path) -> None:
     )
     print(
         f"SLA policy loaded: {calendars} queue calendars, {targets} targets "
-        "(applies to every ticket at its next read)",
+        "(every ticket's SLA state derived again under it)",
         file=sys.stderr,
     )
+
+
+def recompute(settings: Settings) -> None:
+    """Derive every ticket's stored SLA columns again (``sla_store.refresh_all``), in
+    one transaction: after a replica of an older version wrote tickets."""
+    from ticket_server.db import sqlite_write_problem
+    from ticket_server.tickets.sla_store import refresh_all
+
+    problem = sqlite_write_problem(settings.database_url)
+    if problem is not None:
+        raise CommandError(problem)
+    written = _on_repository(settings, lambda repo: repo.transaction(refresh_all))
+    print(f"SLA state derived again for {written} tickets", file=sys.stderr)
 
 
 def show(settings: Settings) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
+from ticket_server.tickets import sla_store
 from ticket_server.tickets.domain import (
     AlreadyMerged,
     AuthorType,
@@ -148,6 +149,7 @@ def _merge(
         .where(_TICKETS.c.id == target_id)
         .values(version=target["version"] + 1, updated_at=now)
     )
+    sla_store.refresh(conn, [target_id])  # the source's replies may answer the target
 
 
 def _note(ticket_id: str, body: str, search_body: str, now: datetime) -> dict[str, Any]:

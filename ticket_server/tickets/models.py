@@ -140,6 +140,13 @@ class Ticket(Base):
     # written with them by the repository; the full-text indexes are built on these.
     search_subject: Mapped[str] = mapped_column(Text, server_default=" ")
     search_body: Mapped[str] = mapped_column(Text, server_default=" ")
+    # The SLA state as stored facts make it, written with every change of those facts
+    # (tickets.sla_store.refresh): whether a target applies (null: not yet derived), the
+    # next due time of a clock not yet met, and the moment the ticket is (or, with no
+    # further change, will be) breached. ``sla_breach_at <= now``: breached now.
+    sla_covered: Mapped[bool | None] = mapped_column(Boolean)
+    sla_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    sla_breach_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __mapper_args__ = {"version_id_col": version}
     __table_args__ = (
@@ -148,6 +155,8 @@ class Ticket(Base):
         Index("ix_tickets_status", "status"),
         Index("ix_tickets_owner", "owner"),
         Index("ix_tickets_customer_updated_at", "customer", "updated_at"),
+        Index("ix_tickets_sla_due_at", "sla_due_at"),
+        Index("ix_tickets_sla_breach_at", "sla_breach_at"),
     )
 
 

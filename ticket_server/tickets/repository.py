@@ -700,6 +700,11 @@ def insert_tickets(
     event_rows = list(events)
     if event_rows:
         conn.execute(insert(TicketEvent), event_rows)
+    from ticket_server.tickets import sla_store
+
+    sla_store.refresh(
+        conn, {r["ticket_id"] for r in (*comment_rows, *event_rows)} | {r["id"] for r in rows}
+    )
     return written
 
 

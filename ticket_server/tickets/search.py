@@ -375,6 +375,11 @@ class SearchFilters:
     tags: tuple[int, ...] | None = None
     fields: tuple[tuple[int, str, Any], ...] | None = None
     """Tag ids a ticket has all of; (field id, value column, value) it has each of."""
+    due_before: datetime | None = None
+    breached: bool | None = None
+    as_of: datetime | None = None
+    """The next SLA due time before ``due_before``; SLA breached (or not) at ``as_of``,
+    which ``breached`` needs (the stored columns, ``tickets.sla_store``)."""
 
     def named_conditions(self) -> dict[str, ColumnElement[bool]]:
         """The caller's filters (not the scope), by argument name."""
@@ -395,6 +400,13 @@ class SearchFilters:
             out["updated_after"] = Ticket.updated_at > self.updated_after
         if self.updated_before is not None:
             out["updated_before"] = Ticket.updated_at < self.updated_before
+        if self.due_before is not None:
+            out["due_before"] = Ticket.sla_due_at < self.due_before
+        if self.breached is not None:
+            if self.as_of is None:
+                raise ValueError("breached is judged at a time: as_of")
+            late = Ticket.sla_breach_at <= self.as_of
+            out["breached"] = late if self.breached else or_(Ticket.sla_breach_at.is_(None), ~late)
         if self.tags or self.fields:
             from ticket_server.tickets.classification import search_conditions
 

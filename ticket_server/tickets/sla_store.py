@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, case, delete, func, insert, literal, select
+from sqlalchemy import Connection, bindparam, case, delete, func, insert, literal, select, update
 
 from ticket_server.tickets.domain import (
     AuthorType,
@@ -45,8 +45,6 @@ AGE_BUCKETS: tuple[tuple[str, timedelta | None], ...] = (
 )
 """Age since creation: each bucket holds tickets younger than its bound (and not younger
 than the bucket before)."""
-SLA_COUNT_LIMIT = 5_000
-"""The most tickets one count derives SLA states for; beyond, breach counts are null."""
 
 
 def load_policy(conn: Connection) -> Policy:
@@ -57,8 +55,8 @@ def load_policy(conn: Connection) -> Policy:
 
 
 def replace_policy(conn: Connection, policy: Policy) -> tuple[int, int]:
-    """The stored policy replaced by ``policy`` (in the caller's transaction); returns
-    (calendars, targets) stored."""
+    """The stored policy replaced by ``policy`` (in the caller's transaction), and every
+    ticket's SLA columns derived again under it; returns (calendars, targets) stored."""
     calendars, targets = policy_rows(policy)
     conn.execute(delete(_TGT))
     conn.execute(delete(_CAL))
@@ -66,6 +64,7 @@ def replace_policy(conn: Connection, policy: Policy) -> tuple[int, int]:
         conn.execute(insert(_CAL), calendars)
     if targets:
         conn.execute(insert(_TGT), targets)
+    refresh_all(conn, policy)
     return len(calendars), len(targets)
 
 
@@ -126,7 +125,100 @@ def ticket_sla(
     return sla_state(facts[ticket_id], policy or load_policy(conn), now)
 
 
-States = dict[str, tuple[Any, SlaState]]
+# --- the stored SLA columns ---------------------------------------------------------
+# Between two changes of its facts a ticket's clocks run (or stay paused) as they are,
+# so the moment it breaches is fixed at the last change: it is stored then, in the
+# change's transaction, and counts and "due before" filters compare it with the time of
+# the read in SQL, through an index, without deriving any state.
+
+REFRESH_BATCH = 2_000
+
+
+def stored_columns(state: SlaState) -> dict[str, Any]:
+    """``tickets``' SLA columns for ``state`` (derived after the ticket's last change):
+    ``sla_due_at``, the earliest due time of a clock not met (null: none, or paused);
+    ``sla_breach_at``, when the first clock breached or, running, will breach (null:
+    none will without a further change)."""
+    if not state.covered:
+        return {"sla_covered": False, "sla_due_at": None, "sla_breach_at": None}
+    clocks = [c for c in (state.first_response, state.resolution) if c is not None]
+    due = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
+    breach = [
+        c.breached_at if c.breached else c.due_at for c in clocks if c.breached or c.met_at is None
+    ]
+    moments = [m for m in breach if m is not None]
+    return {
+        "sla_covered": True,
+        "sla_due_at": min(due) if due else None,
+        "sla_breach_at": min(moments) if moments else None,
+    }
+
+
+def _settled(facts: TicketFacts) -> datetime:
+    """A moment after every stored fact of the ticket: its state then holds until its
+    next change (one second after the latest, so that a clock started at it runs)."""
+    moments = [facts.created_at, *(c.at for c in facts.changes)]
+    if facts.first_reply_at is not None:
+        moments.append(facts.first_reply_at)
+    return max(moments) + timedelta(seconds=1)
+
+
+def refresh(conn: Connection, ticket_ids: Iterable[str], policy: Policy | None = None) -> int:
+    """Store the SLA columns of ``ticket_ids`` (in the caller's transaction): called
+    by every write that changes what a state is derived from (status, queue, priority,
+    a public agent reply, the ticket itself) and by a policy change. Returns how many
+    tickets were written."""
+    ids = sorted(set(ticket_ids))
+    if not ids:
+        return 0
+    policy = policy if policy is not None else load_policy(conn)
+    written = 0
+    for start in range(0, len(ids), REFRESH_BATCH):
+        chunk = ids[start : start + REFRESH_BATCH]
+        rows = list(conn.execute(select(*_FACT_COLUMNS).where(_T.c.id.in_(chunk))))
+        facts = _facts(conn, chunk, rows)
+        values = [
+            {"key": r.id, **{"new_" + k: v for k, v in stored_columns(state).items()}}
+            for r in rows
+            for state in (sla_state(facts[r.id], policy, _settled(facts[r.id])),)
+        ]
+        if values:
+            conn.execute(
+                update(_T)
+                .where(_T.c.id == bindparam("key"))
+                .values(
+                    sla_covered=bindparam("new_sla_covered"),
+                    sla_due_at=bindparam("new_sla_due_at"),
+                    sla_breach_at=bindparam("new_sla_breach_at"),
+                ),
+                values,
+            )
+        written += len(values)
+    return written
+
+
+def refresh_all(conn: Connection, policy: Policy | None = None) -> int:
+    """``refresh`` of every ticket, in batches by primary key; returns how many."""
+    policy = policy if policy is not None else load_policy(conn)
+    after, written = 0, 0
+    while True:
+        batch = list(
+            conn.execute(
+                select(_T.c.pk, _T.c.id)
+                .where(_T.c.pk > after)
+                .order_by(_T.c.pk)
+                .limit(REFRESH_BATCH)
+            )
+        )
+        if not batch:
+            return written
+        written += refresh(conn, [r.id for r in batch], policy)
+        after = batch[-1].pk
+
+
+def breached_now(now: datetime) -> Any:
+    """The condition "breached at ``now``" on the stored columns."""
+    return _T.c.sla_breach_at <= now
 
 
 def states(
@@ -174,48 +266,47 @@ def _age_bucket(now: datetime) -> Any:
 
 
 def count(
-    conn: Connection,
-    filters: SearchFilters,
-    group_by: Iterable[str],
-    now: datetime,
-    limit: int = SLA_COUNT_LIMIT,
-    known: tuple[States | None] | None = None,
+    conn: Connection, filters: SearchFilters, group_by: Iterable[str], now: datetime
 ) -> Counts:
     """Exact counts of the tickets ``filters`` select, grouped by ``group_by`` (of
-    ``GROUPS``) and by age; breach counts from each ticket's SLA state, or null (with
-    the reason in ``sla_note``) when more than ``limit`` tickets match. ``known``: the
-    ``states`` of these filters, already derived."""
+    ``GROUPS``) and by age, with breach counts at ``now`` from the stored SLA columns;
+    one query. ``sla_note`` says when some tickets' SLA columns are not derived yet
+    (their breach counts are then null)."""
     keys = [k for k in GROUPS if k in set(group_by)]
     columns = [_T.c[k] for k in keys]
     bucket = _age_bucket(now).label("bucket")
     stmt = (
-        select(*columns, bucket, func.count().label("n"))
+        select(
+            *columns,
+            bucket,
+            func.count().label("n"),
+            func.sum(case((breached_now(now), 1), else_=0)).label("late"),
+            func.sum(case((_T.c.sla_covered.is_(False), 1), else_=0)).label("without"),
+            func.sum(case((_T.c.sla_covered.is_(None), 1), else_=0)).label("unknown"),
+        )
         .where(*filters.conditions())
         .group_by(*columns, bucket)
     )
     groups: dict[tuple[Any, ...], Group] = {}
-    total = 0
+    total, unknown = 0, 0
     for row in conn.execute(stmt):
         values = tuple(_text(row[i]) for i in range(len(keys)))
         group = groups.setdefault(values, Group(dict(zip(keys, values, strict=True))))
         group.count += row.n
         group.age[row.bucket] += row.n
+        assert group.breached is not None and group.without_sla is not None
+        group.breached += int(row.late or 0)
+        group.without_sla += int(row.without or 0)
+        unknown += int(row.unknown or 0)
         total += row.n
     note = None
-    found = known[0] if known is not None else states(conn, filters, now, limit)
-    if found is None:
-        note = f"breach counts need each ticket's SLA state; more than {limit} tickets match: narrow the filters"
+    if unknown:
+        note = (
+            f"{unknown} tickets have no SLA state stored yet (written by an older "
+            "version): an operator runs `ticket-server sla recompute`"
+        )
         for group in groups.values():
             group.breached = group.without_sla = None
-    else:
-        for row, state in found.values():
-            values = tuple(_text(getattr(row, k)) for k in keys)
-            group = groups[values]
-            assert group.breached is not None and group.without_sla is not None
-            if not state.covered:
-                group.without_sla += 1
-            elif breached(state):
-                group.breached += 1
     ordered = sorted(groups.values(), key=lambda g: (-g.count, [v or "" for v in g.key.values()]))
     return Counts(total, ordered, note)
 
@@ -225,32 +316,24 @@ def _text(value: Any) -> str | None:
 
 
 def due_soon(
-    conn: Connection,
-    filters: SearchFilters,
-    now: datetime,
-    within: timedelta,
-    limit: int,
-    scan: int = SLA_COUNT_LIMIT,
-    known: tuple[States | None] | None = None,
-) -> tuple[list[tuple[Any, SlaState, datetime]], bool] | None:
+    conn: Connection, filters: SearchFilters, now: datetime, within: timedelta, limit: int
+) -> tuple[list[tuple[Any, SlaState, datetime]], bool]:
     """Tickets whose next due time (first response, else resolution, not met) is before
-    ``now + within`` (breached ones included), soonest first, at most ``limit``;
-    (tickets, more). None when more than ``scan`` tickets match ``filters``."""
-    found = known[0] if known is not None else states(conn, filters, now, scan)
-    if found is None:
-        return None
-    horizon = now + within
-    due: list[tuple[Any, SlaState, datetime]] = []
-    for row, state in found.values():
-        times = [
-            c.due_at
-            for c in (state.first_response, state.resolution)
-            if c is not None and c.met_at is None and c.due_at is not None
-        ]
-        if times and min(times) <= horizon:
-            due.append((row, state, min(times)))
-    due.sort(key=lambda item: (item[2], item[0].id))
-    return due[:limit], len(due) > limit
+    ``now + within`` (breached ones included), soonest first, at most ``limit``, with
+    their SLA states; (tickets, more). Read through the index on ``sla_due_at``."""
+    columns = (*_FACT_COLUMNS, _T.c.owner, _T.c.subject, _T.c.sla_due_at)
+    rows = list(
+        conn.execute(
+            select(*columns)
+            .where(*filters.conditions(), _T.c.sla_due_at <= now + within)
+            .order_by(_T.c.sla_due_at, _T.c.id)
+            .limit(limit + 1)
+        )
+    )
+    facts = _facts(conn, [r.id for r in rows[:limit]], rows[:limit])
+    policy = load_policy(conn)
+    due = [(r, sla_state(facts[r.id], policy, now), r.sla_due_at) for r in rows[:limit]]
+    return due, len(rows) > limit
 
 
 def oldest(conn: Connection, filters: SearchFilters, limit: int) -> list[Any]:

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, func, insert, select, update
 
+from ticket_server.tickets import sla_store
 from ticket_server.tickets.attachments import Attaching, AttachmentRecord, attach
 from ticket_server.tickets.domain import (
     NEXT_STATUSES,
@@ -439,6 +440,8 @@ class TicketWrites:
             )
             if change.apply is not None:
                 change.apply(conn, now)
+            if _sla_facts & set(values) or (comment and comment.visibility == Visibility.PUBLIC):
+                sla_store.refresh(conn, [ticket_id])
             after = {**state, **values}
             outcome = WriteOutcome(
                 ticket_id=ticket_id,
@@ -461,6 +464,10 @@ class TicketWrites:
             return outcome, False
 
         return await self.repository.transaction(work, row=ticket_id)
+
+
+_sla_facts = {"status", "queue", "priority"}
+"""The ticket columns an SLA state is derived from (with a public agent reply)."""
 
 
 def _spent(conn: Connection, ctx: WriteContext) -> bool:

@@ -1,7 +1,9 @@
 """The backlog's time and volume: `count_tickets` (exact counts by group, age and SLA
 breach), the `tickets://queue/{name}` resource (a queue's overview: counts, oldest,
 breaching soon), and the SLA state of one ticket for the full read. Every number is
-within the caller's queues; SLA states come from ``tickets.sla`` (derived at read time).
+within the caller's queues. A ticket's SLA state is derived at read time
+(``tickets.sla``); counts and due times compare the columns ``tickets.sla_store``
+stores with each change.
 """
 
 from __future__ import annotations
@@ -146,14 +148,13 @@ async def queue_overview(repo: TicketRepository, name: str, now: datetime) -> di
     )
 
     def read(conn: Any) -> dict[str, Any]:
-        known = (sla_store.states(conn, filters, now, sla_store.SLA_COUNT_LIMIT),)
-        by_status = sla_store.count(conn, filters, ["status"], now, known=known)
-        by_priority = sla_store.count(conn, filters, ["priority"], now, known=known)
+        by_status = sla_store.count(conn, filters, ["status"], now)
+        by_priority = sla_store.count(conn, filters, ["priority"], now)
         age = {bucket: 0 for bucket, _ in sla_store.AGE_BUCKETS}
         for group in by_status.groups:
             for bucket, n in group.age.items():
                 age[bucket] += n
-        soon = sla_store.due_soon(conn, filters, now, SOON, OVERVIEW_LIST, known=known)
+        soon, soon_more = sla_store.due_soon(conn, filters, now, SOON, OVERVIEW_LIST)
         breached = None if by_status.sla_note else sum(g.breached or 0 for g in by_status.groups)
         out: dict[str, Any] = {
             "queue": names[0],
@@ -169,20 +170,11 @@ async def queue_overview(repo: TicketRepository, name: str, now: datetime) -> di
             "sla_note": by_status.sla_note,
             "oldest": [_brief(r) for r in sla_store.oldest(conn, filters, OVERVIEW_LIST)],
         }
-        if soon is None:
-            out["breaching_soon"] = None
-            out["breaching_soon_more"] = None
-        else:
-            tickets, more = soon
-            out["breaching_soon"] = [
-                {
-                    **_brief(row),
-                    "due_at": due.isoformat(),
-                    "breached": sla_store.breached(state),
-                }
-                for row, state, due in tickets
-            ]
-            out["breaching_soon_more"] = more
+        out["breaching_soon"] = [
+            {**_brief(row), "due_at": due.isoformat(), "breached": sla_store.breached(state)}
+            for row, state, due in soon
+        ]
+        out["breaching_soon_more"] = soon_more
         return out
 
     with domain_errors():

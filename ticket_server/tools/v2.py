@@ -13,6 +13,7 @@ from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchHit, SearchPage, TicketStatusV2
+from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, drop_null_defaults
 from ticket_server.tools.classification_reads import MAX_FILTERS, search_filters
@@ -48,8 +49,10 @@ Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
 # Bounds sit on the non-null type: on the union they would be applied to null too.
 
 
-def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None:
-    """Add the current (v2) tools to ``mcp``."""
+def register(
+    mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec, now: Now = utc_now
+) -> None:
+    """Add the current (v2) tools to ``mcp``; ``now``: the time SLA breaches are judged at."""
 
     @mcp.tool(
         name="get_ticket_status_v2",
@@ -107,6 +110,12 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             Omittable[Annotated[list[FieldFilter], Field(min_length=1, max_length=MAX_FILTERS)]],
             Field(description="Custom fields each equal to its value."),
         ] = None,
+        due_before: Annotated[
+            Omittable[Time], Field(description="Next SLA due time before this.")
+        ] = None,
+        breached: Annotated[
+            Omittable[bool], Field(description="SLA breached now (true) or not (false).")
+        ] = None,
     ) -> ToolResult:
         """Search tickets by words in subject and body. Best match first: tickets with all
         the words, then most; subject above body; newer first on ties (sort=newest: newest
@@ -148,6 +157,9 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             updated_after=updated_after,
             updated_before=updated_before,
             queues=queues,
+            due_before=due_before,
+            breached=breached,
+            as_of=now() if breached is not None else None,
             **classified,
         )
         order = sort or "relevance"
@@ -165,6 +177,8 @@ def register(mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec) -> None
             updated_before=updated_before,
             # Only when given, so cursors of the default search stay valid.
             **({"search_in": "conversation"} if conversation else {}),
+            **({"due_before": due_before} if due_before is not None else {}),
+            **({"breached": breached} if breached is not None else {}),
             **{k: repr(v) for k, v in classified.items()},
         )
         after = None

@@ -1,0 +1,213 @@
+"""The stored SLA columns (``tickets.sla_covered``, ``sla_due_at``, ``sla_breach_at``,
+migration 0018) on both engines: after the last change of a ticket they say, at any
+later time, what deriving its state from the history says then; every kind of write
+through the tools leaves them as a fresh derivation would; counts and the queue
+overview read them, so they are exact past the 5,000 tickets that bounded them before."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+from sqlalchemy import func, select
+
+from tests.access.conftest import add_caller, server_as  # noqa: F401  (fixtures)
+from tests.tools.test_backlog import _load, policy
+from tests.tools.test_writes import AGENT_SCOPES, _sql
+from ticket_server.db import open_repository
+from ticket_server.server import build_server
+from ticket_server.settings import Settings
+from ticket_server.tickets.models import Comment, Ticket, TicketEvent
+from ticket_server.tickets.search import SearchFilters
+from ticket_server.tickets.sla_store import breached, refresh_all, states
+
+_T = Ticket.__table__
+COLUMNS = (_T.c.id, _T.c.sla_covered, _T.c.sla_due_at, _T.c.sla_breach_at)
+
+
+async def _stored(settings: Settings) -> dict[str, tuple[Any, ...]]:
+    repo = open_repository(settings)
+    try:
+        rows = await repo.read(lambda conn: list(conn.execute(select(*COLUMNS))))
+    finally:
+        await repo.aclose()
+    return {r.id: tuple(r[1:]) for r in rows}
+
+
+async def _latest_fact(settings: Settings) -> datetime:
+    def latest(conn: Any) -> datetime:
+        return max(
+            conn.execute(select(func.max(table.c.created_at))).scalar_one()
+            for table in (_T, TicketEvent.__table__, Comment.__table__)
+        )
+
+    repo = open_repository(settings)
+    try:
+        return await repo.read(latest)
+    finally:
+        await repo.aclose()
+
+
+async def test_the_stored_state_says_what_the_history_says_at_any_later_time(
+    settings: Settings,
+) -> None:
+    """For every seeded ticket (2,400, with histories) and for times from just after the
+    newest fact to 60 days later: breached now is ``sla_breach_at <= now``, the next due
+    time is ``sla_due_at``, covered is ``sla_covered``, as derived from the history."""
+    await _load(settings, policy(high_resolution=2400))
+    stored = await _stored(settings)
+    start = await _latest_fact(settings) + timedelta(seconds=1)
+    repo = open_repository(settings)
+    checked = late = 0
+    try:
+        for offset in (timedelta(0), timedelta(hours=1), timedelta(days=1), timedelta(days=9),
+                       timedelta(days=60)):  # fmt: skip
+            now = start + offset
+            derived = await repo.read(
+                lambda conn, now=now: states(conn, SearchFilters(), now, 10**7)
+            )
+            assert derived is not None and set(derived) == set(stored)
+            for ticket_id, (_, state) in derived.items():
+                covered, due_at, breach_at = stored[ticket_id]
+                assert covered is state.covered, ticket_id
+                assert (breach_at is not None and breach_at <= now) is breached(state), ticket_id
+                clocks = [c for c in (state.first_response, state.resolution) if c is not None]
+                due = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
+                assert due_at == (min(due) if due else None), ticket_id
+                checked += 1
+                late += breached(state)
+    finally:
+        await repo.aclose()
+    assert checked == 5 * len(stored) and 0 < late < checked  # both answers occur
+
+
+def _yes(*_: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_every_write_leaves_the_stored_state_as_a_fresh_derivation(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """Status changes (pausing and resuming), a reply, an internal note, escalation to
+    another queue and priority, assignment, a merge and a new ticket, through the tools:
+    afterwards deriving every ticket's columns again (``refresh_all``) changes none."""
+    await _load(settings, policy(high_resolution=2400))
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing", "support"])
+    rows = await _sql(
+        settings,
+        "SELECT id FROM tickets WHERE queue = 'billing' AND status = 'open' ORDER BY id LIMIT 4",
+    )
+    a, b, c, d = (r[0] for r in rows)
+    server = server_as(
+        stdio_caller="agent",
+        toolsets=["read", "respond", "triage", "related", "intake"],
+        confirm_writes=[],
+    )
+    async with Client(server, elicitation_handler=_yes) as client:
+        for name, args in (
+            ("set_ticket_status", {"ticket_id": a, "status": "waiting_on_customer"}),
+            ("set_ticket_status", {"ticket_id": a, "status": "open"}),
+            ("reply_to_customer", {"ticket_id": b, "reply": "We are on it."}),
+            ("add_internal_note", {"ticket_id": b, "note": "Checked the ledger."}),
+            ("escalate_ticket", {"ticket_id": c, "priority": "urgent", "queue": "support",
+                                 "reason": "Needs engineering."}),
+            ("assign_ticket", {"ticket_id": d, "owner": "e.larsen"}),
+            ("merge_tickets", {"source_ticket_id": d, "target_ticket_id": b}),
+            ("open_ticket", {"subject": "Refund not received", "body": "Still waiting.",
+                             "queue": "billing", "customer_id": "cus-1000", "priority": "high"}),
+        ):  # fmt: skip
+            result = await client.call_tool(name, args, raise_on_error=False)
+            assert not result.is_error, (name, result.content)
+    before = await _stored(settings)
+    assert len([k for k, v in before.items() if v[0] is None]) == 0
+    repo = open_repository(settings)
+    try:
+        await repo.transaction(refresh_all)
+    finally:
+        await repo.aclose()
+    after = await _stored(settings)
+    assert {k: v for k, v in after.items() if before[k] != v} == {}
+    # And the state differs from the seeded one where the writes changed it.
+    assert before[c][0] is True and before[a][2] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.one_engine
+async def test_counts_past_five_thousand_tickets_are_exact(settings: Settings) -> None:
+    """5,200 open billing tickets added to the seeded ones: count_tickets gives their
+    breach count (it was null past 5,000), equal to the states derived one by one."""
+    await _load(settings, policy(high_resolution=2400))
+    repo = open_repository(settings)
+    try:
+        extra = []
+        template = await repo.read(
+            lambda conn: dict(
+                conn.execute(select(_T).where(_T.c.queue == "billing").limit(1)).mappings().one()
+            )
+        )
+        keep = ("subject", "body", "priority", "owner", "customer", "created_at", "updated_at")
+        for i in range(5_200):
+            extra.append({**{k: template[k] for k in keep}, "id": f"SUP-77{i:05d}",
+                          "status": "open", "queue": "billing"})  # fmt: skip
+        for start in range(0, len(extra), 500):
+            await repo.add_all(extra[start : start + 500])
+        now = await _latest_fact(settings) + timedelta(days=3)
+        derived = await repo.read(
+            lambda conn: states(conn, SearchFilters(statuses=("open",)), now, 10**7)
+        )
+    finally:
+        await repo.aclose()
+    assert derived is not None and len(derived) > 5000
+    async with Client(build_server(settings, now=lambda: now)) as client:
+        counted = (await client.call_tool("count_tickets", {"status": ["open"]})).structured_content
+        overview = json.loads((await client.read_resource("tickets://queue/billing"))[0].text)
+    assert counted["sla_note"] is None and counted["total"] == len(derived)
+    assert counted["groups"][0]["breached"] == sum(breached(s) for _, s in derived.values())
+    assert overview["breached"] is not None and overview["breaching_soon"] is not None
+
+
+async def _every_hit(client: Client, **args: Any) -> list[str]:
+    found, cursor = [], None
+    while True:
+        page = (
+            await client.call_tool("search_tickets_v2", {**args, "limit": 50, "cursor": cursor})
+        ).structured_content
+        found += [t["id"] for t in page["tickets"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return found
+
+
+async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: str) -> None:
+    """search_tickets_v2's ``breached`` and ``due_before``, with words and without, page
+    by page: exactly the tickets whose state derived at the server's time says so."""
+    await _load(settings, policy(high_resolution=2400))
+    now = await _latest_fact(settings) + timedelta(days=2)
+    repo = open_repository(settings)
+    try:
+        derived = await repo.read(lambda conn: states(conn, SearchFilters(), now, 10**7))
+    finally:
+        await repo.aclose()
+    assert derived is not None
+    horizon = now + timedelta(hours=4)
+
+    def due(state: Any) -> datetime | None:
+        clocks = [c for c in (state.first_response, state.resolution) if c is not None]
+        times = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
+        return min(times) if times else None
+
+    late = {k for k, (_, s) in derived.items() if breached(s)}
+    soon = {k for k, (_, s) in derived.items() if (due(s) or horizon) < horizon}
+    async with Client(build_server(settings, now=lambda: now), mode=mode) as client:
+        assert set(await _every_hit(client, breached=True)) == late
+        assert set(await _every_hit(client, breached=False)) == set(derived) - late
+        assert set(await _every_hit(client, due_before=horizon.isoformat())) == soon
+        words = set(await _every_hit(client, query="invoice"))
+        both = set(await _every_hit(client, query="invoice", breached=True, status=["open"]))
+        opened = {k for k, (r, _) in derived.items() if r.status == "open"}
+        assert both == words & late & opened and both
+    assert 0 < len(late) < len(derived) and soon
