@@ -98,7 +98,8 @@ async def _measure(url: str, calls: int) -> dict[str, list[float]]:
     async def status_change(client: Client) -> Any:
         # in_progress and back on one of 50 open tickets: a status change with its
         # history row, audit row and SLA bookkeeping (sla_store.refresh).
-        n = turn["n"] = turn["n"] + 1
+        n = turn["n"]
+        turn["n"] = n + 1
         status = "in_progress" if (n // len(targets)) % 2 == 0 else "open"
         return await client.call_tool(
             "set_ticket_status", {"ticket_id": targets[n % len(targets)], "status": status}

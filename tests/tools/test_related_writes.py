@@ -5,6 +5,7 @@ survives a retry with its key, and is refused across queues and for a merged sou
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -181,3 +182,29 @@ async def test_merge_without_a_person_to_confirm_changes_nothing(
     assert await _sql(settings, "SELECT status, version FROM tickets WHERE id = :t", t=source) == (
         before
     )
+
+
+@pytest.mark.postgresql_only
+async def test_crossed_merges_do_not_deadlock(settings: Settings, add_caller, server_as) -> None:
+    """Merging A into B while B is merged into A, at once, for six pairs: one of each
+    pair merges, the other is refused as it should be (its target is closed), and none
+    fails on a deadlock. PostgreSQL only: SQLite serialises every write transaction, so
+    two writes never hold row locks at once there."""
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    tickets = await _open(settings, "billing", 12)
+    pairs = list(zip(tickets[::2], tickets[1::2], strict=True))
+    server = server_as(stdio_caller="agent", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server) as client:
+
+        async def merge(source: str, target: str) -> Any:
+            return await client.call_tool(
+                "merge_tickets",
+                {"source_ticket_id": source, "target_ticket_id": target},
+                raise_on_error=False,
+            )
+
+        for a, b in pairs:
+            first, second = await asyncio.gather(merge(a, b), merge(b, a))
+            results = sorted([first, second], key=lambda r: r.is_error)
+            assert [r.is_error for r in results] == [False, True], (a, b)
+            assert "is closed, so nothing can be merged into it" in text_of(results[1])

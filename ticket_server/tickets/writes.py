@@ -271,10 +271,15 @@ class TicketWrites:
         audit: Audit | None,
         *,
         closed_ok: bool = False,
+        also_locks: str | None = None,
     ) -> tuple[WriteOutcome, bool] | Checked:
         """A write another module plans (``Plan``'s check and apply), with every step of
-        the write path above."""
-        return await self._write(ctx, ticket_id, plan, audit, closed_ok=closed_ok)
+        the write path above. ``also_locks``: another ticket the plan changes, its row
+        locked with this one's in the order of their ids (two writes locking the same two
+        tickets the other way round would otherwise deadlock)."""
+        return await self._write(
+            ctx, ticket_id, plan, audit, closed_ok=closed_ok, also_locks=also_locks
+        )
 
     async def spend_confirmation(self, ctx: WriteContext, ticket_id: str) -> None:
         """Spend ``ctx.confirmation_nonce`` and write nothing else: the person declined or
@@ -323,9 +328,14 @@ class TicketWrites:
         audit: Audit | None,
         *,
         closed_ok: bool = False,
+        also_locks: str | None = None,
     ) -> tuple[WriteOutcome, bool] | Checked:
         def checked(conn: Connection, lock: bool) -> tuple[Checked, _Plan | None]:
+            if lock and also_locks is not None and also_locks < ticket_id:
+                self._locked(conn, also_locks)  # the lower id first (``planned``)
             row = self._locked(conn, ticket_id, lock)
+            if lock and also_locks is not None and also_locks > ticket_id:
+                self._locked(conn, also_locks)
             # The key is looked up under the ticket's lock (and, on PostgreSQL, the
             # key's own): a concurrent retry with the same key waits for the first and
             # then finds its result.

@@ -74,12 +74,19 @@ def _state(outcome: WriteOutcome) -> TicketState:
     )
 
 
-def _planned(writer: Writer, make: Callable[[WriteContext], Any], closed_ok: bool = False) -> Any:
+def _planned(
+    writer: Writer,
+    make: Callable[[WriteContext], Any],
+    closed_ok: bool = False,
+    also_locks: str | None = None,
+) -> Any:
     """An operation for ``Writer.perform``: ``TicketWrites.planned`` with the plan
-    ``make(wctx)`` builds."""
+    ``make(wctx)`` builds (``also_locks``: the other ticket it changes)."""
 
     async def operation(wctx: WriteContext, ticket_id: str, *, audit: Any) -> Any:
-        return await writer.writes.planned(wctx, ticket_id, make(wctx), audit, closed_ok=closed_ok)
+        return await writer.writes.planned(
+            wctx, ticket_id, make(wctx), audit, closed_ok=closed_ok, also_locks=also_locks
+        )
 
     return operation
 
@@ -166,7 +173,12 @@ def register(
                 checked,
             ),
             # A closed source: the plan says whether it was merged already.
-            _planned(writer, lambda wctx: merge_plan(wctx, source, target), closed_ok=True),
+            _planned(
+                writer,
+                lambda wctx: merge_plan(wctx, source, target),
+                closed_ok=True,
+                also_locks=target if target != source else None,
+            ),
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]
