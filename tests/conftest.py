@@ -44,8 +44,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "one_engine: load-shaped, and what it proves does not depend on the engine (the "
-        "same SQL, checked on both by faster tests): run on SQLite only",
+        "one_engine: slow, and what it proves does not depend on the engine (the same "
+        "SQL, or none, checked on both by faster tests): run on SQLite only",
     )
 
 

@@ -15,6 +15,7 @@ from ticket_server.admin.commands import printable
 W, R = "tickets:write", "tickets:read"
 
 
+@pytest.mark.one_engine  # the grants are checked before the database is written
 @pytest.mark.parametrize(
     "args, says",
     [

@@ -167,6 +167,7 @@ async def test_mcp_export_is_the_tools_list_result(db_path: Path, settings) -> N
     assert {"get_ticket_status", "search_tickets"} <= deprecated
 
 
+@pytest.mark.one_engine  # the export reads one caller; the store is tested on both engines
 def test_export_for_a_caller(database_url: str) -> None:
     """Both engines: `--caller` reads the caller's scopes from the callers table. (The
     format tests above run on SQLite only: without --caller no table is read.)"""

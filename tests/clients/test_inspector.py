@@ -143,6 +143,11 @@ async def test_inspector_lists_and_calls_every_current_tool(
 
     current = [t for t in tools.values() if is_current(t)]
     assert current, "no current tool listed"
+    if command and era == "auto":
+        # Over stdio the Inspector spawns the server for every call (about a second
+        # each): the legacy era calls every tool, this one the first (its handshake is
+        # what differs; every tool is called in this era over HTTP).
+        current = current[:1]
     async with Client(build_server(settings)) as client:
         for tool in current:
             arguments = example_arguments(tool["inputSchema"])

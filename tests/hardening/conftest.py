@@ -5,8 +5,8 @@ tests keep Hypothesis' defaults. ``TICKET_SERVER_HYPOTHESIS_PROFILE`` picks one:
 
 - ``ci`` (default): deterministic (``derandomize``), no example database, enough
   examples that the generated-input tests run several thousand calls in total;
-- ``quick``: a quarter of that, for a fast local loop;
-- ``deep``: 25 times ``ci`` and randomised, for a hunt by hand.
+- ``quick``: half of that, for a fast local loop;
+- ``deep``: 50 times ``ci`` and randomised, for a hunt by hand.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _COMMON = dict(
         HealthCheck.function_scoped_fixture,
     ],
 )
-settings.register_profile("ticket-server-ci", max_examples=400, derandomize=True, **_COMMON)
+settings.register_profile("ticket-server-ci", max_examples=200, derandomize=True, **_COMMON)
 settings.register_profile("ticket-server-quick", max_examples=100, derandomize=True, **_COMMON)
 settings.register_profile("ticket-server-deep", max_examples=10_000, derandomize=False, **_COMMON)
 

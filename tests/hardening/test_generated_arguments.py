@@ -209,14 +209,14 @@ def check_result(result: Any, name: str, arguments: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_generated_arguments_answer_sensibly(server: FastMCP, tool: str, backend: str) -> None:
-    """Each tool, 600 generated argument objects in CI (either protocol revision): a
+    """Each tool, 200 generated argument objects in CI (either protocol revision): a
     valid result or a readable isError, never a protocol error or an internal detail."""
     with BackgroundClients(server) as bg:
         listed = {t.name: t for t in bg.run(bg.clients["legacy"].list_tools())}
         assert set(listed) == set(TOOLS), "a new tool needs its generated-input test"
         strategy = arguments_for(listed[tool].inputSchema)
 
-        # SQLite carries the bulk (600 per tool in CI); PostgreSQL a fifth of it (NUL
+        # SQLite carries the bulk (200 per tool in CI); PostgreSQL a fifth of it (NUL
         # and lone surrogates are refused by its driver, so it needs its own run).
         @profile(1.0 if backend == "sqlite" else 0.2)
         @given(arguments=strategy, modern_revision=st.booleans())
