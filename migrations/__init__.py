@@ -6,4 +6,4 @@ scripts. ``tests/test_migrations.py`` fails when it is not Alembic's own head, s
 revision updates it.
 """
 
-HEAD = "0018_sla_stored"
+HEAD = "0019_drop_old_postings"

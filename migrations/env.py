@@ -33,9 +33,6 @@ HAND_MANAGED_NAMES = frozenset(
         "ix_tickets_search_vector",
         "ix_tickets_subject_trgm",
         "ix_comments_search_vector",
-        # revision 0008's postings, keyed by updated_at: kept by 0017 (which makes
-        # ticket_search_postings in their place) for replicas of older versions
-        "search_postings",
     }
 )
 

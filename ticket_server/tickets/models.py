@@ -259,8 +259,8 @@ class SearchPosting(Base):
     holds it + 1 when the body does: the ticket's score for the word, before the word's
     weight), then the ticket's ``created_at`` and key, newest last in the index and read
     backwards. Written with the ticket's text only (a status change writes none).
-    Revision 0017 made it beside ``search_postings`` (keyed by ``updated_at``, which
-    replicas of older versions keep writing during a rolling upgrade)."""
+    Revision 0017 made it in place of ``search_postings`` (keyed by ``updated_at``),
+    which 0019 drops."""
 
     __tablename__ = "ticket_search_postings"
 
