@@ -206,6 +206,17 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
         assert set(await _every_hit(client, breached=True)) == late
         assert set(await _every_hit(client, breached=False)) == set(derived) - late
         assert set(await _every_hit(client, due_before=horizon.isoformat())) == soon
+        # Each hit says its next due time (absent without one).
+        page = (
+            await client.call_tool("search_tickets_v2", {"query": "invoice", "limit": 50})
+        ).structured_content["tickets"]
+        for hit in page:
+            expected = due(derived[hit["id"]][1])
+            assert hit.get("sla_due_at") == (
+                expected.isoformat().replace("+00:00", "Z") if expected else None
+            ), hit["id"]
+        assert any("sla_due_at" in hit for hit in page)
+        assert any("sla_due_at" not in hit for hit in page)
         words = set(await _every_hit(client, query="invoice"))
         both = set(await _every_hit(client, query="invoice", breached=True, status=["open"]))
         opened = {k for k, (r, _) in derived.items() if r.status == "open"}

@@ -67,7 +67,9 @@ class TicketStatusV2(BaseModel):
 
 
 class TicketSummaryV2(BaseModel):
-    # One `search_tickets_v2` hit.
+    # One `search_tickets_v2` hit. sla_due_at: the next SLA due time (first response,
+    # else resolution, not yet met; past: overdue); absent without one (no target, met,
+    # or paused).
     id: str
     subject: str
     status: TicketStatus
@@ -75,6 +77,9 @@ class TicketSummaryV2(BaseModel):
     owner: str | None
     queue: str
     updated_at: datetime
+    sla_due_at: datetime | SkipJsonSchema[None] = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
 
 
 class SearchHit(TicketSummaryV2):
