@@ -222,3 +222,38 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
         opened = {k for k, (r, _) in derived.items() if r.status == "open"}
         assert both == words & late & opened and both
     assert 0 < len(late) < len(derived) and soon
+
+
+async def test_counts_by_tag(settings: Settings) -> None:
+    """count_tickets grouped by tag (and queue): a ticket counts under each of its tags,
+    one without tags under null; total counts each ticket once; breaches per group as
+    the states derived one by one say."""
+    await _load(settings, policy(high_resolution=2400))
+    rows = await _sql(
+        settings,
+        "SELECT t.id, t.queue, g.name FROM tickets t LEFT JOIN ticket_tags tt ON tt.ticket_pk = t.pk "
+        "LEFT JOIN tags g ON g.id = tt.tag_id WHERE t.status IN ('new', 'open', 'in_progress', "
+        "'waiting_on_customer')",
+    )
+    now = await _latest_fact(settings) + timedelta(days=1)
+    repo = open_repository(settings)
+    try:
+        derived = await repo.read(lambda conn: states(conn, SearchFilters(), now, 10**7))
+    finally:
+        await repo.aclose()
+    assert derived is not None
+    expected: dict[tuple[Any, ...], list[int]] = {}
+    for ticket_id, queue, tag in rows:
+        counts = expected.setdefault((queue, tag), [0, 0])
+        counts[0] += 1
+        counts[1] += breached(derived[ticket_id][1])
+    assert any(tag for _, tag in expected) and any(tag is None for _, tag in expected)
+    async with Client(build_server(settings, now=lambda: now)) as client:
+        counted = (
+            await client.call_tool("count_tickets", {"group_by": ["tag", "queue"]})
+        ).structured_content
+    assert counted["total"] == len({r[0] for r in rows}) < len(rows)
+    got = {
+        (g["key"]["queue"], g["key"]["tag"]): [g["count"], g["breached"]] for g in counted["groups"]
+    }
+    assert got == expected

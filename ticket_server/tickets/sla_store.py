@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, case, delete, func, insert, literal, select, update
 
+from ticket_server.tickets.classification_models import Tag, TicketTag
 from ticket_server.tickets.domain import (
     AuthorType,
     EventField,
@@ -34,8 +35,9 @@ from ticket_server.tickets.sla import (
 
 _T, _E, _C = Ticket.__table__, TicketEvent.__table__, Comment.__table__
 _CAL, _TGT = SlaCalendar.__table__, SlaTarget.__table__
+_TAGS, _TICKET_TAGS = Tag.__table__, TicketTag.__table__
 
-GROUPS = ("queue", "status", "priority", "owner")
+GROUPS = ("queue", "status", "priority", "owner", "tag")
 AGE_BUCKETS: tuple[tuple[str, timedelta | None], ...] = (
     ("under_1d", timedelta(days=1)),
     ("1d_to_3d", timedelta(days=3)),
@@ -273,8 +275,18 @@ def count(
     one query. ``sla_note`` says when some tickets' SLA columns are not derived yet
     (their breach counts are then null)."""
     keys = [k for k in GROUPS if k in set(group_by)]
-    columns = [_T.c[k] for k in keys]
+    source: Any = _T
+    columns: list[Any] = [_T.c[k] for k in keys if k != "tag"]
+    if "tag" in keys:  # a ticket counts once per tag it has; one without tags under null
+        tags = (
+            select(_TICKET_TAGS.c.ticket_pk, _TAGS.c.name)
+            .join(_TAGS, _TAGS.c.id == _TICKET_TAGS.c.tag_id)
+            .subquery()
+        )
+        source = _T.outerjoin(tags, tags.c.ticket_pk == _T.c.pk)
+        columns.append(tags.c.name)
     bucket = _age_bucket(now).label("bucket")
+    unknown_case = func.sum(case((_T.c.sla_covered.is_(None), 1), else_=0))
     stmt = (
         select(
             *columns,
@@ -282,8 +294,9 @@ def count(
             func.count().label("n"),
             func.sum(case((breached_now(now), 1), else_=0)).label("late"),
             func.sum(case((_T.c.sla_covered.is_(False), 1), else_=0)).label("without"),
-            func.sum(case((_T.c.sla_covered.is_(None), 1), else_=0)).label("unknown"),
+            unknown_case.label("unknown"),
         )
+        .select_from(source)
         .where(*filters.conditions())
         .group_by(*columns, bucket)
     )
@@ -299,6 +312,11 @@ def count(
         group.without_sla += int(row.without or 0)
         unknown += int(row.unknown or 0)
         total += row.n
+    if "tag" in keys:  # each ticket once
+        once = conn.execute(
+            select(func.count(), unknown_case).select_from(_T).where(*filters.conditions())
+        ).one()
+        total, unknown = int(once[0]), int(once[1] or 0)
     note = None
     if unknown:
         note = (

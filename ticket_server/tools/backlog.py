@@ -38,7 +38,7 @@ QUEUE_URI = "tickets://queue/{}"
 MAX_GROUPS = 100
 SOON = timedelta(hours=2)
 OVERVIEW_LIST = 10
-GroupKey = Literal["queue", "status", "priority", "owner"]
+GroupKey = Literal["queue", "status", "priority", "owner", "tag"]
 
 
 class CountGroup(BaseModel):
@@ -185,7 +185,7 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
     """Add `count_tickets` and the queue resource template to ``mcp``."""
 
     async def count_tickets(
-        group_by: Annotated[list[GroupKey], Field(max_length=4, description="[]: one total.")] = [],  # noqa: B006 - pydantic copies defaults
+        group_by: Annotated[list[GroupKey], Field(max_length=5, description="[]: one total.")] = [],  # noqa: B006 - pydantic copies defaults
         status: Annotated[
             Omittable[Annotated[list[TicketStatus], Field(min_length=1, max_length=6)]],
             Field(description="Any of these; null: the open statuses."),
@@ -200,9 +200,10 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
         ] = None,
     ) -> Counts:
         """Exact counts of your queues' tickets (open unless status says), grouped by any
-        of queue, status, priority, owner: per group the count, age since creation, SLA
-        breaches (without_sla: no target applies). A null number: sla_note says why.
-        An unknown queue: an error listing yours."""
+        of queue, status, priority, owner, tag (a ticket counts under each of its tags):
+        per group the count, age since creation, SLA breaches (without_sla: no target
+        applies). A null number: sla_note says why. An unknown queue: an error listing
+        yours."""
         statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
         keys: list[str] = list(dict.fromkeys(group_by))
         return await count(
