@@ -63,6 +63,7 @@ async def _measure(url: str, calls: int) -> dict[str, list[float]]:
         tool_rate_limit="1000000/second",
         write_rate_limit="1000000/second",
         tool_timeout=60,
+        database_timeout=600,  # loading the policy derives every ticket's SLA columns
     )
     repo = open_repository(settings)
     policy = Policy.model_validate(POLICY).check()
