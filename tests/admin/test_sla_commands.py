@@ -56,3 +56,50 @@ def test_load_show_refuse_and_report(settings: Settings, tmp_path: Path) -> None
     table = run(url, "report", "sla", "--queue", "billing", "--since", "100000d")
     assert table.returncode == 0 and "│ high" in table.stdout and "billing" in table.stdout
     assert "--since" in one_line(run(url, "report", "sla", "--since", "soon"))
+
+
+@pytest.mark.sqlite_only
+def test_recompute_derives_what_an_older_version_left_out(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Tickets whose SLA columns are not derived (as a replica of an older version
+    writes them): count_tickets says how many instead of counting; `sla recompute`
+    derives them, and the counts are numbers again."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from fastmcp import Client
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from ticket_server.server import build_server
+
+    url = settings.database_url
+    (tmp_path / "sla.toml").write_text(POLICY)
+    assert run(url, "sla", "load", str(tmp_path / "sla.toml")).returncode == 0
+
+    at = datetime.now(UTC)  # one time for every count: none may breach in between
+
+    async def counted() -> dict:
+        async with Client(build_server(settings, now=lambda: at)) as client:
+            result = await client.call_tool("count_tickets", {"group_by": ["queue"]})
+            return result.structured_content
+
+    before = asyncio.run(counted())
+
+    async def forget() -> None:
+        engine = create_async_engine(url)
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE tickets SET sla_covered = NULL, sla_due_at = NULL, sla_breach_at = NULL "
+                     "WHERE id IN (SELECT id FROM tickets WHERE status = 'open' ORDER BY id LIMIT 7)")
+            )  # fmt: skip
+        await engine.dispose()
+
+    asyncio.run(forget())
+    unknown = asyncio.run(counted())
+    assert unknown["sla_note"].startswith("7 of these tickets have no SLA state stored yet")
+    assert all(g["breached"] is None for g in unknown["groups"])
+    done = run(url, "sla", "recompute")
+    assert done.returncode == 0 and "SLA state derived again for" in done.stderr, done.stderr
+    assert asyncio.run(counted()) == before

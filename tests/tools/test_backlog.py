@@ -58,7 +58,8 @@ def policy(high_resolution: int) -> Policy:
 
 
 async def _load(settings: Settings, value: Policy) -> None:
-    repo = open_repository(settings)
+    # As `sla load` does, with room for deriving every ticket's SLA columns under load.
+    repo = open_repository(settings.model_copy(update={"database_timeout": 120}))
     try:
         await repo.transaction(lambda conn: replace_policy(conn, value))
     finally:

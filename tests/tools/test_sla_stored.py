@@ -257,3 +257,31 @@ async def test_counts_by_tag(settings: Settings) -> None:
         (g["key"]["queue"], g["key"]["tag"]): [g["count"], g["breached"]] for g in counted["groups"]
     }
     assert got == expected
+
+
+async def test_a_cursor_is_refused_when_a_due_filter_changes(settings: Settings) -> None:
+    """A cursor made by a search with ``due_before`` or ``breached`` is refused when that
+    argument changes or is dropped, and accepted by the same search (the fingerprint
+    covers both; test_search_order.py's table covers the others)."""
+    await _load(settings, policy(high_resolution=2400))
+    now = await _latest_fact(settings) + timedelta(days=2)
+    later = (now + timedelta(days=30)).isoformat()
+    async with Client(build_server(settings, now=lambda: now)) as client:
+        for name, first, second in (
+            ("due_before", later, (now + timedelta(days=60)).isoformat()),
+            ("breached", True, False),
+            ("breached", False, None),
+        ):
+            args = {name: first, "limit": 1}
+            page = (await client.call_tool("search_tickets_v2", args)).structured_content
+            assert page["next_cursor"], name
+            same = await client.call_tool(
+                "search_tickets_v2", {**args, "cursor": page["next_cursor"]}
+            )
+            assert same.is_error is False
+            changed = await client.call_tool(
+                "search_tickets_v2",
+                {**args, name: second, "cursor": page["next_cursor"]},
+                raise_on_error=False,
+            )
+            assert changed.is_error is True, (name, second)

@@ -320,8 +320,9 @@ def count(
     note = None
     if unknown:
         note = (
-            f"{unknown} tickets have no SLA state stored yet (written by an older "
-            "version): an operator runs `ticket-server sla recompute`"
+            f"{unknown} of these tickets {'has' if unknown == 1 else 'have'} no SLA state "
+            "stored yet (written by an older version): an operator runs `ticket-server sla "
+            "recompute`"
         )
         for group in groups.values():
             group.breached = group.without_sla = None
