@@ -272,7 +272,7 @@ def count(
 ) -> Counts:
     """Exact counts of the tickets ``filters`` select, grouped by ``group_by`` (of
     ``GROUPS``) and by age, with breach counts at ``now`` from the stored SLA columns;
-    one query. ``sla_note`` says when some tickets' SLA columns are not derived yet
+    one query (and one more for the total, grouped by tag). ``sla_note`` says when some tickets' SLA columns are not derived yet
     (their breach counts are then null)."""
     keys = [k for k in GROUPS if k in set(group_by)]
     source: Any = _T
