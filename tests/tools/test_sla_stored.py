@@ -21,6 +21,7 @@ from tests.tools.test_writes import AGENT_SCOPES, _sql
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
+from ticket_server.tickets.domain import OPEN_STATUSES
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent
 from ticket_server.tickets.search import SearchFilters
 from ticket_server.tickets.sla_store import breached, refresh_all, states
@@ -206,6 +207,15 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
         assert set(await _every_hit(client, breached=True)) == late
         assert set(await _every_hit(client, breached=False)) == set(derived) - late
         assert set(await _every_hit(client, due_before=horizon.isoformat())) == soon
+        # count_tickets takes the same filter (open tickets by default).
+        counted = await client.call_tool(
+            "count_tickets", {"due_before": horizon.isoformat(), "group_by": ["queue"]}
+        )
+        open_soon = [k for k in soon if derived[k][0].status in OPEN_STATUSES]
+        assert counted.structured_content["total"] == len(open_soon) > 0
+        assert sum(g["breached"] for g in counted.structured_content["groups"]) == len(
+            [k for k in open_soon if k in late]
+        )
         # Each hit says its next due time (absent without one).
         page = (
             await client.call_tool("search_tickets_v2", {"query": "invoice", "limit": 50})

@@ -21,10 +21,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastmcp.tools import Tool
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, Field, StringConstraints
+
+from ticket_server.tools.errors import utc_representable
 
 T = TypeVar("T")
 BLANK = r"^\s*$"
+
+Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
+"""A time a database can compare: within years 1-9999 once moved to UTC."""
 
 # Blank text is matched as its own branch of the union, tried first, rather than mapped
 # to None by a before-validator: FastMCP validates JSON arguments in strict mode, and a

@@ -21,7 +21,7 @@ from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketStatus
 from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import READ_ONLY
-from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.arguments import Omittable, Time, drop_null_defaults
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
 from ticket_server.tools.outputs import output_schema
@@ -83,6 +83,7 @@ async def count(
     priorities: tuple[TicketPriority, ...] | None,
     queue: str | None,
     owner: str | None,
+    due_before: datetime | None = None,
 ) -> Counts:
     from ticket_server.tickets import sla_store
     from ticket_server.tickets.search import SearchFilters
@@ -99,6 +100,7 @@ async def count(
         queue=names,
         owner=owner.strip() if owner and owner.strip() else None,
         queues=queues,
+        due_before=due_before,
     )
     with domain_errors():
         counted = await repo.read(lambda conn: sla_store.count(conn, filters, group_by, now))
@@ -198,6 +200,9 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
         owner: Annotated[
             Omittable[Annotated[str, Field(max_length=64)]], Field(description="Owner login.")
         ] = None,
+        due_before: Annotated[
+            Omittable[Time], Field(description="Only those whose next SLA due time is before.")
+        ] = None,
     ) -> Counts:
         """Exact counts of your queues' tickets (open unless status says), grouped by any
         of queue, status, priority, owner, tag (a ticket counts under each of its tags):
@@ -207,7 +212,14 @@ def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
         statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
         keys: list[str] = list(dict.fromkeys(group_by))
         return await count(
-            repo, now(), keys, statuses, tuple(priority) if priority else None, queue, owner
+            repo,
+            now(),
+            keys,
+            statuses,
+            tuple(priority) if priority else None,
+            queue,
+            owner,
+            due_before,
         )
 
     mcp.add_tool(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from fastmcp import FastMCP
 from fastmcp.tools import Tool, ToolResult
 from mcp.types import TextContent
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
@@ -15,10 +15,10 @@ from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchHit, SearchPage, TicketStatusV2
 from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import READ_ONLY
-from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.arguments import Omittable, Time, drop_null_defaults
 from ticket_server.tools.classification_reads import MAX_FILTERS, search_filters
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
-from ticket_server.tools.errors import domain_errors, model_error, utc_representable
+from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import find_ticket
 from ticket_server.tools.outputs import output_schema
@@ -44,8 +44,6 @@ class FieldFilter(BaseModel):
     value: Annotated[str, Field(max_length=1000)] | float | bool
 
 
-Time = Annotated[AwareDatetime, AfterValidator(utc_representable)]
-"""A time a database can compare: within years 1-9999 once moved to UTC."""
 # Bounds sit on the non-null type: on the union they would be applied to null too.
 
 
