@@ -53,6 +53,17 @@ async def _latest_fact(settings: Settings) -> datetime:
         await repo.aclose()
 
 
+async def _derived(settings: Settings, now: datetime) -> dict[str, tuple[Any, Any]]:
+    """(row, SLA state) of every ticket, derived from its history at ``now``."""
+    repo = open_repository(settings)
+    try:
+        derived = await repo.read(lambda conn: states(conn, SearchFilters(), now, 10**7))
+    finally:
+        await repo.aclose()
+    assert derived is not None
+    return derived
+
+
 async def test_the_stored_state_says_what_the_history_says_at_any_later_time(
     settings: Settings,
 ) -> None:
@@ -188,12 +199,7 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
     by page: exactly the tickets whose state derived at the server's time says so."""
     await _load(settings, policy(high_resolution=2400))
     now = await _latest_fact(settings) + timedelta(days=2)
-    repo = open_repository(settings)
-    try:
-        derived = await repo.read(lambda conn: states(conn, SearchFilters(), now, 10**7))
-    finally:
-        await repo.aclose()
-    assert derived is not None
+    derived = await _derived(settings, now)
     horizon = now + timedelta(hours=4)
 
     def due(state: Any) -> datetime | None:
@@ -246,12 +252,7 @@ async def test_counts_by_tag(settings: Settings) -> None:
         "'waiting_on_customer')",
     )
     now = await _latest_fact(settings) + timedelta(days=1)
-    repo = open_repository(settings)
-    try:
-        derived = await repo.read(lambda conn: states(conn, SearchFilters(), now, 10**7))
-    finally:
-        await repo.aclose()
-    assert derived is not None
+    derived = await _derived(settings, now)
     expected: dict[tuple[Any, ...], list[int]] = {}
     for ticket_id, queue, tag in rows:
         counts = expected.setdefault((queue, tag), [0, 0])
