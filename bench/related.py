@@ -4,6 +4,8 @@ and one bulk change of N tickets beside N single writes, same server, same run.
     .venv/bin/python -m bench.related --count 10000 [--similar 200] [--bulk 500] [--engine postgresql]
 
 Prints find_similar_tickets p50/p95 over `--similar` tickets drawn at random (seed 36),
+how many of the first ten of the first 40 of them the exact rank also puts first
+(search_tickets_v2 with the words it used, over every ticket),
 get_ticket_status_v2 p50/p95 over as many calls, then the seconds of one
 bulk_update_tickets (owner change) dry run and confirmed run over `--bulk` open
 tickets, and of `--bulk` assign_ticket calls, one after another, on other open tickets.
@@ -22,6 +24,9 @@ from pathlib import Path
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 from bench.common import log, percentile, sqlite_copy, sqlite_url
+
+AGREEMENT = 40
+"""Tickets whose first ten similar tickets are compared with the exact rank's."""
 
 
 async def _ids(url: str, where: str, limit: int) -> list[str]:
@@ -77,6 +82,19 @@ async def _run(url: str, similar: int, bulk: int) -> dict[str, object]:
         out["similar"] = [
             await _timed(client.call_tool("find_similar_tickets", {"ticket_id": t})) for t in sample
         ]
+        agreed = 0
+        for tid in sample[:AGREEMENT]:
+            similar = await client.call_tool("find_similar_tickets", {"ticket_id": tid})
+            page = similar.structured_content
+            found = [hit["id"] for hit in page["tickets"]]
+            exact: list[str] = []
+            if page["words"]:  # the same words' exact relevance search, the ticket left out
+                search = await client.call_tool(
+                    "search_tickets_v2", {"query": " ".join(page["words"]), "limit": 11}
+                )
+                exact = [h["id"] for h in search.structured_content["tickets"] if h["id"] != tid]
+            agreed += len(set(found) & set(exact[:10])) / max(len(exact[:10]), 1)
+        out["agreement"] = agreed / len(sample[:AGREEMENT])
         out["status"] = [
             await _timed(client.call_tool("get_ticket_status_v2", {"ticket_id": t})) for t in sample
         ]
@@ -120,11 +138,18 @@ def main() -> None:
             out = asyncio.run(_run(sqlite_url(db), args.similar, args.bulk))
     similar, status = out["similar"], out["status"]
     assert isinstance(similar, list) and isinstance(status, list)
+    agreement = out["agreement"]
+    assert isinstance(agreement, float)
     load = os.getloadavg()
     log(f"{args.engine} {args.count:,} tickets, load average {load[0]:.1f} {load[1]:.1f}")
     log(
         f"find_similar_tickets  p50 {percentile(similar, 0.5):.2f} ms, "
         f"p95 {percentile(similar, 0.95):.2f} ms over {len(similar)} tickets"
+    )
+    log(
+        f"find_similar_tickets  first ten as the exact rank's (search_tickets_v2 with its "
+        f"words, over every ticket): {100 * agreement:.1f}% "
+        f"over {AGREEMENT} tickets"
     )
     log(
         f"get_ticket_status_v2  p50 {percentile(status, 0.5):.2f} ms, "

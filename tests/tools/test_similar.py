@@ -74,3 +74,21 @@ async def _similar(server, mode: str, ticket_id: str) -> list[dict]:  # type: ig
         result = await c.call_tool("find_similar_tickets", {"ticket_id": ticket_id, "limit": 50})
     hits: list[dict] = result.structured_content["tickets"]
     return hits
+
+
+async def test_the_rank_is_the_searchs_rank_for_its_words(client: Client) -> None:
+    """Over the sample every holder of a query word is a candidate (each word's holders
+    number fewer than ``PER_WORD``), so the tickets come in the order a relevance search
+    for the same words gives them, the ticket itself left out."""
+    for ticket_id in ["SUP-1096", "SUP-1200", "SUP-2001", "SUP-3333"]:
+        similar = await client.call_tool(
+            "find_similar_tickets", {"ticket_id": ticket_id, "limit": 20}
+        )
+        page = similar.structured_content
+        assert page["words"]
+        search = await client.call_tool(
+            "search_tickets_v2", {"query": " ".join(page["words"]), "limit": 21}
+        )
+        hits = search.structured_content["tickets"]
+        exact = [hit["id"] for hit in hits if hit["id"] != ticket_id]
+        assert [hit["id"] for hit in page["tickets"]] == exact[:20], ticket_id

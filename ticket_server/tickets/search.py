@@ -468,7 +468,9 @@ class Query:
         return has_words(self.text)
 
 
-def _weight(total: int, holding: int) -> int:
+def idf_weight(total: int, holding: int) -> int:
+    """A word's weight in the ranking: its idf (BM25's, x 100, at least 1) among
+    ``total`` documents of which ``holding`` hold it."""
     return max(1, round(100 * math.log(1 + (total - holding + 0.5) / (holding + 0.5))))
 
 
@@ -497,6 +499,15 @@ def _terms_statement(conversation: bool) -> Select[Any]:
     return select(counts.c.term, counts.c.holding)
 
 
+def term_counts(
+    conn: Connection, tokens: Sequence[str], conversation: bool = False
+) -> dict[str, int]:
+    """How many tickets (``conversation``: and comments) hold each of ``tokens`` (one
+    read; ``TOTAL``: how many are indexed); a token none holds is absent."""
+    rows = conn.execute(_terms_statement(conversation), {"terms": list(tokens)}).tuples()
+    return dict(rows.all())
+
+
 def analyze_query(
     conn: Connection,
     text: str,
@@ -517,9 +528,7 @@ def analyze_query(
     if not words:
         return query
     tokens = [t for t, _ in words]
-    counts: dict[str, int] = dict(
-        conn.execute(_terms_statement(conversation), {"terms": [TOTAL, *tokens]}).tuples().all()
-    )
+    counts = term_counts(conn, [TOTAL, *tokens], conversation)
     total = max(counts.get(TOTAL, 0), 1)
     held = _conversation_candidates if conversation else _candidates
 
@@ -537,7 +546,7 @@ def analyze_query(
     for token, typed in words:
         holding = counts.get(token, 0)
         if holding > 0 and (in_scope is None or token in in_scope):
-            query.words.append(Word(token, typed, _weight(total, holding)))
+            query.words.append(Word(token, typed, idf_weight(total, holding)))
             continue
         # A word held only outside the scope is treated as one held nowhere.
         candidates = spelling_candidates(typed) if corrections > 0 else {}
@@ -557,7 +566,9 @@ def analyze_query(
         best = next((n for n in near if visible(n.term)), None)
         if best is not None and best.term not in tokens:
             query.words.append(
-                Word(best.term, typed, _weight(total, best.holding), instead=candidates[best.term])
+                Word(
+                    best.term, typed, idf_weight(total, best.holding), instead=candidates[best.term]
+                )
             )
         else:
             query.missing.append(Word(token, typed, 0))

@@ -1,49 +1,72 @@
 """Similar tickets: more-like-this over the search index.
 
-A ticket's most distinctive words become a search query, run through the search
-module's own query path (``TicketRepository.search``: the same analyzer, the same
-ranking, the same scope), so "like this one" means what a search means:
+A ticket's most distinctive words become the query, ranked as a search ranks
+(``tickets.search``: the tickets holding the most query words first, then the highest
+score, then the newest), over a bounded set of candidates, so the cost stays flat as
+the table grows:
 
 1. the ticket's words, as the analyzer tokenises its subject and body
-   (``analyzer.query_words``), are weighed by ``search.analyze_query`` (the idf the
-   ranking uses); a word's score is its weight x (2 in the subject + 1 in the body),
-   subject above body as in the ranking;
+   (``analyzer.query_words``), are weighed with the idf the ranking uses (one read of
+   ``search_terms`` and the deltas writes left); a word's score is its weight x (2 in
+   the subject + 1 in the body), subject above body as in the ranking;
 2. words no other ticket holds are left out (they cannot find anything), and the
-   ``MAX_TERMS`` best become the query (best first, so the ranking sees them in order);
-3. the search (best match first: the tickets holding the most of these words, then the
-   highest score) runs within the caller's queues and the given statuses, the ticket
-   itself left out;
-4. each hit says why it matched: the query words it holds (read from the tickets' token
-   columns in one more read).
+   ``MAX_TERMS`` best become the query;
+3. the candidates are each word's ``PER_WORD`` best holders within the caller's queues
+   and the given statuses (read from the postings in the order a relevance search reads
+   them: subject and body first, then the newest), the ticket itself left out, in one
+   statement. A distinctive word is held by few tickets, so all its holders are read; a
+   frequent word's older holders are not, and weigh little in the rank;
+4. the ``RERANKED`` best candidates are ranked exactly from their token columns, and
+   each hit says why it matched: the query words it holds.
+
+So the cost is bounded by ``MAX_TERMS`` x ``PER_WORD`` postings, whatever the table's
+size. The price: a ticket holding only frequent words, none of them among their first
+``PER_WORD`` holders, is not a candidate. ``bench/related.py`` prints how often the
+first ten equal those of the exact rank over every ticket.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, func, select, union_all
+from sqlalchemy import Connection, literal, select, union_all
 
-from ticket_server.tickets.analyzer import MAX_WORDS, query_words
+from ticket_server.tickets.analyzer import query_words
 from ticket_server.tickets.domain import TicketStatus
-from ticket_server.tickets.models import SearchTerm, SearchTermDelta, Ticket
+from ticket_server.tickets.models import SearchPosting, Ticket
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketSummaryV2
+from ticket_server.tickets.search import (
+    BODY_WEIGHT,
+    MATCHED,
+    SUBJECT_WEIGHT,
+    TOTAL,
+    SearchFilters,
+    idf_weight,
+    term_counts,
+)
 
 MAX_TERMS = 6
 """Words of the ticket a similar-tickets query holds: few and distinctive, since the
 ranking puts the tickets holding the most query words first."""
 MAX_SOURCE_WORDS = 240
-"""The body's first words weighed (one read per ``MAX_WORDS`` of them)."""
-_TICKETS, _TERMS, _DELTAS = Ticket.__table__, SearchTerm.__table__, SearchTermDelta.__table__
+"""The body's first words weighed."""
+PER_WORD = 1000
+"""Holders read per query word, best first: the bound on a call's cost."""
+RERANKED = 200
+"""Candidates ranked exactly (their token columns read), at least ``limit``."""
+_TICKETS, _POSTINGS = Ticket.__table__, SearchPosting.__table__
 
 
 @dataclass(frozen=True)
 class Term:
-    """One word of the query: its token, the word as written in the ticket, its score."""
+    """One word of the query: its token, the word as written in the ticket, its weight
+    (the ranking's idf) and its score in the ticket (weight x place)."""
 
     token: str
     word: str
+    weight: int
     score: int
 
 
@@ -64,46 +87,75 @@ class Similar:
 def distinctive_terms(conn: Connection, subject: str, body: str) -> list[Term]:
     """The ticket's words held by at least one other ticket, best first (see the module
     docstring); at most ``MAX_TERMS``."""
-    from ticket_server.tickets.search import analyze_query
-
     in_subject = dict(query_words(subject, limit=None))
     in_body = dict(query_words(body, limit=MAX_SOURCE_WORDS))
     written = {**in_body, **in_subject}
-    tokens = list(written)
-    weights: dict[str, int] = {}
-    # analyze_query weighs at most MAX_WORDS words per call: the words in groups.
-    for start in range(0, len(tokens), MAX_WORDS):
-        group = tokens[start : start + MAX_WORDS]
-        analyzed = analyze_query(conn, " ".join(written[t] for t in group))
-        for w in analyzed.words:
-            if w.instead is None:
-                weights[w.token] = w.weight
-    holding_others = _held_elsewhere(conn, weights) if weights else set()
-    terms = [
-        Term(
-            token,
-            written[token],
-            weights[token] * (2 * (token in in_subject) + (token in in_body)),
-        )
-        for token in tokens
-        if token in holding_others
-    ]
+    counts = term_counts(conn, [TOTAL, *written])
+    total = max(counts.get(TOTAL, 0), 1)
+    terms = []
+    for token, word in written.items():
+        holding = counts.get(token, 0)
+        if holding > 1:  # this ticket and another
+            w = idf_weight(total, holding)
+            terms.append(Term(token, word, w, w * (2 * (token in in_subject) + (token in in_body))))
     terms.sort(key=lambda t: (-t.score, t.token))
     return terms[:MAX_TERMS]
 
 
-def _held_elsewhere(conn: Connection, tokens: Iterable[str]) -> set[str]:
-    """The ``tokens`` more than one ticket holds (this one and another): their
-    ``search_terms`` counts plus the deltas writes left (``SearchTermDelta``)."""
-    wanted = sorted(tokens)
-    counted = union_all(
-        select(_TERMS.c.term, _TERMS.c.tickets).where(_TERMS.c.term.in_(wanted)),
-        select(_DELTAS.c.term, _DELTAS.c.tickets).where(_DELTAS.c.term.in_(wanted)),
-    ).subquery()
+def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[Any]) -> list[int]:
+    """The keys of the ``RERANKED`` best tickets among each term's ``PER_WORD`` best
+    holders meeting ``conditions`` (ticket ``pk`` left out), by the rank their holdings
+    give (``search.MATCHED`` per word held, plus its weight x impact), the later key
+    first among equals."""
+    p, t = _POSTINGS.c, _TICKETS.c
+    arms = []
+    for i, term in enumerate(terms):
+        # The tickets' rows are read only to meet ``conditions``.
+        holders = _POSTINGS.join(_TICKETS, t.pk == p.ticket_pk) if conditions else _POSTINGS
+        arm = (
+            select(p.ticket_pk, p.impact)
+            .select_from(holders)
+            .where(p.term == term.token, p.ticket_pk != pk, *conditions)
+            .order_by(p.impact.desc(), p.created_at.desc(), p.ticket_pk.desc())
+            .limit(PER_WORD)
+            .subquery()
+        )
+        arms.append(select(literal(i).label("word"), arm.c.ticket_pk, arm.c.impact))
+    rank: dict[int, int] = {}
+    for word, ticket_pk, impact in conn.execute(union_all(*arms)).tuples():
+        rank[ticket_pk] = rank.get(ticket_pk, 0) + MATCHED + impact * terms[word].weight
+    best = sorted(rank, key=lambda k: (rank[k], k), reverse=True)
+    return best[:RERANKED]
+
+
+def _ranked(conn: Connection, pks: list[int], terms: list[Term], limit: int) -> list[SimilarHit]:
+    """The tickets ``pks`` ranked exactly from their token columns (as
+    ``search._rank``), best first, at most ``limit``, each with the terms it holds."""
+    if not pks:
+        return []
+    names = list(TicketSummaryV2.model_fields)
     rows = conn.execute(
-        select(counted.c.term).group_by(counted.c.term).having(func.sum(counted.c.tickets) > 1)
-    )
-    return {r.term for r in rows}
+        select(
+            _TICKETS.c.pk,
+            _TICKETS.c.created_at,
+            _TICKETS.c.search_subject,
+            _TICKETS.c.search_body,
+            *(_TICKETS.c[name] for name in names),
+        ).where(_TICKETS.c.pk.in_(pks))
+    ).mappings()
+    scored = []
+    for row in rows:
+        subject, body = set(row["search_subject"].split()), set(row["search_body"].split())
+        rank, shared = 0, []
+        for term in terms:
+            impact = SUBJECT_WEIGHT * (term.token in subject) + BODY_WEIGHT * (term.token in body)
+            if impact:
+                rank += MATCHED + impact * term.weight
+                shared.append(term.word)
+        ticket = TicketSummaryV2.model_validate({name: row[name] for name in names})
+        scored.append(((rank, row["created_at"], row["pk"]), SimilarHit(ticket, shared)))
+    scored.sort(key=lambda s: s[0], reverse=True)
+    return [hit for _, hit in scored[:limit]]
 
 
 async def similar_tickets(
@@ -115,47 +167,25 @@ async def similar_tickets(
 ) -> Similar | None:
     """The tickets most like ``ticket_id`` within ``queues`` (None: every queue) and
     ``statuses`` (None: any), best first, at most ``limit``; None when the ticket is
-    missing or outside ``queues``."""
-    from ticket_server.tickets.search import SearchFilters
+    missing or outside ``queues``. One read."""
+    filters = SearchFilters(statuses=statuses, queues=queues)
 
-    def source(conn: Connection) -> tuple[TicketSummaryV2, list[Term]] | None:
+    def read(conn: Connection) -> Similar | None:
         stmt = select(
-            *(_TICKETS.c[name] for name in TicketSummaryV2.model_fields),
+            _TICKETS.c.pk,
             _TICKETS.c.body,
-        ).where(_TICKETS.c.id == ticket_id)
-        if queues is not None:
-            stmt = stmt.where(_TICKETS.c.queue.in_(sorted(queues)))
+            *(_TICKETS.c[name] for name in TicketSummaryV2.model_fields),
+        ).where(_TICKETS.c.id == ticket_id, *filters.scope())
         row = conn.execute(stmt).mappings().first()
         if row is None:
             return None
-        summary = TicketSummaryV2.model_validate(dict(row))
-        return summary, distinctive_terms(conn, row["subject"], row["body"])
-
-    found = await repo.read(source)
-    if found is None:
-        return None
-    summary, terms = found
-    if not terms:
-        return Similar(summary, [], [])
-    filters = SearchFilters(statuses=statuses, queues=queues)
-    query = " ".join(t.word for t in terms)
-    result = await repo.search(query, filters, "relevance", None, limit + 1)
-    tickets = [t for t, _ in result.tickets if t.id != ticket_id][:limit]
-    held = await repo.read(lambda conn: _tokens_of(conn, [t.id for t in tickets]))
-    hits = [
-        SimilarHit(t, [term.word for term in terms if term.token in held.get(t.id, set())])
-        for t in tickets
-    ]
-    return Similar(summary, terms, hits)
-
-
-def _tokens_of(conn: Connection, ids: list[str]) -> dict[str, set[str]]:
-    """Each ticket's search tokens (subject and body), by id."""
-    if not ids:
-        return {}
-    rows = conn.execute(
-        select(_TICKETS.c.id, _TICKETS.c.search_subject, _TICKETS.c.search_body).where(
-            _TICKETS.c.id.in_(ids)
+        source = TicketSummaryV2.model_validate(
+            {name: row[name] for name in TicketSummaryV2.model_fields}
         )
-    )
-    return {r.id: set(r.search_subject.split()) | set(r.search_body.split()) for r in rows}
+        terms = distinctive_terms(conn, row["subject"], row["body"])
+        if not terms:
+            return Similar(source, [], [])
+        pks = _candidates(conn, row["pk"], terms, filters.conditions())
+        return Similar(source, terms, _ranked(conn, pks, terms, max(limit, 1)))
+
+    return await repo.read(read)
