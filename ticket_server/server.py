@@ -300,6 +300,7 @@ def build_server(
             frozenset(rt.settings.confirm_writes),
             rt.keys.of(Use.CONFIRMATION),  # the plan token is claims bound to the tool
             rt.settings.bulk_max_tickets,
+            free_tags=rt.settings.free_tags,
         )
         compat.hand_invalid_request_state_to(
             mcp,

@@ -154,3 +154,50 @@ async def test_a_reply_to_tickets_found_by_search_is_confirmed_once(
         "AND visibility = 'public'",
     )
     assert replies[0][0] == len(ids)
+
+
+async def test_tags_are_added_and_taken_off_as_update_ticket_tags_does(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """add_tags/remove_tags on many tickets: the dry run shows each ticket's tags before
+    and after, the confirmed run writes them (one audit row each, with the tags), a
+    closed ticket refuses them, and a tag outside the vocabulary is refused by name."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    open_ = await _tickets(settings, "queue = 'billing' AND status = 'open'", 3)
+    (closed,) = await _tickets(settings, "queue = 'billing' AND status = 'closed'", 1)
+    server = server_as(
+        stdio_caller="lead", toolsets=[*EVERY_TOOLSET, "classify"], confirm_writes=[]
+    )
+    change = {"add_tags": ["VIP", "outage"], "remove_tags": ["bug"]}
+    async with Client(server, mode=mode) as client:
+        await client.call_tool("update_ticket_tags", {"ticket_id": open_[0], "add": ["bug"]})
+        dry = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": [*open_, closed], **change}
+        )
+        plan = dry.structured_content
+        assert [t["id"] for t in plan["tickets"]] == open_
+        assert [f["id"] for f in plan["failed"]] == [closed]
+        first = plan["tickets"][0]["tags"]
+        assert "bug" in first["before"] and "bug" not in first["after"]
+        assert all({"vip", "outage"} <= set(t["tags"]["after"]) for t in plan["tickets"])
+        done = await client.call_tool(
+            "bulk_update_tickets",
+            {**change, "dry_run": False, "plan_token": plan["plan_token"], "idempotency_key": "t1"},
+        )
+        result = done.structured_content
+        assert result["tickets"] == [{**t, "version": t["version"] + 1} for t in plan["tickets"]]
+        unknown = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": open_[:1], "add_tags": ["no-such-tag"]}
+        )
+        (refused,) = unknown.structured_content["failed"]
+        assert "no-such-tag" in refused["reason"]
+    for tid in open_:
+        tags = await _sql(
+            settings,
+            "SELECT t.name FROM ticket_tags tt JOIN tags t ON t.id = tt.tag_id "
+            "JOIN tickets k ON k.pk = tt.ticket_pk WHERE k.id = :t ORDER BY t.name",
+            t=tid,
+        )
+        assert {"vip", "outage"} <= {r[0] for r in tags} and "bug" not in {r[0] for r in tags}
+    rows = [r for r in await audit_rows(settings, tool="bulk_update_tickets") if r.change]
+    assert len(rows) == 3 and all("vip" in str(r.change) for r in rows)

@@ -1,5 +1,5 @@
-"""bulk_update_tickets: one change (status, owner, priority, a reply, an internal note)
-to many tickets, chosen by ids or by a search, in two calls.
+"""bulk_update_tickets: one change (status, owner, priority, tags, a reply, an internal
+note) to many tickets, chosen by ids or by a search, in two calls.
 
 1. ``dry_run: true`` (the default): every write's own checks, without a lock or a write
    (``TicketWrites``' check mode), for each ticket and part of the change. The answer
@@ -15,8 +15,9 @@ to many tickets, chosen by ids or by a search, in two calls.
 
 The parts of a change run in this order on each ticket: the internal note, the reply,
 the owner, the priority (with an internal note saying so, as escalate_ticket keeps its
-reason), the status last (so a reply goes out before a ticket is closed). Confirmation:
-when policy confirms a reply, closing, or ``bulk_update_tickets``, the person is asked
+reason), the tags (as update_ticket_tags changes them), the status last (so a reply goes
+out before a ticket is closed, and a closed ticket's tags stay as they were). Confirmation:
+when policy confirms a reply, closing, a tag change or ``bulk_update_tickets``, the person is asked
 once for the whole plan, on the confirmed run. With an ``idempotency_key``, each write
 uses the key ``<key>:<ticket>:<part>``: a retried confirmed run writes nothing twice.
 """
@@ -46,6 +47,7 @@ from ticket_server.tickets.domain import (
     Visibility,
     WriteRefused,
 )
+from ticket_server.tools.classification import TagName, tag_change
 from ticket_server.tools.errors import UnavailableError, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
 from ticket_server.tools.writes import (
@@ -73,8 +75,14 @@ MAX_IDS = 2_000
 BULK = ToolAnnotations(
     readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
 )
-Part = Literal["note", "reply", "owner", "priority", "status"]
-PARTS: tuple[Part, ...] = ("note", "reply", "owner", "priority", "status")
+Part = Literal["note", "reply", "owner", "priority", "tags", "status"]
+PARTS: tuple[Part, ...] = ("note", "reply", "owner", "priority", "tags", "status")
+BulkTags = Annotated[list[TagName], Field(max_length=20)]
+
+
+class TagsChanged(BaseModel):
+    before: list[str]
+    after: list[str]
 
 
 class Planned(BaseModel):
@@ -82,6 +90,7 @@ class Planned(BaseModel):
     version: int
     changes: list[Change]
     adds: list[Literal["note", "reply"]]
+    tags: TagsChanged | None = None
 
 
 class Failed(BaseModel):
@@ -109,8 +118,11 @@ def register(
     confirm: frozenset[str],
     key: Callable[[], bytes],
     max_tickets: int,
+    *,
+    free_tags: bool,
 ) -> None:
-    """Add bulk_update_tickets to ``mcp``; ``max_tickets``: most tickets of one call."""
+    """Add bulk_update_tickets to ``mcp``; ``max_tickets``: most tickets of one call;
+    ``free_tags``: a tag outside the vocabulary joins it (as for update_ticket_tags)."""
     writer = Writer(repo, confirm, key)
 
     def operations(change: dict[str, Any]) -> list[tuple[Part, str, Any, tuple[Any, ...]]]:
@@ -138,6 +150,9 @@ def register(
                     (TicketPriority(change["priority"]), None, reason),
                 )
             )
+        if change["add_tags"] is not None or change["remove_tags"] is not None:
+            tags = tag_change(change["add_tags"] or [], change["remove_tags"] or [], free_tags)
+            out.append(("tags", "update_ticket_tags", w.classify, (tags,)))
         if change["status"] is not None:
             out.append(
                 ("status", "set_ticket_status", w.set_status, (TicketStatus(change["status"]),))
@@ -151,8 +166,12 @@ def register(
         part: str,
         args: tuple[Any, ...],
         version: int | None,
+        change: dict[str, Any],
     ) -> WriteContext:
-        shown = [a.value if hasattr(a, "value") else a for a in args]
+        if part == "tags":  # the arguments update_ticket_tags is called with
+            shown: Any = {"add": change["add_tags"] or [], "remove": change["remove_tags"] or []}
+        else:
+            shown = [a.value if hasattr(a, "value") else a for a in args]
         return replace(
             base,
             tool=tool,
@@ -203,6 +222,8 @@ def register(
             Field(description='Login; "" unassigns.'),
         ] = None,
         priority: TicketPriority | None = None,
+        add_tags: Annotated[BulkTags | None, Field(description="Tags to add.")] = None,
+        remove_tags: Annotated[BulkTags | None, Field(description="Tags to take off.")] = None,
         reply: Annotated[
             Annotated[str, Field(min_length=1, max_length=MAX_TEXT)] | None,
             Field(description="Sent to each customer."),
@@ -228,12 +249,15 @@ def register(
             "status": status.value if status else None,
             "owner": login,
             "priority": priority.value if priority else None,
+            "add_tags": sorted(set(add_tags)) if add_tags else None,
+            "remove_tags": sorted(set(remove_tags)) if remove_tags else None,
             "reply": reply,
             "note": note,
         }
         if all(v is None for v in change.values()):
             raise model_error(
-                "Give a change: status, owner, priority, reply or note; nothing was changed."
+                "Give a change: status, owner, priority, add_tags, remove_tags, reply or note; "
+                "nothing was changed."
             )
         for name in ("reply", "note"):
             if change[name] is not None and not str(change[name]).strip():
@@ -254,9 +278,13 @@ def register(
                 try:
                     changes: list[Change] = []
                     version = None
+                    tags = None
                     for part, tool, operation, args in parts:
                         checked = await operation(
-                            contexts(base, tool, tid, part, args, None), tid, *args, audit=None
+                            contexts(base, tool, tid, part, args, None, change),
+                            tid,
+                            *args,
+                            audit=None,
                         )
                         if checked.replay is not None:
                             continue
@@ -265,6 +293,7 @@ def register(
                             Change(field=c.field, old_value=c.old_value, new_value=c.new_value)
                             for c in checked.changes
                         ]
+                        tags = _tags(checked.classification) or tags
                 except WriteRefused as exc:
                     failed.append(Failed(id=tid, reason=str(exc)))
                     continue
@@ -276,6 +305,7 @@ def register(
                         version=version or 0,
                         changes=changes,
                         adds=[p for p in ("note", "reply") if change[p] is not None],
+                        tags=tags,
                     )
                 )
             claims = {
@@ -310,7 +340,8 @@ def register(
             raise model_error("The plan_token expired; nothing was changed. Run the dry run again.")
         plan = [(str(t), int(v)) for t, v in sealed.get("p", [])]
         confirmation = "not required"
-        actions = {TOOL} | {"reply_to_customer" for p in parts if p[0] == "reply"}
+        single = {"reply": "reply_to_customer", "tags": "update_ticket_tags"}
+        actions = {TOOL} | {single[p[0]] for p in parts if p[0] in single}
         if change["status"] == TicketStatus.CLOSED.value:
             actions.add(CLOSE_ACTION)
         needed = sorted(a for a in actions if writer.needs_confirmation(a))
@@ -337,9 +368,10 @@ def register(
             current: int | None = version
             changes = []
             applied: list[str] = []
+            tags = None
             try:
                 for part, tool, operation, args in parts:
-                    wctx = contexts(base, tool, tid, part, args, current)
+                    wctx = contexts(base, tool, tid, part, args, current, change)
                     outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
                     current = outcome.version
                     applied.append(part)
@@ -347,6 +379,7 @@ def register(
                         Change(field=c.field, old_value=c.old_value, new_value=c.new_value)
                         for c in outcome.changes
                     ]
+                    tags = _tags(outcome.classification) or tags
             except ToolError as exc:
                 cause = exc.__cause__
                 done_before = f" ({', '.join(applied)} written before this)" if applied else ""
@@ -374,9 +407,17 @@ def register(
                     version=current or version,
                     changes=changes,
                     adds=[p for p in ("note", "reply") if change[p] is not None],
+                    tags=tags,
                 )
             )
         return _result(BulkResult(dry_run=False, tickets=done, skipped=skipped, failed=failed))
+
+
+def _tags(classified: dict[str, Any] | None) -> TagsChanged | None:
+    """The tags before and after, from a tag change's result (None: not one)."""
+    if not classified or "tags" not in classified.get("after", {}):
+        return None
+    return TagsChanged(before=classified["before"]["tags"], after=classified["after"]["tags"])
 
 
 def _derived_key(key: str | None, ticket_id: str, part: str) -> str | None:

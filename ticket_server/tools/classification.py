@@ -98,6 +98,16 @@ def _change(
     return classify
 
 
+def tag_change(
+    add: list[str], remove: list[str], free_tags: bool
+) -> Callable[[Connection, dict[str, Any], Any], dict[str, Any]]:
+    """The ``Classify`` adding ``add`` and taking off ``remove`` (update_ticket_tags'
+    change; bulk_update_tickets' tags part)."""
+    from ticket_server.tickets.classification import ClassificationChange
+
+    return _change(ClassificationChange(add_tags=tuple(add), remove_tags=tuple(remove)), free_tags)
+
+
 def _question(title: str, classified: dict[str, Any] | None) -> str:
     diff = classified or {}
     lines = [title]
@@ -139,12 +149,9 @@ def register(
         deployment's vocabulary is accepted (unless it allows free tags); an unknown tag
         is an error listing the vocabulary. Refused on a closed ticket. Returns the
         ticket's state, tags and custom_fields, and before/after of what changed."""
-        from ticket_server.tickets.classification import ClassificationChange
-
         tid = normalise_ticket_id(ticket_id)
         if not add and not remove:
             raise model_error("Give tags to add, to remove, or both; nothing was changed.")
-        change = ClassificationChange(add_tags=tuple(add), remove_tags=tuple(remove))
         done = await writer.perform(
             ctx,
             "update_ticket_tags",
@@ -154,7 +161,7 @@ def register(
             expected_version,
             lambda checked: _question(f"Change the tags of {tid}?", checked.classification),
             writer.writes.classify,
-            _change(change, free_tags),
+            tag_change(add, remove, free_tags),
         )
         if isinstance(done, InputRequiredResult):
             return done  # type: ignore[return-value]  # FastMCP sends it as the input request
