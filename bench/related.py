@@ -4,6 +4,7 @@ and one bulk change of N tickets beside N single writes, same server, same run.
     .venv/bin/python -m bench.related --count 10000 [--similar 200] [--bulk 500] [--engine postgresql]
 
 Prints find_similar_tickets p50/p95 over `--similar` tickets drawn at random (seed 36),
+and for a caller of one queue over as many of its tickets,
 how many of the first ten of the first 40 of them the exact rank also puts first
 (search_tickets_v2 with the words it used, over every ticket),
 get_ticket_status_v2 p50/p95 over as many calls, then the seconds of one
@@ -25,6 +26,8 @@ os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 from bench.common import log, percentile, sqlite_copy, sqlite_url
 
+SCOPED_QUEUE = "security"
+"""The queue of the scoped caller: the smallest of the generated ones (8% of tickets)."""
 AGREEMENT = 40
 """Tickets whose first ten similar tickets are compared with the exact rank's."""
 
@@ -70,9 +73,12 @@ async def _run(url: str, similar: int, bulk: int) -> dict[str, object]:
     )
     store = open_store(settings)
     await store.add("bench", ["tickets:read", "tickets:write"])
+    await store.add("bench.queue", ["tickets:read"], queues=[SCOPED_QUEUE])
     await store.aclose()
     everyone = await _ids(url, "1 = 1", 1_000_000_000)
     sample = random.Random(36).sample(everyone, min(similar, len(everyone)))
+    in_queue = await _ids(url, f"queue = '{SCOPED_QUEUE}'", 1_000_000_000)
+    scoped_sample = random.Random(36).sample(in_queue, min(similar, len(in_queue)))
     open_ = await _ids(url, "status <> 'closed'", 2 * bulk)
     assert len(open_) == 2 * bulk, "not enough open tickets for --bulk"
     out: dict[str, object] = {}
@@ -95,6 +101,13 @@ async def _run(url: str, similar: int, bulk: int) -> dict[str, object]:
                 exact = [h["id"] for h in search.structured_content["tickets"] if h["id"] != tid]
             agreed += len(set(found) & set(exact[:10])) / max(len(exact[:10]), 1)
         out["agreement"] = agreed / len(sample[:AGREEMENT])
+    scoped = settings.model_copy(update={"stdio_caller": "bench.queue"})
+    async with Client(build_server(scoped)) as client:
+        out["scoped"] = [
+            await _timed(client.call_tool("find_similar_tickets", {"ticket_id": t}))
+            for t in scoped_sample
+        ]
+    async with Client(build_server(settings)) as client:
         out["status"] = [
             await _timed(client.call_tool("get_ticket_status_v2", {"ticket_id": t})) for t in sample
         ]
@@ -145,6 +158,13 @@ def main() -> None:
     log(
         f"find_similar_tickets  p50 {percentile(similar, 0.5):.2f} ms, "
         f"p95 {percentile(similar, 0.95):.2f} ms over {len(similar)} tickets"
+    )
+    scoped = out["scoped"]
+    assert isinstance(scoped, list)
+    log(
+        f"find_similar_tickets  p50 {percentile(scoped, 0.5):.2f} ms, "
+        f"p95 {percentile(scoped, 0.95):.2f} ms over {len(scoped)} tickets, "
+        f"a caller of queue {SCOPED_QUEUE} only"
     )
     log(
         f"find_similar_tickets  first ten as the exact rank's (search_tickets_v2 with its "

@@ -11,17 +11,18 @@ the table grows:
    the subject + 1 in the body), subject above body as in the ranking;
 2. words no other ticket holds are left out (they cannot find anything), and the
    ``MAX_TERMS`` best become the query;
-3. the candidates are each word's ``PER_WORD`` best holders within the caller's queues
-   and the given statuses (read from the postings in the order a relevance search reads
-   them: subject and body first, then the newest), the ticket itself left out, in one
-   statement. A distinctive word is held by few tickets, so all its holders are read; a
+3. the candidates are each word's ``PER_WORD`` best holders (read from the postings in
+   the order a relevance search reads them: subject and body first, then the newest),
+   the ticket itself left out, those within the caller's queues and the given statuses
+   kept, in one statement. A distinctive word is held by few tickets, so all its holders are read; a
    frequent word's older holders are not, and weigh little in the rank;
 4. the ``RERANKED`` best candidates are ranked exactly from their token columns, and
    each hit says why it matched: the query words it holds.
 
 So the cost is bounded by ``MAX_TERMS`` x ``PER_WORD`` postings, whatever the table's
-size. The price: a ticket holding only frequent words, none of them among their first
-``PER_WORD`` holders, is not a candidate. ``bench/related.py`` prints how often the
+size and the caller's scope. The price: a ticket holding only frequent words, none of
+them among their first ``PER_WORD`` holders, is not a candidate (for a caller limited to
+a small queue, fewer of a frequent word's holders are in scope). ``bench/related.py`` prints how often the
 first ten equal those of the exact rank over every ticket.
 """
 
@@ -103,24 +104,24 @@ def distinctive_terms(conn: Connection, subject: str, body: str) -> list[Term]:
 
 
 def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[Any]) -> list[int]:
-    """The keys of the ``RERANKED`` best tickets among each term's ``PER_WORD`` best
-    holders meeting ``conditions`` (ticket ``pk`` left out), by the rank their holdings
-    give (``search.MATCHED`` per word held, plus its weight x impact), the later key
-    first among equals."""
+    """The keys of the ``RERANKED`` best tickets meeting ``conditions`` among each term's
+    ``PER_WORD`` best holders (ticket ``pk`` left out), by the rank their holdings give
+    (``search.MATCHED`` per word held, plus its weight x impact), the later key first
+    among equals."""
     p, t = _POSTINGS.c, _TICKETS.c
     arms = []
     for i, term in enumerate(terms):
-        # The tickets' rows are read only to meet ``conditions``.
-        holders = _POSTINGS.join(_TICKETS, t.pk == p.ticket_pk) if conditions else _POSTINGS
-        arm = (
+        holders = (
             select(p.ticket_pk, p.impact)
-            .select_from(holders)
-            .where(p.term == term.token, p.ticket_pk != pk, *conditions)
+            .where(p.term == term.token, p.ticket_pk != pk)
             .order_by(p.impact.desc(), p.created_at.desc(), p.ticket_pk.desc())
             .limit(PER_WORD)
             .subquery()
         )
-        arms.append(select(literal(i).label("word"), arm.c.ticket_pk, arm.c.impact))
+        arm = select(literal(i).label("word"), holders.c.ticket_pk, holders.c.impact)
+        if conditions:  # the tickets' rows read only for these
+            arm = arm.join(_TICKETS, t.pk == holders.c.ticket_pk).where(*conditions)
+        arms.append(arm)
     rank: dict[int, int] = {}
     for word, ticket_pk, impact in conn.execute(union_all(*arms)).tuples():
         rank[ticket_pk] = rank.get(ticket_pk, 0) + MATCHED + impact * terms[word].weight
