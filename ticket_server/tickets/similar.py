@@ -16,8 +16,8 @@ the table grows:
    the ticket itself left out, those within the caller's queues and the given statuses
    kept, in one statement. A distinctive word is held by few tickets, so all its holders are read; a
    frequent word's older holders are not, and weigh little in the rank;
-4. the ``RERANKED`` best candidates are ranked exactly from their token columns, and
-   each hit says why it matched: the query words it holds.
+4. the ``RERANKED`` best candidates are ranked exactly (the search's rank over their
+   text, in SQL), and each hit says why it matched: the query words it holds.
 
 So the cost is bounded by ``MAX_TERMS`` x ``PER_WORD`` postings, whatever the table's
 size and the caller's scope. The price: a ticket holding only frequent words, none of
@@ -39,12 +39,12 @@ from ticket_server.tickets.models import SearchPosting, Ticket
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketSummaryV2
 from ticket_server.tickets.search import (
-    BODY_WEIGHT,
     MATCHED,
-    SUBJECT_WEIGHT,
     TOTAL,
     SearchFilters,
+    Word,
     idf_weight,
+    read_ranked,
     term_counts,
 )
 
@@ -130,33 +130,28 @@ def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[A
 
 
 def _ranked(conn: Connection, pks: list[int], terms: list[Term], limit: int) -> list[SimilarHit]:
-    """The tickets ``pks`` ranked exactly from their token columns (as
-    ``search._rank``), best first, at most ``limit``, each with the terms it holds."""
+    """The tickets ``pks`` ranked exactly over their own text (``search.read_ranked``,
+    the search's rank in SQL), best first, at most ``limit``, each with the terms it
+    holds (read from the token columns of those only)."""
     if not pks:
         return []
+    words = [Word(t.token, t.word, t.weight) for t in terms]
+    best = read_ranked(conn, conn.dialect.name, [_TICKETS.c.pk], words, pks)[:limit]
     names = list(TicketSummaryV2.model_fields)
     rows = conn.execute(
         select(
             _TICKETS.c.pk,
-            _TICKETS.c.created_at,
             _TICKETS.c.search_subject,
             _TICKETS.c.search_body,
             *(_TICKETS.c[name] for name in names),
-        ).where(_TICKETS.c.pk.in_(pks))
+        ).where(_TICKETS.c.pk.in_([r.pk for r in best]))
     ).mappings()
-    scored = []
+    hits = {}
     for row in rows:
-        subject, body = set(row["search_subject"].split()), set(row["search_body"].split())
-        rank, shared = 0, []
-        for term in terms:
-            impact = SUBJECT_WEIGHT * (term.token in subject) + BODY_WEIGHT * (term.token in body)
-            if impact:
-                rank += MATCHED + impact * term.weight
-                shared.append(term.word)
+        held = set(row["search_subject"].split()) | set(row["search_body"].split())
         ticket = TicketSummaryV2.model_validate({name: row[name] for name in names})
-        scored.append(((rank, row["created_at"], row["pk"]), SimilarHit(ticket, shared)))
-    scored.sort(key=lambda s: s[0], reverse=True)
-    return [hit for _, hit in scored[:limit]]
+        hits[row["pk"]] = SimilarHit(ticket, [t.word for t in terms if t.token in held])
+    return [hits[r.pk] for r in best]
 
 
 async def similar_tickets(
