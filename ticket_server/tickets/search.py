@@ -791,7 +791,7 @@ def _by_key_statement(
     )
 
 
-def read_ranked(
+def _read_page(
     conn: Connection,
     dialect: str,
     columns: Sequence[Any],
@@ -1347,7 +1347,7 @@ def every_word_page(
     finally:
         if merging:
             _restore(conn, merging)
-    page = read_ranked(conn, dialect, columns, words, [pk for *_, pk in found])
+    page = _read_page(conn, dialect, columns, words, [pk for *_, pk in found])
     if [(r.rank, r.recency, r.pk) for r in page] != [
         (len(words) * MATCHED + s, at, pk) for s, at, pk in found
     ]:
@@ -1408,7 +1408,7 @@ def best_first_page(
         batch = min(2 * batch, LAST_BATCH)
     if not best:
         return []
-    return read_ranked(conn, dialect, columns, words, [k[2] for k in best])
+    return _read_page(conn, dialect, columns, words, [k[2] for k in best])
 
 
 def matched_in(

@@ -16,8 +16,10 @@ the table grows:
    the ticket itself left out, those within the caller's queues and the given statuses
    kept, in one statement. A distinctive word is held by few tickets, so all its holders are read; a
    frequent word's older holders are not, and weigh little in the rank;
-4. the ``RERANKED`` best candidates are ranked exactly (the search's rank over their
-   text, in SQL), and each hit says why it matched: the query words it holds.
+4. the ``RERANKED`` best candidates are ranked exactly from their token columns (as
+   ``search._rank`` ranks them in SQL, which on PostgreSQL costs more: each test of a
+   word reads the body again), and each hit says why it matched: the query words it
+   holds.
 
 So the cost is bounded by ``MAX_TERMS`` x ``PER_WORD`` postings, whatever the table's
 size and the caller's scope. The price: a ticket holding only frequent words, none of
@@ -31,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, literal, select, union_all
+from sqlalchemy import Connection, Integer, cast, func, select, union_all
 
 from ticket_server.tickets.analyzer import query_words
 from ticket_server.tickets.domain import TicketStatus
@@ -39,12 +41,12 @@ from ticket_server.tickets.models import SearchPosting, Ticket
 from ticket_server.tickets.repository import TicketRepository
 from ticket_server.tickets.schemas import TicketSummaryV2
 from ticket_server.tickets.search import (
+    BODY_WEIGHT,
     MATCHED,
+    SUBJECT_WEIGHT,
     TOTAL,
     SearchFilters,
-    Word,
     idf_weight,
-    read_ranked,
     term_counts,
 )
 
@@ -110,7 +112,7 @@ def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[A
     among equals."""
     p, t = _POSTINGS.c, _TICKETS.c
     arms = []
-    for i, term in enumerate(terms):
+    for term in terms:
         holders = (
             select(p.ticket_pk, p.impact)
             .where(p.term == term.token, p.ticket_pk != pk)
@@ -118,40 +120,51 @@ def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[A
             .limit(PER_WORD)
             .subquery()
         )
-        arm = select(literal(i).label("word"), holders.c.ticket_pk, holders.c.impact)
+        impact = cast(holders.c.impact, Integer)  # a small integer column: the sum is not
+        score = (impact * term.weight + MATCHED).label("score")
+        arm = select(holders.c.ticket_pk, score)
         if conditions:  # the tickets' rows read only for these
             arm = arm.join(_TICKETS, t.pk == holders.c.ticket_pk).where(*conditions)
         arms.append(arm)
-    rank: dict[int, int] = {}
-    for word, ticket_pk, impact in conn.execute(union_all(*arms)).tuples():
-        rank[ticket_pk] = rank.get(ticket_pk, 0) + MATCHED + impact * terms[word].weight
-    best = sorted(rank, key=lambda k: (rank[k], k), reverse=True)
-    return best[:RERANKED]
+    held = union_all(*arms).subquery()
+    rank = func.sum(held.c.score)
+    best = (
+        select(held.c.ticket_pk)
+        .group_by(held.c.ticket_pk)
+        .order_by(rank.desc(), held.c.ticket_pk.desc())
+        .limit(RERANKED)
+    )
+    return list(conn.execute(best).scalars())
 
 
 def _ranked(conn: Connection, pks: list[int], terms: list[Term], limit: int) -> list[SimilarHit]:
-    """The tickets ``pks`` ranked exactly over their own text (``search.read_ranked``,
-    the search's rank in SQL), best first, at most ``limit``, each with the terms it
-    holds (read from the token columns of those only)."""
+    """The tickets ``pks`` ranked exactly from their token columns (as
+    ``search._rank``), best first, at most ``limit``, each with the terms it holds."""
     if not pks:
         return []
-    words = [Word(t.token, t.word, t.weight) for t in terms]
-    best = read_ranked(conn, conn.dialect.name, [_TICKETS.c.pk], words, pks)[:limit]
     names = list(TicketSummaryV2.model_fields)
     rows = conn.execute(
         select(
             _TICKETS.c.pk,
+            _TICKETS.c.created_at,
             _TICKETS.c.search_subject,
             _TICKETS.c.search_body,
             *(_TICKETS.c[name] for name in names),
-        ).where(_TICKETS.c.pk.in_([r.pk for r in best]))
+        ).where(_TICKETS.c.pk.in_(pks))
     ).mappings()
-    hits = {}
+    scored = []
     for row in rows:
-        held = set(row["search_subject"].split()) | set(row["search_body"].split())
+        subject, body = set(row["search_subject"].split()), set(row["search_body"].split())
+        rank, shared = 0, []
+        for term in terms:
+            impact = SUBJECT_WEIGHT * (term.token in subject) + BODY_WEIGHT * (term.token in body)
+            if impact:
+                rank += MATCHED + impact * term.weight
+                shared.append(term.word)
         ticket = TicketSummaryV2.model_validate({name: row[name] for name in names})
-        hits[row["pk"]] = SimilarHit(ticket, [t.word for t in terms if t.token in held])
-    return [hits[r.pk] for r in best]
+        scored.append(((rank, row["created_at"], row["pk"]), SimilarHit(ticket, shared)))
+    scored.sort(key=lambda s: s[0], reverse=True)
+    return [hit for _, hit in scored[:limit]]
 
 
 async def similar_tickets(
