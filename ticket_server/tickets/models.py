@@ -168,6 +168,9 @@ class Ticket(Base):
             "sla_covered",
             "sla_breach_at",
         ),
+        # A ticket's queue and status by its key without reading its row (which holds the
+        # body): find_similar_tickets tests its candidates' scope here (revision 0020).
+        Index("ix_tickets_scope", "pk", "queue", "status"),
     )
 
 
