@@ -14,18 +14,18 @@ the table grows:
 3. the candidates are each word's ``PER_WORD`` best holders (read from the postings in
    the order a relevance search reads them: subject and body first, then the newest),
    the ticket itself left out, those within the caller's queues and the given statuses
-   kept, in one statement. A distinctive word is held by few tickets, so all its holders are read; a
-   frequent word's older holders are not, and weigh little in the rank;
-4. the ``RERANKED`` best candidates are ranked exactly from their token columns (as
-   ``search._rank`` ranks them in SQL, which on PostgreSQL costs more: each test of a
-   word reads the body again), and each hit says why it matched: the query words it
-   holds.
+   kept, summed and cut to the ``RERANKED`` best in one statement. A distinctive word
+   is held by few tickets, so all its holders are read; a frequent word's older holders
+   are not, and weigh little in the rank;
+4. those are ranked exactly from their token columns (as ``search._rank`` ranks in SQL,
+   which on PostgreSQL costs more: each test of a word reads the body again), and each
+   hit says why it matched: the query words it holds.
 
 So the cost is bounded by ``MAX_TERMS`` x ``PER_WORD`` postings, whatever the table's
 size and the caller's scope. The price: a ticket holding only frequent words, none of
 them among their first ``PER_WORD`` holders, is not a candidate (for a caller limited to
-a small queue, fewer of a frequent word's holders are in scope). ``bench/related.py`` prints how often the
-first ten equal those of the exact rank over every ticket.
+a small queue, fewer of a frequent word's holders are in scope). ``bench/related.py``
+prints how often the first ten equal those of the exact rank over every ticket.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[A
     """The keys of the ``RERANKED`` best tickets meeting ``conditions`` among each term's
     ``PER_WORD`` best holders (ticket ``pk`` left out), by the rank their holdings give
     (``search.MATCHED`` per word held, plus its weight x impact), the later key first
-    among equals."""
+    among equals. Scope: ``ix_tickets_scope`` answers it without the tickets' rows."""
     p, t = _POSTINGS.c, _TICKETS.c
     arms = []
     for term in terms:
