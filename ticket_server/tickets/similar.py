@@ -120,7 +120,8 @@ def _candidates(conn: Connection, pk: int, terms: list[Term], conditions: list[A
             .limit(PER_WORD)
             .subquery()
         )
-        impact = cast(holders.c.impact, Integer)  # a small integer column: the sum is not
+        # impact is a SMALLINT: uncast, PostgreSQL would type the score as one (overflow).
+        impact = cast(holders.c.impact, Integer)
         score = (impact * term.weight + MATCHED).label("score")
         arm = select(holders.c.ticket_pk, score)
         if conditions:  # the tickets' rows read only for these
