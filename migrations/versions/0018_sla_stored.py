@@ -42,9 +42,28 @@ def upgrade() -> None:
         "tickets",
         ["status", "queue", "priority", "owner", "created_at", "sla_covered", "sla_breach_at"],
     )
+    from ticket_server.tickets.sla import policy_from_rows
     from ticket_server.tickets.sla_store import refresh_all
 
-    refresh_all(op.get_bind())
+    # The policy as this revision's tables hold it (later revisions add columns that
+    # today's models would select).
+    bind = op.get_bind()
+    calendars = sa.table(
+        "sla_calendars",
+        *(sa.column(c) for c in ("queue", "time_zone", "hours", "holidays", "pause_statuses")),
+    )
+    targets = sa.table(
+        "sla_targets",
+        *(
+            sa.column(c)
+            for c in ("queue", "priority", "first_response_minutes", "resolution_minutes")
+        ),
+    )
+    policy = policy_from_rows(
+        [dict(r) for r in bind.execute(sa.select(calendars)).mappings()],
+        [dict(r) for r in bind.execute(sa.select(targets)).mappings()],
+    )
+    refresh_all(bind, policy)
 
 
 def downgrade() -> None:
