@@ -15,6 +15,7 @@ POLICY = """\
 time_zone = "Europe/Berlin"
 hours = { mon = ["09:00-17:00"], tue = ["09:00-17:00"], wed = ["09:00-17:00"], thu = ["09:00-17:00"], fri = ["09:00-17:00"] }
 holidays = ["2026-12-25"]
+holiday_calendar = "DE-BE"
 targets.high = { first_response = 60, resolution = 480 }
 targets.normal = { first_response = 240, resolution = 2400 }
 
@@ -33,6 +34,7 @@ def test_load_show_refuse_and_report(settings: Settings, tmp_path: Path) -> None
     assert "2 queue calendars, 3 targets" in loaded.stderr
     shown = json.loads(run(url, "sla", "show").stdout)
     assert shown["queues"]["billing"]["holidays"] == ["2026-12-25"]
+    assert shown["queues"]["billing"]["holiday_calendar"] == "DE-BE"
     assert shown["queues"]["billing"]["targets"]["high"] == {
         "first_response": 60,
         "resolution": 480,
@@ -41,6 +43,11 @@ def test_load_show_refuse_and_report(settings: Settings, tmp_path: Path) -> None
     (tmp_path / "bad.toml").write_text('[queues.billing]\ntime_zone = "Mars/Base"\n')
     assert "queue billing" in one_line(run(url, "sla", "load", str(tmp_path / "bad.toml")))
     assert json.loads(run(url, "sla", "show").stdout) == shown  # nothing changed
+    (tmp_path / "bad.toml").write_text('[queues.billing]\nholiday_calendar = "Atlantis"\n')
+    assert "holiday calendar 'Atlantis'" in one_line(
+        run(url, "sla", "load", str(tmp_path / "bad.toml"))
+    )
+    assert json.loads(run(url, "sla", "show").stdout) == shown
 
     report = run(url, "report", "sla", "--queue", "billing", "--since", "100000d", "--json")
     assert report.returncode == 0, report.stderr

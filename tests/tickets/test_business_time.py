@@ -33,6 +33,28 @@ def test_a_holiday_has_no_working_hours() -> None:
     assert plain.seconds_between(utc(2026, 12, 25, 0), utc(2026, 12, 26, 0)) == 8 * 3600
 
 
+def test_a_holiday_calendar_gives_a_countrys_public_holidays() -> None:
+    # Wednesday 6 Jan 2027, Epiphany: a public holiday in Bavaria, not in Berlin.
+    bavaria = Calendar.build("Europe/Berlin", WEEKDAYS, holiday_calendar="DE-BY")
+    berlin = Calendar.build("Europe/Berlin", WEEKDAYS, holiday_calendar="DE-BE")
+    day = (utc(2027, 1, 6, 0), utc(2027, 1, 7, 0))
+    assert bavaria.seconds_between(*day) == 0
+    assert berlin.seconds_between(*day) == 8 * 3600
+    # Tuesday 5 Jan 16:30 Berlin time + 60 min: in Bavaria the rest falls on Thursday.
+    assert bavaria.add(utc(2027, 1, 5, 15, 30), 3600) == utc(2027, 1, 7, 8, 30)
+    assert berlin.add(utc(2027, 1, 5, 15, 30), 3600) == utc(2027, 1, 6, 8, 30)
+    # Listed dates add to the calendar's: 2 Jan 2026 (a Friday) off in Bavaria too.
+    both = Calendar.build("Europe/Berlin", WEEKDAYS, [date(2026, 1, 2)], "DE-BY")
+    assert both.is_holiday(date(2026, 1, 2)) and both.is_holiday(date(2026, 1, 1))
+    assert not bavaria.is_holiday(date(2026, 1, 2))
+
+
+@pytest.mark.parametrize("code", ["XX", "DE-ZZ", "de-by-x"])
+def test_an_unknown_holiday_calendar_is_refused_by_name(code: str) -> None:
+    with pytest.raises(ValueError, match=f"holiday calendar {code!r}"):
+        Calendar.build("UTC", WEEKDAYS, holiday_calendar=code)
+
+
 def test_daylight_saving_time_ends_over_a_weekend() -> None:
     # Berlin leaves CEST (UTC+2) for CET (UTC+1) on Sunday 25 Oct 2026: Friday's 16:00
     # is 14:00 UTC, Monday's 09:00 is 08:00 UTC.

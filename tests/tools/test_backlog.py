@@ -38,13 +38,14 @@ MONDAY_9 = datetime(2026, 11, 30, 8, tzinfo=UTC)  # 09:00 in Berlin
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)  # Tuesday 10:00 in Berlin
 
 
-def policy(high_resolution: int) -> Policy:
+def policy(high_resolution: int, holiday_calendar: str | None = None) -> Policy:
     return Policy.model_validate(
         {
             "queues": {
                 "billing": {
                     "time_zone": "Europe/Berlin",
                     "hours": WEEKDAYS,
+                    "holiday_calendar": holiday_calendar,
                     "targets": {
                         "high": {"first_response": 60, "resolution": high_resolution},
                         "normal": {"first_response": 240, "resolution": 2400},
@@ -153,6 +154,19 @@ async def test_full_read_sla_from_stored_history_and_a_policy_change(settings: S
         assert changed["breached"] is True and changed["business_minutes_left"] == 600 - 23 * 60
         # 600 min: 2h on Monday in billing, then 8h of the 20h in support (from 12:00 UTC).
         assert changed["breached_at"] == "2026-11-30T20:00:00Z"
+
+        # A holiday calendar, stored and read back: the UAE's National Day (Wednesday 2
+        # and Thursday 3 December) takes two days off, so the 17 hours left from Tuesday
+        # 10:00 run 7 on Tuesday, 8 on Friday and 2 on Monday 7 December.
+        await _load(settings, policy(high_resolution=2400, holiday_calendar="AE"))
+        read = await client.call_tool("get_ticket", {"ticket_id": TICKET, "fields": ["sla"]})
+        assert read.structured_content["sla"]["resolution"]["due_at"] == "2026-12-07T10:00:00Z"
+        repo = open_repository(settings)
+        try:
+            stored = await repo.read(load_policy)
+        finally:
+            await repo.aclose()
+        assert stored == policy(high_resolution=2400, holiday_calendar="AE")
 
 
 # --- counts equal a brute-force count ------------------------------------------------

@@ -1,6 +1,7 @@
 """Business-time arithmetic on one calendar: a time zone (IANA, ``zoneinfo``), weekly
 working hours in that zone's local time, and holidays (local dates with no working
-hours). Pure: no clock, no database; every instant in and out is timezone-aware.
+hours): listed dates, a country's public holidays from the ``holidays`` library, or
+both. Pure: no clock, no database; every instant in and out is timezone-aware.
 
 Local hours are turned into instants with ``zoneinfo`` day by day, so a day on which the
 clocks change has its true length: 09:00-17:00 is eight hours either side of a DST
@@ -10,9 +11,10 @@ taken at that wall time's first occurrence (``fold=0``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
@@ -38,20 +40,47 @@ def parse_hours(text: str) -> tuple[time, time]:
     return start, end
 
 
+@lru_cache(maxsize=64)
+def public_holidays(code: str) -> Container[date]:
+    """The public holidays of ``code``: a country's ISO 3166-1 alpha-2 code, optionally
+    with a subdivision after a hyphen as the ``holidays`` library names it (``US``,
+    ``DE-BY``, ``GB-SCT``), every year (each generated at its first lookup).
+    ``ValueError`` names a country or subdivision the library does not have."""
+    import holidays
+
+    country, _, subdivision = code.partition("-")
+    try:
+        return holidays.country_holidays(country.upper(), subdiv=subdivision or None)
+    except NotImplementedError as exc:  # the library's "not available"
+        raise ValueError(
+            f"holiday calendar {code!r}: not a country (and subdivision) the holidays "
+            "library knows; write it as US, DE-BY or GB-SCT"
+        ) from exc
+
+
 @dataclass(frozen=True)
 class Calendar:
     """Working time: ``weekly[weekday]`` (0 = Monday) holds that day's (start, end)
-    local intervals, sorted and not overlapping; ``holidays`` are local dates off."""
+    local intervals, sorted and not overlapping; ``holidays`` are local dates off, and
+    so are the public holidays of ``holiday_calendar`` (``public_holidays``)."""
 
     zone: ZoneInfo
     weekly: Mapping[int, tuple[tuple[time, time], ...]]
     holidays: frozenset[date] = field(default_factory=frozenset)
+    holiday_calendar: str | None = None
 
     @classmethod
     def build(
-        cls, time_zone: str, hours: Mapping[str, Iterable[str]], holidays: Iterable[date] = ()
+        cls,
+        time_zone: str,
+        hours: Mapping[str, Iterable[str]],
+        holidays: Iterable[date] = (),
+        holiday_calendar: str | None = None,
     ) -> Calendar:
-        """From a time zone's name, ``{"mon": ["09:00-17:00"], ...}`` and holiday dates."""
+        """From a time zone's name, ``{"mon": ["09:00-17:00"], ...}``, holiday dates and
+        a holiday calendar's code (``public_holidays``)."""
+        if holiday_calendar is not None:
+            public_holidays(holiday_calendar)  # ValueError for an unknown one
         weekly: dict[int, tuple[tuple[time, time], ...]] = {}
         for day, intervals in hours.items():
             if day not in WEEKDAYS:
@@ -61,7 +90,7 @@ class Calendar:
                 if start < end:
                     raise ValueError(f"working hours of {day} overlap")
             weekly[WEEKDAYS.index(day)] = spans
-        return cls(ZoneInfo(time_zone), weekly, frozenset(holidays))
+        return cls(ZoneInfo(time_zone), weekly, frozenset(holidays), holiday_calendar)
 
     _days: dict[date, tuple[tuple[datetime, datetime], ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -76,7 +105,7 @@ class Calendar:
         if found is not None:
             return found
         spans: list[tuple[datetime, datetime]] = []
-        if day not in self.holidays:
+        if not self.is_holiday(day):
             for start, end in self.weekly.get(day.weekday(), ()):
                 begin = datetime.combine(day, start, self.zone)
                 finish = (
@@ -87,6 +116,12 @@ class Calendar:
                 spans.append((begin.astimezone(UTC), finish.astimezone(UTC)))
         self._days[day] = found = tuple(spans)
         return found
+
+    def is_holiday(self, day: date) -> bool:
+        """Whether local date ``day`` is off: listed, or a public holiday of the calendar."""
+        return day in self.holidays or (
+            self.holiday_calendar is not None and day in public_holidays(self.holiday_calendar)
+        )
 
     def _total(self, day: date) -> float:
         total = self._totals.get(day)

@@ -344,8 +344,9 @@ class SlaCalendar(Base):
     """The SLA calendar and pause rule of one queue, by the queue's name (``*``: every
     queue without a row of its own), as ``ticket-server sla load`` stored it: an IANA
     time zone, weekly working hours as JSON (``{"mon": ["09:00-17:00"], ...}``, local
-    time), holidays as a JSON list of ISO dates, and the statuses that pause the clock
-    (JSON list). ``tickets.sla`` reads it at every SLA read."""
+    time), holidays as a JSON list of ISO dates and as a holiday calendar's code (the
+    ``holidays`` library's country and subdivision, e.g. ``DE-BY``; null: none), and the
+    statuses that pause the clock (JSON list). ``tickets.sla`` reads it at every SLA read."""
 
     __tablename__ = "sla_calendars"
 
@@ -353,6 +354,7 @@ class SlaCalendar(Base):
     time_zone: Mapped[str] = mapped_column(String(64))
     hours: Mapped[str] = mapped_column(Text)
     holidays: Mapped[str] = mapped_column(Text)
+    holiday_calendar: Mapped[str | None] = mapped_column(String(16))
     pause_statuses: Mapped[str] = mapped_column(Text)
 
 

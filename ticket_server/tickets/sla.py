@@ -71,6 +71,7 @@ class QueuePolicy(BaseModel):
         }
     )
     holidays: list[date] = Field(default_factory=list)
+    holiday_calendar: str | None = Field(default=None, min_length=2, max_length=16)
     pause_statuses: list[TicketStatus] = Field(default_factory=lambda: list(DEFAULT_PAUSE))
     targets: dict[TicketPriority, Target] = Field(default_factory=dict)
 
@@ -85,16 +86,21 @@ class QueuePolicy(BaseModel):
     @cached_property
     def calendar(self) -> Calendar:
         hours = tuple(sorted((day, tuple(spans)) for day, spans in self.hours.items()))
-        return _calendar(self.time_zone, hours, tuple(sorted(set(self.holidays))))
+        return _calendar(
+            self.time_zone, hours, tuple(sorted(set(self.holidays))), self.holiday_calendar
+        )
 
 
 @lru_cache(maxsize=256)
 def _calendar(
-    time_zone: str, hours: tuple[tuple[str, tuple[str, ...]], ...], holidays: tuple[date, ...]
+    time_zone: str,
+    hours: tuple[tuple[str, tuple[str, ...]], ...],
+    holidays: tuple[date, ...],
+    holiday_calendar: str | None,
 ) -> Calendar:
     """One calendar per definition, kept across reads: a policy is read at every SLA
     read, and a calendar remembers the working time of the days it has counted."""
-    return Calendar.build(time_zone, dict(hours), holidays)
+    return Calendar.build(time_zone, dict(hours), holidays, holiday_calendar)
 
 
 class Policy(BaseModel):
@@ -322,6 +328,7 @@ def policy_rows(policy: Policy) -> tuple[list[dict[str, Any]], list[dict[str, An
                 "time_zone": entry.time_zone,
                 "hours": json.dumps(entry.hours, sort_keys=True),
                 "holidays": json.dumps(sorted(d.isoformat() for d in entry.holidays)),
+                "holiday_calendar": entry.holiday_calendar,
                 "pause_statuses": json.dumps([s.value for s in entry.pause_statuses]),
             }
         )
@@ -348,6 +355,7 @@ def policy_from_rows(
             "time_zone": row["time_zone"],
             "hours": json.loads(row["hours"]),
             "holidays": json.loads(row["holidays"]),
+            "holiday_calendar": row.get("holiday_calendar"),
             "pause_statuses": json.loads(row["pause_statuses"]),
             "targets": {},
         }
