@@ -93,6 +93,11 @@ async def _measure(url: str, calls: int) -> dict[str, list[float]]:
     async def due_soon(client: Client) -> Any:
         return await client.call_tool("search_tickets_v2", {"due_before": soon})
 
+    async def due_first(client: Client) -> Any:
+        return await client.call_tool(
+            "search_tickets_v2", {"sort": "due", "status": ["open"], "queue": "billing"}
+        )
+
     targets = await _open_tickets(url, 50)
     turn = {"n": 0}
 
@@ -121,6 +126,7 @@ async def _measure(url: str, calls: int) -> dict[str, list[float]]:
         "get_ticket fields=[sla]": sla,
         "search breached=true (open, billing)": breached,
         "search due_before now+2h": due_soon,
+        "search sort=due (open, billing)": due_first,
         "set_ticket_status (with SLA upkeep)": status_change,
         "SLA upkeep alone (refresh 1)": bookkeeping,
     }

@@ -240,6 +240,37 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
     assert 0 < len(late) < len(derived) and soon
 
 
+async def test_sort_by_due_time_pages_soonest_first(settings: Settings, mode: str) -> None:
+    """sort=due, page by page: every ticket whose derived state has a next due time,
+    each once, in the order of those due times; words select without ranking; a search
+    finding none says why."""
+    await _load(settings, policy(high_resolution=2400))
+    now = await _latest_fact(settings) + timedelta(days=2)
+    derived = await _derived(settings, now)
+
+    def due(state: Any) -> datetime | None:
+        clocks = [c for c in (state.first_response, state.resolution) if c is not None]
+        times = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
+        return min(times) if times else None
+
+    due_at = {k: due(s) for k, (_, s) in derived.items() if due(s) is not None}
+    async with Client(build_server(settings, now=lambda: now), mode=mode) as client:
+        listed = await _every_hit(client, sort="due")
+        assert len(listed) == len(set(listed)) and set(listed) == set(due_at)
+        assert [due_at[k] for k in listed] == sorted(due_at.values())
+        words = await _every_hit(client, sort="due", query="invoice")
+        holders = set(await _every_hit(client, query="invoice"))
+        assert set(words) == holders & set(due_at) and words
+        assert [due_at[k] for k in words] == sorted(due_at[k] for k in words)
+        untargeted = await client.call_tool(
+            "search_tickets_v2",
+            {"sort": "due", "priority": ["low"]},  # no target for low
+        )
+        assert untargeted.structured_content["tickets"] == []
+        assert "No ticket found has an SLA due time" in untargeted.structured_content["note"]
+    assert 0 < len(due_at) < len(derived)
+
+
 async def test_counts_by_tag(settings: Settings) -> None:
     """count_tickets grouped by tag (and queue): a ticket counts under each of its tags,
     one without tags under null; total counts each ticket once; breaches per group as

@@ -47,6 +47,10 @@ Two plans give the same pages:
   conversation, an owner, customer or date filter): the engines find the candidates and
   each is scored, so the cost follows how many tickets hold the words.
 
+``sort="due"`` lists the tickets with a next SLA due time (``tickets.sla_due_at``),
+soonest first down its index; words then only select (the tickets holding every word,
+any word for the conversation).
+
 A word no ticket holds is left out of the query, or replaced by the most frequent
 word one letter away (a typo); ``explain`` says so. An empty query lists the filtered
 tickets newest first. Paging is keyset paging on the sort key, so every match comes
@@ -111,7 +115,7 @@ from ticket_server.tickets.models import (
     TicketStatus,
 )
 
-Sort = Literal["relevance", "newest"]
+Sort = Literal["relevance", "newest", "due"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
 MAX_NEIGHBOURS = 5  # a typo's most frequent known neighbours tried, for a caller limited to queues
@@ -836,6 +840,8 @@ def build_page(
     """``columns`` and the sort key (labelled ``rank``, ``recency``, ``pk``) of the
     next ``limit`` tickets after ``after``, in page order (``conversation``: comments
     are searched too; ``every``: only tickets holding every word)."""
+    if sort == "due":
+        return _due_page(dialect, columns, words, filters, after, limit, conversation)
     candidates, keys = sort_keys(dialect, words, sort, conversation, every)
     names = {k.name for k in keys}
     selected = [c for c in columns if c.name not in names]
@@ -851,6 +857,34 @@ def build_page(
     if after is not None:
         stmt = stmt.where(_after(sort_columns, position_values(after, candidates is not None)))
     return stmt.order_by(*(c.desc() for c in sort_columns)).limit(limit)
+
+
+def _due_page(
+    dialect: str,
+    columns: Sequence[Any],
+    words: Sequence[Word],
+    filters: SearchFilters,
+    after: Position | None,
+    limit: int,
+    conversation: bool,
+) -> Select[Any]:
+    """``sort="due"``: ``columns`` of the next ``limit`` tickets after ``after`` with a
+    next SLA due time, soonest first, then by key (``recency`` labels the due time, and
+    there is no ``rank``); ``words`` select the tickets holding every one of them (any
+    one, with ``conversation``)."""
+    candidates, _ = sort_keys(dialect, words, "newest", conversation, every=not conversation)
+    due, pk = Ticket.sla_due_at, Ticket.pk
+    keys = {"recency", "pk"}
+    stmt = select(
+        *(c for c in columns if c.name not in keys), due.label("recency"), pk.label("pk")
+    ).where(
+        due.is_not(None),
+        *filters.conditions(),
+        *([candidates] if candidates is not None else []),
+    )
+    if after is not None:
+        stmt = stmt.where(or_(due > after.updated_at, and_(due == after.updated_at, pk > after.pk)))
+    return stmt.order_by(due, pk).limit(limit)
 
 
 FIRST_BATCH, LAST_BATCH = 16, 4096  # postings read per word and round: doubling from the first
@@ -1492,7 +1526,9 @@ def explain(
             )
         return " ".join(notes)
     matched = (
-        first._mapping["rank"] // MATCHED if first is not None and query.words else len(query.words)
+        first._mapping["rank"] // MATCHED
+        if first is not None and query.words and "rank" in first._mapping
+        else len(query.words)
     )
     if matched < len(query.words):
         notes.append(
