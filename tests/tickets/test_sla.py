@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
-from ticket_server.tickets.sla import Change, Policy, TicketFacts, parse_policy, sla_state
+from ticket_server.tickets.sla import (
+    Change,
+    Policy,
+    Target,
+    TicketFacts,
+    parse_policy,
+    sla_state,
+)
 
 WEEKDAYS = {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
 TARGETS = {"high": {"first_response": 60, "resolution": 480}}
@@ -118,6 +125,31 @@ def test_without_a_policy_or_target_the_reason_is_given() -> None:
     )
     default = Policy.model_validate({"queues": {"*": {"targets": TARGETS}}})
     assert sla_state(facts(queue="support"), default, utc(30, 12)).covered
+
+
+def test_a_customers_plan_has_its_own_targets() -> None:
+    """A plan's targets replace the queue's for the priorities the plan gives (its name
+    in any case); other plans, other priorities and tickets without a plan keep the
+    queue's; a plan given twice in two cases is refused."""
+    plans = {"Enterprise": {"high": {"first_response": 15}}, "Starter": {"low": {"resolution": 9}}}
+    policy = Policy.model_validate(
+        {"queues": {"billing": {"hours": WEEKDAYS, "targets": TARGETS, "plans": plans}}}
+    ).check()
+    opened = TicketFacts(MONDAY_9, TicketStatus.OPEN, "billing", TicketPriority.HIGH, (), None)
+
+    def first_response(plan: str | None) -> int | None:
+        state = sla_state(TicketFacts(**{**opened.__dict__, "plan": plan}), policy, utc(30, 12))
+        return None if state.first_response is None else state.first_response.target_minutes
+
+    assert first_response("enterprise") == first_response("ENTERPRISE") == 15
+    assert first_response("Starter") == first_response("Team") == first_response(None) == 60
+    # The plan's target is the whole target: Enterprise's high tickets have no resolution one.
+    entry = policy.entry("billing")
+    assert entry is not None
+    assert entry.target(TicketPriority.HIGH, "Enterprise") == Target(first_response=15)
+    assert entry.target(TicketPriority.HIGH, "Team") == Target(first_response=60, resolution=480)
+    with pytest.raises(ValueError, match="given twice"):
+        Policy.model_validate({"queues": {"b": {"plans": {"Pro": {}, "PRO": {}}}}})
 
 
 def test_policy_files_toml_and_json(tmp_path: Path) -> None:

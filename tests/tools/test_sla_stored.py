@@ -21,10 +21,11 @@ from tests.tools.test_writes import AGENT_SCOPES, _sql
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.tickets.domain import OPEN_STATUSES
+from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority
 from ticket_server.tickets.models import Comment, Ticket, TicketEvent
 from ticket_server.tickets.search import SearchFilters
-from ticket_server.tickets.sla_store import breached, refresh_all, states
+from ticket_server.tickets.sla import Target
+from ticket_server.tickets.sla_store import breached, load_policy, refresh_all, states
 
 _T = Ticket.__table__
 COLUMNS = (_T.c.id, _T.c.sla_covered, _T.c.sla_due_at, _T.c.sla_breach_at)
@@ -269,6 +270,42 @@ async def test_sort_by_due_time_pages_soonest_first(settings: Settings, mode: st
         assert untargeted.structured_content["tickets"] == []
         assert "No ticket found has an SLA due time" in untargeted.structured_content["note"]
     assert 0 < len(due_at) < len(derived)
+
+
+async def test_a_customers_plan_sets_the_targets_of_its_tickets(settings: Settings) -> None:
+    """Per-plan targets through the store and the tools: billing's high tickets of
+    Enterprise customers get the plan's 15-minute first response (written "enterprise"
+    in the policy), the others billing's 60; the policy reads back as loaded; and the
+    stored due times of the two kinds follow their targets."""
+    base = policy(high_resolution=2400)
+    billing = base.queues["billing"].model_copy(
+        update={"plans": {"enterprise": {TicketPriority.HIGH: Target(first_response=15)}}}
+    )
+    planned = base.model_copy(update={"queues": {**base.queues, "billing": billing}})
+    await _load(settings, planned)
+    repo = open_repository(settings)
+    try:
+        assert await repo.read(load_policy) == planned
+    finally:
+        await repo.aclose()
+    rows = await _sql(
+        settings,
+        "SELECT t.id, c.plan FROM tickets t JOIN customers c ON c.name = t.customer "
+        "WHERE t.queue = 'billing' AND t.priority = 'high' ORDER BY t.id",
+    )
+    enterprise = [r[0] for r in rows if r[1] == "Enterprise"][:3]
+    others = [r[0] for r in rows if r[1] != "Enterprise"][:3]
+    assert len(enterprise) == len(others) == 3
+    now = await _latest_fact(settings) + timedelta(days=2)
+    async with Client(build_server(settings, now=lambda: now)) as client:
+        for ticket_id, minutes, resolution in [
+            *((t, 15, None) for t in enterprise),
+            *((t, 60, 2400) for t in others),
+        ]:
+            read = await client.call_tool("get_ticket", {"ticket_id": ticket_id, "fields": ["sla"]})
+            sla = read.structured_content["sla"]
+            assert sla["first_response"]["target_minutes"] == minutes, ticket_id
+            assert (sla["resolution"] or {}).get("target_minutes") == resolution, ticket_id
 
 
 async def test_counts_by_tag(settings: Settings) -> None:

@@ -372,6 +372,22 @@ class SlaTarget(Base):
     resolution_minutes: Mapped[int | None] = mapped_column(Integer)
 
 
+class SlaPlanTarget(Base):
+    """A queue's (``*``: the default's) targets for the tickets of customers on one
+    ``plan`` (``Customer.plan``, compared case-insensitively), in place of its
+    ``SlaTarget`` for that priority, in business minutes (null: no target)."""
+
+    __tablename__ = "sla_plan_targets"
+
+    queue: Mapped[str] = mapped_column(String(64), primary_key=True)
+    plan: Mapped[str] = mapped_column(String(32), primary_key=True)
+    priority: Mapped[TicketPriority] = mapped_column(
+        _enum(TicketPriority, "sla_plan_target_priority"), primary_key=True
+    )
+    first_response_minutes: Mapped[int | None] = mapped_column(Integer)
+    resolution_minutes: Mapped[int | None] = mapped_column(Integer)
+
+
 class TicketLink(Base):
     """A typed relation between two tickets, stored once from ``ticket_id``'s side
     (``LinkType``); the other ticket reads it as the inverse (``INVERSE_LINKS``)."""

@@ -74,6 +74,31 @@ class QueuePolicy(BaseModel):
     holiday_calendar: str | None = Field(default=None, min_length=2, max_length=16)
     pause_statuses: list[TicketStatus] = Field(default_factory=lambda: list(DEFAULT_PAUSE))
     targets: dict[TicketPriority, Target] = Field(default_factory=dict)
+    plans: dict[str, dict[TicketPriority, Target]] = Field(default_factory=dict)
+    """Per customer plan (``Customer.plan``, any case): targets in place of ``targets``
+    for the priorities given."""
+
+    @field_validator("plans")
+    @classmethod
+    def _plan_names(
+        cls, value: dict[str, dict[TicketPriority, Target]]
+    ) -> dict[str, dict[TicketPriority, Target]]:
+        folded = [name.casefold() for name in value]
+        for name in value:
+            if not name.strip() or len(name) > 32:
+                raise ValueError(f"plan name {name[:40]!r}: 1 to 32 characters")
+            if folded.count(name.casefold()) > 1:
+                raise ValueError(f"plan {name!r} is given twice (plans are compared in any case)")
+        return value
+
+    def target(self, priority: TicketPriority, plan: str | None = None) -> Target | None:
+        """The target of a ticket of ``priority`` whose customer is on ``plan``: the
+        plan's own for that priority if it has one, else the queue's."""
+        if plan is not None:
+            for name, targets in self.plans.items():
+                if name.casefold() == plan.casefold() and priority in targets:
+                    return targets[priority]
+        return self.targets.get(priority)
 
     @field_validator("pause_statuses")
     @classmethod
@@ -167,6 +192,7 @@ class TicketFacts:
     priority: TicketPriority
     changes: Sequence[Change]
     first_reply_at: datetime | None
+    plan: str | None = None  # the customer's plan (``Customer.plan``)
 
 
 class Clock(BaseModel):
@@ -280,7 +306,7 @@ def sla_state(facts: TicketFacts, policy: Policy, now: datetime) -> SlaState:
     entry = policy.entry(facts.queue)
     if entry is None:
         return SlaState(covered=False, reason=f"no SLA policy for queue {facts.queue}")
-    target = entry.targets.get(facts.priority)
+    target = entry.target(facts.priority, facts.plan)
     if target is None or (target.first_response is None and target.resolution is None):
         return SlaState(
             covered=False,
@@ -318,9 +344,11 @@ def sla_state(facts: TicketFacts, policy: Policy, now: datetime) -> SlaState:
     )
 
 
-def policy_rows(policy: Policy) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The policy as rows of ``sla_calendars`` and ``sla_targets``."""
-    calendars, targets = [], []
+def policy_rows(
+    policy: Policy,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The policy as rows of ``sla_calendars``, ``sla_targets`` and ``sla_plan_targets``."""
+    calendars, targets, plan_targets = [], [], []
     for name, entry in policy.queues.items():
         calendars.append(
             {
@@ -341,11 +369,24 @@ def policy_rows(policy: Policy) -> tuple[list[dict[str, Any]], list[dict[str, An
                     "resolution_minutes": target.resolution,
                 }
             )
-    return calendars, targets
+        for plan, by_priority in entry.plans.items():
+            for priority, target in by_priority.items():
+                plan_targets.append(
+                    {
+                        "queue": name,
+                        "plan": plan,
+                        "priority": priority,
+                        "first_response_minutes": target.first_response,
+                        "resolution_minutes": target.resolution,
+                    }
+                )
+    return calendars, targets, plan_targets
 
 
 def policy_from_rows(
-    calendars: Iterable[Mapping[str, Any]], targets: Iterable[Mapping[str, Any]]
+    calendars: Iterable[Mapping[str, Any]],
+    targets: Iterable[Mapping[str, Any]],
+    plan_targets: Iterable[Mapping[str, Any]] = (),
 ) -> Policy:
     """The policy ``policy_rows`` stored (a target without a calendar row gets the
     defaults: UTC, every hour)."""
@@ -362,6 +403,13 @@ def policy_from_rows(
     for row in targets:
         entry = queues.setdefault(row["queue"], {"targets": {}})
         entry["targets"][str(row["priority"])] = {
+            "first_response": row["first_response_minutes"],
+            "resolution": row["resolution_minutes"],
+        }
+    for row in plan_targets:
+        entry = queues.setdefault(row["queue"], {"targets": {}})
+        plan = entry.setdefault("plans", {}).setdefault(row["plan"], {})
+        plan[str(row["priority"])] = {
             "first_response": row["first_response_minutes"],
             "resolution": row["resolution_minutes"],
         }

@@ -21,7 +21,15 @@ from ticket_server.tickets.domain import (
     TicketStatus,
     Visibility,
 )
-from ticket_server.tickets.models import Comment, SlaCalendar, SlaTarget, Ticket, TicketEvent
+from ticket_server.tickets.models import (
+    Comment,
+    Customer,
+    SlaCalendar,
+    SlaPlanTarget,
+    SlaTarget,
+    Ticket,
+    TicketEvent,
+)
 from ticket_server.tickets.search import SearchFilters
 from ticket_server.tickets.sla import (
     Change,
@@ -34,7 +42,7 @@ from ticket_server.tickets.sla import (
 )
 
 _T, _E, _C = Ticket.__table__, TicketEvent.__table__, Comment.__table__
-_CAL, _TGT = SlaCalendar.__table__, SlaTarget.__table__
+_CAL, _TGT, _PLAN = SlaCalendar.__table__, SlaTarget.__table__, SlaPlanTarget.__table__
 _TAGS, _TICKET_TAGS = Tag.__table__, TicketTag.__table__
 
 GROUPS = ("queue", "status", "priority", "owner", "tag")
@@ -53,21 +61,26 @@ def load_policy(conn: Connection) -> Policy:
     return policy_from_rows(
         [dict(r) for r in conn.execute(select(_CAL)).mappings()],
         [dict(r) for r in conn.execute(select(_TGT)).mappings()],
+        [dict(r) for r in conn.execute(select(_PLAN)).mappings()],
     )
 
 
 def replace_policy(conn: Connection, policy: Policy) -> tuple[int, int]:
     """The stored policy replaced by ``policy`` (in the caller's transaction), and every
-    ticket's SLA columns derived again under it; returns (calendars, targets) stored."""
-    calendars, targets = policy_rows(policy)
+    ticket's SLA columns derived again under it; returns (calendars, targets) stored
+    (targets: per priority and per plan and priority)."""
+    calendars, targets, plan_targets = policy_rows(policy)
+    conn.execute(delete(_PLAN))
     conn.execute(delete(_TGT))
     conn.execute(delete(_CAL))
     if calendars:
         conn.execute(insert(_CAL), calendars)
     if targets:
         conn.execute(insert(_TGT), targets)
+    if plan_targets:
+        conn.execute(insert(_PLAN), plan_targets)
     refresh_all(conn, policy)
-    return len(calendars), len(targets)
+    return len(calendars), len(targets) + len(plan_targets)
 
 
 def _facts(conn: Connection, tickets: Any, rows: Sequence[Any]) -> dict[str, TicketFacts]:
@@ -101,6 +114,7 @@ def _facts(conn: Connection, tickets: Any, rows: Sequence[Any]) -> dict[str, Tic
             priority=TicketPriority(r.priority),
             changes=changes.get(r.id, []),
             first_reply_at=first.get(r.id),
+            plan=r.plan,
         )
         for r in rows
     }
@@ -113,7 +127,19 @@ def _utc(value: Any) -> datetime:
     return moment.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-_FACT_COLUMNS = (_T.c.id, _T.c.created_at, _T.c.status, _T.c.queue, _T.c.priority)
+_CUSTOMERS = Customer.__table__
+_FACT_COLUMNS = (
+    _T.c.id,
+    _T.c.created_at,
+    _T.c.status,
+    _T.c.queue,
+    _T.c.priority,
+    # The customer's plan, for per-plan targets (one lookup by the unique name).
+    select(_CUSTOMERS.c.plan)
+    .where(_CUSTOMERS.c.name == _T.c.customer)
+    .scalar_subquery()
+    .label("plan"),
+)
 
 
 def ticket_sla(
