@@ -2,10 +2,10 @@
 `count_tickets` grouped by queue x status (open tickets, with breach counts), the
 `tickets://queue/billing` overview (its "breaching within 2 hours" list), and `get_ticket`
 with only `sla`; latency p50/p95 per call over the in-memory client, all middleware on,
-on SQLite, with an SLA policy loaded (every queue has targets, so every open ticket's
-SLA state is derived).
+on SQLite or PostgreSQL, with an SLA policy loaded (every queue has targets, so every
+open ticket's SLA state is derived).
 
-    .venv/bin/python -m bench.sla --count 10000 [--calls 200]
+    .venv/bin/python -m bench.sla --count 10000 [--calls 200] [--engine postgresql]
 
 Not part of `make bench` (yet): its figures go to ANALYSIS.md by hand.
 """
@@ -32,6 +32,8 @@ POLICY = {
             "time_zone": "Europe/Berlin",
             "hours": {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")},
             "holidays": ["2026-12-25"],
+            "holiday_calendar": "DE-BE",
+            "plans": {"Enterprise": {"urgent": {"first_response": 15, "resolution": 120}}},
             "targets": {
                 p: {"first_response": 60 * (i + 1), "resolution": 480 * (i + 1)}
                 for i, p in enumerate(("urgent", "high", "normal", "low"))
@@ -172,11 +174,22 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.sla")
     p.add_argument("--count", type=int, default=10_000, help="tickets in the data set")
     p.add_argument("--calls", type=int, default=200, help="calls per read")
+    p.add_argument("--engine", choices=["sqlite", "postgresql"], default="sqlite")
     args = p.parse_args()
-    log(f"sla: sqlite {args.count:,} tickets ...")
-    with tempfile.TemporaryDirectory() as tmp:
-        url = sqlite_url(sqlite_copy(args.count, Path(tmp) / "tickets.db"))
-        times = asyncio.run(_measure(url, args.calls))
+    log(f"sla: {args.engine} {args.count:,} tickets ...")
+    if args.engine == "postgresql":
+        from bench.common import Postgres
+
+        pg = Postgres()
+        pg.start()
+        try:
+            times = asyncio.run(_measure(pg.copy(args.count, "bench_sla"), args.calls))
+        finally:
+            pg.stop()
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            url = sqlite_url(sqlite_copy(args.count, Path(tmp) / "tickets.db"))
+            times = asyncio.run(_measure(url, args.calls))
     for name, t in times.items():
         log(
             f"  {name:34s} p50 {percentile(t, 0.5):8.2f} ms, p95 {percentile(t, 0.95):8.2f} ms "
