@@ -117,12 +117,12 @@ def create_engine(
     return engine
 
 
-def create_sqlite_reader(settings: Settings, *, wait: bool = True) -> Engine | None:
-    """For an SQLite database, a synchronous (pysqlite) engine on the same file, opened
-    as ``create_engine`` opens it for serving; the repository runs each read on it in
-    one worker thread. ``wait=False``: its connections never wait for a lock (busy
-    timeout 0), for point reads on the event loop (``TicketRepository``). None for any
-    other database."""
+def create_sqlite_sync_engine(settings: Settings, *, wait: bool = True) -> Engine | None:
+    """For an SQLite database, a synchronous (pysqlite) engine on the file, opened as
+    ``create_engine`` opens it for serving: ``SqliteStorage`` runs reads and write
+    transactions on it in worker threads. ``wait=False``: its connections never wait for
+    a lock (busy timeout 0), for point reads on the event loop. None for any other
+    database."""
     from sqlalchemy import create_engine as create_sync_engine
     from sqlalchemy.engine import make_url
 
@@ -175,15 +175,21 @@ def _watch_sqlite_file(
 
 
 def open_repository(settings: Settings) -> TicketRepository:
-    """A repository on ``settings.database_url``; no connection is opened until a query."""
+    """A repository on ``settings.database_url``, its queries run by the engine's storage
+    executor (``tickets.storage``); no connection is opened until a query."""
     from ticket_server.tickets.repository import TicketRepository
+    from ticket_server.tickets.storage import PostgresStorage, SqliteStorage, Storage
 
-    return TicketRepository(
-        create_engine(settings),
-        timeout=settings.database_timeout,
-        reader=create_sqlite_reader(settings),
-        point_reader=create_sqlite_reader(settings, wait=False),
-    )
+    storage: Storage
+    timeout = settings.database_timeout
+    engine = create_sqlite_sync_engine(settings)
+    if engine is not None:
+        point_engine = create_sqlite_sync_engine(settings, wait=False)
+        assert point_engine is not None
+        storage = SqliteStorage(engine, point_engine, timeout)
+    else:
+        storage = PostgresStorage(create_engine(settings), timeout)
+    return TicketRepository(storage)
 
 
 def alembic_config(database_url: str) -> Config:  # alembic imported lazily: start-up cost

@@ -40,7 +40,7 @@ async def test_timed_out_reads_free_their_threads(settings: Settings) -> None:
             return int(conn.execute(SLOW).scalar_one())
 
         outcomes = await asyncio.gather(
-            *(repo._read(slow) for _ in range(2 * WORKERS)), return_exceptions=True
+            *(repo.read(slow) for _ in range(2 * WORKERS)), return_exceptions=True
         )
         assert all(isinstance(o, DatabaseUnavailable) for o in outcomes), outcomes
         ticket = await repo.get("SUP-4412")
@@ -67,7 +67,7 @@ async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
     answered "unavailable" after the timeout; then they read on the loop again."""
     import sqlite3
 
-    import ticket_server.tickets.repository as repository
+    import ticket_server.tickets.storage as storage
 
     hops: list[object] = []
     real = asyncio.to_thread
@@ -76,7 +76,7 @@ async def test_a_lookup_skips_the_worker_thread_unless_the_file_is_locked(
         hops.append(function)
         return await real(function, *args, **kwargs)
 
-    monkeypatch.setattr(repository.asyncio, "to_thread", counted)
+    monkeypatch.setattr(storage.asyncio, "to_thread", counted)
     for journal_mode in ("wal", "delete"):
         repo = open_repository(
             settings.model_copy(

@@ -1,30 +1,27 @@
 """TicketRepository: every query the tools make, in SQLAlchemy Core.
 
-A tool's read is one synchronous function over a SQLAlchemy ``Connection`` (see
-``_read``): on SQLite it runs in one worker thread on a pysqlite engine, on PostgreSQL
-through ``AsyncConnection.run_sync`` on asyncpg. Driver and pool failures surface as
-``DatabaseUnavailable`` so that callers can answer "ticket database unavailable"
-without knowing the engine, and every query is bounded in time by ``database_timeout``.
+A tool's read is one synchronous function over a SQLAlchemy ``Connection``; the
+repository's storage executor (``tickets.storage``) runs it, on SQLite in a worker
+thread, on PostgreSQL through ``AsyncConnection.run_sync``. Driver and pool failures
+surface as ``DatabaseUnavailable`` so that callers can answer "ticket database
+unavailable" without knowing the engine, and every query is bounded in time by
+``database_timeout``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, text, update
 
-from ticket_server.tickets.domain import OPEN_STATUSES, SearchTooCostly, bounded
+from ticket_server.tickets.domain import OPEN_STATUSES, SearchTooCostly
 from ticket_server.tickets.models import Comment, Customer, Queue, Requester, Ticket, TicketEvent
 from ticket_server.tickets.schemas import (
     CommentRecord,
@@ -39,12 +36,14 @@ from ticket_server.tickets.schemas import (
 
 if TYPE_CHECKING:  # the search module (analyzer, stemmers) loads with the first search or write
     from ticket_server.tickets.search import Position, SearchFilters, Sort
+    from ticket_server.tickets.storage import Storage
 
 log = logging.getLogger(__name__)
 _TICKETS = Ticket.__table__
 _RECORD_COLUMNS = [_TICKETS.c[name] for name in TicketRecord.model_fields]
 _SUMMARY_COLUMNS = [_TICKETS.c[name] for name in TicketSummaryV2.model_fields]
 _MATCH_COLUMNS = [_TICKETS.c.search_subject, _TICKETS.c.search_body]
+_COUNT_TICKETS = select(func.count()).select_from(_TICKETS)
 _GET = select(*_RECORD_COLUMNS).where(_TICKETS.c.id == bindparam("ticket_id"))
 _CUSTOMERS, _COMMENTS, _EVENTS = Customer.__table__, Comment.__table__, TicketEvent.__table__
 _CUSTOMER_COLUMNS = [_CUSTOMERS.c[name] for name in CustomerRecord.model_fields]
@@ -140,174 +139,32 @@ class SearchResult:
 
 
 class TicketRepository:
-    """Queries over one engine; ``aclose()`` releases its connections.
+    """Every query the tools make, run by one storage executor (``storage``: SQLite's or
+    PostgreSQL's); ``aclose()`` releases its connections."""
 
-    ``reader``, for SQLite, is a synchronous (pysqlite) engine on the same file: each
-    read then costs one worker-thread hop, where aiosqlite would make one per DBAPI call
-    (cursor, execute, fetch, close, rollback), and under concurrent callers the hops are
-    most of a ticket lookup's cost. ``point_reader``, for SQLite, is one whose
-    connections never wait for a lock: a lookup by key and the full read of one ticket
-    read on it on the event loop, with no hop at all (``_read_point``).
-    """
-
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        timeout: float,
-        reader: Engine | None = None,
-        point_reader: Engine | None = None,
-    ) -> None:
-        self._engine = engine
-        self._reader = reader
-        self._point_reader = point_reader
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
-        self._timeout = timeout
-        # This process's writers queue here: on SQLite rather than in its busy handler,
-        # whose sleeps starved some of them past the timeout; on PostgreSQL (per row)
-        # rather than on a row lock while holding a pooled connection, which starved
-        # reads of connections (bench/writes.py; its figures in bench/ANALYSIS.md).
-        self._write_lock = asyncio.Lock()
-        self._row_locks: dict[
-            str, tuple[asyncio.Lock, int]
-        ] = {}  # lock, writers holding or awaiting it
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
 
     @property
     def dialect(self) -> str:
-        return self._engine.dialect.name
+        return self.storage.dialect
 
     async def aclose(self) -> None:
-        await self._engine.dispose()
-        for reader in (self._reader, self._point_reader):
-            if reader is not None:
-                reader.dispose()
-
-    @asynccontextmanager
-    async def _session(self) -> AsyncIterator[AsyncSession]:
-        async with bounded(self._timeout), self._sessions() as session:
-            yield session
-
-    async def _read(self, read: Callable[[Connection], T]) -> T:
-        """``read(connection)``, a function of synchronous SQLAlchemy Core calls, as one
-        read: in a worker thread on the SQLite reader, else on an async connection via
-        ``run_sync`` (asyncpg, no thread), in autocommit mode."""
-        async with bounded(self._timeout):
-            if self._reader is not None:
-                return await self._read_in_thread(read)
-            async with self._engine.connect() as conn:
-                # No BEGIN and ROLLBACK around a read: two round trips fewer. Under READ
-                # COMMITTED each statement takes its own snapshot inside a transaction
-                # too, so a read sees exactly what it saw before.
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-                return await conn.run_sync(read)
+        await self.storage.aclose()
 
     async def read(self, read: Callable[[Connection], T]) -> T:
-        """``read(connection)`` as one read (``_read``): the write path's checks made
-        before a person is asked to confirm a write."""
-        return await self._read(read)
-
-    async def _read_point(self, read: Callable[[Connection], T]) -> T:
-        """``read(connection)`` of one ticket's rows by key (bounded work, no scan): on SQLite
-        first on the event loop on ``point_reader``, which never waits for a lock, so
-        there is no worker-thread hop (most of a lookup's cost when the cores are
-        busy); should the file be locked (a writer in rollback-journal mode) or the read
-        fail at all, it is made again as any read (``_read``), which waits, times out
-        and reports failures as every read does."""
-        if self._point_reader is not None:
-            from sqlalchemy.exc import SQLAlchemyError
-
-            try:
-                with self._point_reader.connect() as conn:
-                    return read(conn)
-            except SQLAlchemyError:
-                pass
-        return await self._read(read)
-
-    async def _read_in_thread(self, read: Callable[[Connection], T]) -> T:
-        # A worker thread cannot be cancelled: when the caller gives up (timeout,
-        # cancellation) the query is interrupted (sqlite3's interrupt(), made to be called
-        # from another thread), or abandoned queries would hold every worker thread.
-        # The lock keeps the interrupt from reaching the connection once it is back in
-        # the pool, where another read may have it.
-        lock = threading.Lock()
-        running: list[Any] = []
-
-        def work() -> T:
-            assert self._reader is not None
-            with self._reader.connect() as conn:
-                with lock:
-                    running.append(conn.connection.dbapi_connection)
-                try:
-                    return read(conn)
-                finally:
-                    with lock:
-                        running.clear()
-
-        try:
-            return await asyncio.to_thread(work)
-        except asyncio.CancelledError:
-            with lock:
-                for dbapi_connection in running:
-                    dbapi_connection.interrupt()
-            raise
+        """``read(connection)``, a function of synchronous SQLAlchemy Core calls, as one
+        read (``Storage.read``)."""
+        return await self.storage.read(read)
 
     async def transaction(self, work: Callable[[Connection], T], *, row: str | None = None) -> T:
         """``work(connection)`` in one write transaction, committed when it returns and
-        rolled back when it raises. Writers are serialised: on SQLite by ``BEGIN
-        IMMEDIATE`` (the write lock is taken first, waiting up to the busy timeout, so a
-        transaction never reads a state another writer is about to change), and this
-        process's writers take turns before that; on PostgreSQL ``work`` locks the rows
-        it changes (``SELECT ... FOR UPDATE``, across processes) and this process's
-        writers of the same ``row`` (the key of the row ``work`` locks; None: any row)
-        take turns before taking a connection, while writers of other rows go ahead."""
-        async with bounded(self._timeout):
-            if self._reader is None:
-                async with self._turn(row), self._engine.begin() as conn:
-                    return await conn.run_sync(work)
-
-            # A worker thread cannot be cancelled: when the caller gives up (timeout,
-            # cancellation) the transaction is rolled back instead of committed, so "nothing
-            # was changed" stays true (short of a give-up landing during the commit itself).
-            abandoned = threading.Event()
-
-            def run() -> T:
-                assert self._reader is not None
-                with self._reader.connect() as conn:
-                    # pysqlite begins no transaction of its own once one is open.
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")
-                    try:
-                        done = work(conn)
-                        if abandoned.is_set():
-                            raise TimeoutError("write abandoned by its caller")
-                    except BaseException:
-                        conn.rollback()
-                        raise
-                    conn.commit()
-                    return done
-
-            async with self._write_lock:
-                try:
-                    return await asyncio.to_thread(run)
-                except asyncio.CancelledError:
-                    abandoned.set()
-                    raise
-
-    @asynccontextmanager
-    async def _turn(self, row: str | None) -> AsyncIterator[None]:
-        """This process's turn to write ``row`` (PostgreSQL), else to write at all."""
-        if row is None or self.dialect != "postgresql":
-            async with self._write_lock:
-                yield
-            return
-        lock, writers = self._row_locks.get(row, (None, 0))
-        lock = lock or asyncio.Lock()
-        self._row_locks[row] = (lock, writers + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            _, writers = self._row_locks.pop(row)
-            if writers > 1:
-                self._row_locks[row] = (lock, writers - 1)
+        rolled back when it raises (``Storage.write``). Writers are serialised: on SQLite
+        by the file's write lock, taken first; on PostgreSQL ``work`` locks the rows it
+        changes (``SELECT ... FOR UPDATE``, across processes) and this process's writers
+        of the same ``row`` (the key of the row ``work`` locks; None: any row) take turns
+        before taking a connection, while writers of other rows go ahead."""
+        return await self.storage.write(work, row=row)
 
     async def get(
         self, ticket_id: str, queues: frozenset[str] | None = None
@@ -319,7 +176,7 @@ class TicketRepository:
             row = conn.execute(stmt, {"ticket_id": ticket_id}).mappings().first()
             return TicketRecord.model_validate(dict(row)) if row is not None else None
 
-        return await self._read_point(read)
+        return await self.storage.read_point(read)
 
     async def ticket_view(
         self,
@@ -379,7 +236,7 @@ class TicketRepository:
 
         from ticket_server.tickets.links import links_of
 
-        return await self._read_point(read)
+        return await self.storage.read_point(read)
 
     async def customer_view(
         self, customer_id: str, queues: frozenset[str] | None, limit: int
@@ -423,7 +280,7 @@ class TicketRepository:
                 ticket_total=total,
             )
 
-        return await self._read(read)
+        return await self.storage.read(read)
 
     async def complete_ticket_ids(
         self, prefix: str, queues: frozenset[str] | None, limit: int
@@ -434,7 +291,7 @@ class TicketRepository:
             queues,
         )
         stmt = stmt.order_by(_TICKETS.c.id).limit(limit)
-        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+        return await self.storage.read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def complete_queues(
         self, prefix: str, queues: frozenset[str] | None, limit: int
@@ -446,7 +303,7 @@ class TicketRepository:
         if queues is not None:
             stmt = stmt.where(q.c.name.in_(sorted(queues)))
         stmt = stmt.order_by(q.c.name).limit(limit)
-        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+        return await self.storage.read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def complete_owners(
         self, prefix: str, queues: frozenset[str] | None, limit: int
@@ -456,7 +313,7 @@ class TicketRepository:
             _TICKETS.c.owner.is_not(None), _prefix(_TICKETS.c.owner, prefix)
         )
         stmt = _in_queues(stmt.distinct(), queues).order_by(_TICKETS.c.owner).limit(limit)
-        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+        return await self.storage.read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def complete_customers(
         self, prefix: str, queues: frozenset[str] | None, limit: int
@@ -475,7 +332,7 @@ class TicketRepository:
             .order_by(_CUSTOMERS.c.id)
             .limit(limit)
         )
-        return await self._read(lambda conn: list(conn.execute(stmt).scalars()))
+        return await self.storage.read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def search_subject(
         self, query: str, limit: int, queues: frozenset[str] | None = None
@@ -497,13 +354,13 @@ class TicketRepository:
         def read(conn: Connection) -> list[TicketRecord]:
             return [TicketRecord.model_validate(dict(row)) for row in conn.execute(stmt).mappings()]
 
-        if self._reader is None:  # PostgreSQL: the pg_trgm index serves the pattern
-            return await self._read(read)
+        if self.dialect == "postgresql":  # the pg_trgm index serves the pattern
+            return await self.storage.read(read)
         # SQLite scans every subject: the scan is stopped (interrupted by SQLite's
         # progress handler) at its own budget, counted from its first step, not from a
         # wait for a worker thread or a busy machine, so a burst of them cannot hold the
         # worker threads other callers' reads need.
-        budget = min(SUBSTRING_SEARCH_SECONDS, self._timeout / 2)
+        budget = min(SUBSTRING_SEARCH_SECONDS, self.storage.timeout / 2)
 
         def scan(conn: Connection) -> list[TicketRecord]:
             from sqlalchemy.exc import OperationalError
@@ -521,7 +378,7 @@ class TicketRepository:
             finally:
                 sqlite.set_progress_handler(None, 0)
 
-        return await self._read(scan)
+        return await self.storage.read(scan)
 
     async def search(
         self,
@@ -585,15 +442,15 @@ class TicketRepository:
             )
             return SearchResult(page, len(rows) > limit, note, places)
 
-        return await self._read(read)
+        return await self.storage.read(read)
 
     async def queues(self) -> list[str]:
         """Every queue that holds a ticket, sorted."""
-        return await self._read(lambda conn: [r[0] for r in conn.execute(_QUEUES)])
+        return await self.storage.read(lambda conn: [r[0] for r in conn.execute(_QUEUES)])
 
     async def count(self) -> int:
-        async with self._session() as session:
-            return int(await session.scalar(select(func.count()).select_from(Ticket)) or 0)
+        """How many tickets there are."""
+        return await self.storage.read(lambda conn: int(conn.scalar(_COUNT_TICKETS) or 0))
 
     async def add_all(
         self,
@@ -605,14 +462,15 @@ class TicketRepository:
         rows, comment_rows, event_rows = list(tickets), list(comments), list(events)
         if not (rows or comment_rows or event_rows):
             return 0
-        return await self._write(lambda conn: insert_tickets(conn, rows, comment_rows, event_rows))
+        return await self.transaction(
+            lambda conn: insert_tickets(conn, rows, comment_rows, event_rows)
+        )
 
     async def add_customers(self, customers: Iterable[dict[str, Any]]) -> int:
         """Insert customers (dicts of column values) in one transaction; returns how many."""
         rows = list(customers)
         if rows:
-            async with self._session() as session, session.begin():
-                await session.execute(insert(Customer), rows)
+            await self.transaction(lambda conn: conn.execute(insert(_CUSTOMERS), rows))
         return len(rows)
 
     async def set_text(self, ticket_id: str, subject: str, body: str) -> bool:
@@ -621,7 +479,7 @@ class TicketRepository:
         from ticket_server.tickets.search import search_columns
 
         row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
-        return await self._write(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
+        return await self.transaction(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
 
     async def analyze_unindexed_comments(self, batch: int = 2000) -> int:
         """Give search text to every comment stored without it (see
@@ -644,7 +502,7 @@ class TicketRepository:
         into ``search_terms``, ``FOLD_ROWS`` per transaction; returns how many rows."""
         from ticket_server.tickets.search import FOLD_ROWS, fold_term_deltas, has_term_deltas
 
-        if not await self._read(has_term_deltas):  # nothing to write (nor a write lock)
+        if not await self.storage.read(has_term_deltas):  # nothing to write (nor a write lock)
             return 0
         total = 0
         while True:
@@ -658,20 +516,14 @@ class TicketRepository:
         on, until it returns the key 0 (none left); returns the sum of the counts it returns."""
         after, total = 0, 0
         while True:
-            after, done = await self._write(partial(step, after=after, batch=batch))
+            after, done = await self.transaction(partial(step, after=after, batch=batch))
             total += done
             if after == 0:
                 return total
 
-    async def _write(self, write: Callable[[Connection], T]) -> T:
-        """``write(connection)`` in one transaction (see ``_read``)."""
-        async with bounded(self._timeout), self._engine.begin() as conn:
-            return await conn.run_sync(write)
-
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the tickets table answers."""
-        async with self._session() as session:
-            await session.execute(select(Ticket.id).limit(1))
+        await self.storage.read(lambda conn: conn.execute(select(Ticket.id).limit(1)).all())
 
 
 def insert_tickets(
