@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools import ToolResult
-from mcp.types import InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
 from ticket_server.access.policy import WRITE_SCOPE
@@ -30,6 +29,7 @@ from ticket_server.tools.writes import (
     TicketState,
     Version,
     Writer,
+    ticket_state,
 )
 
 if TYPE_CHECKING:
@@ -57,28 +57,14 @@ class Classified(BaseModel):
     after: dict[str, Any]
 
 
-def _classified(outcome: WriteOutcome, replayed: bool) -> ToolResult:
+def _classified(outcome: WriteOutcome) -> Classified:
     done = outcome.classification or {}
-    model = Classified(
-        ticket=TicketState(
-            id=outcome.ticket_id,
-            status=outcome.status,
-            priority=outcome.priority,
-            owner=outcome.owner,
-            queue=outcome.queue,
-            version=outcome.version,
-            updated_at=outcome.updated_at,
-        ),
+    return Classified(
+        ticket=ticket_state(outcome),
         tags=done.get("tags", []),
         custom_fields=done.get("custom_fields", {}),
         before=done.get("before", {}),
         after=done.get("after", {}),
-    )
-    data = model.model_dump(mode="json")
-    return ToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-        meta={"dev.ticket-server/replay": True} if replayed else None,
     )
 
 
@@ -152,7 +138,7 @@ def register(
         tid = normalise_ticket_id(ticket_id)
         if not add and not remove:
             raise model_error("Give tags to add, to remove, or both; nothing was changed.")
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "update_ticket_tags",
             tid,
@@ -162,10 +148,8 @@ def register(
             lambda checked: _question(f"Change the tags of {tid}?", checked.classification),
             writer.writes.classify,
             tag_change(add, remove, free_tags),
+            shape=_classified,
         )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]  # FastMCP sends it as the input request
-        return _classified(*done)
 
     @mcp.tool(
         name="set_ticket_fields",
@@ -195,7 +179,7 @@ def register(
 
         tid = normalise_ticket_id(ticket_id)
         change = ClassificationChange(fields=dict(fields))
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "set_ticket_fields",
             tid,
@@ -205,7 +189,5 @@ def register(
             lambda checked: _question(f"Change custom fields of {tid}?", checked.classification),
             writer.writes.classify,
             _change(change, free_tags),
+            shape=_classified,
         )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        return _classified(*done)

@@ -13,14 +13,13 @@ run in the transaction after the insert; the tool passes None until they are wir
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools import ToolResult
-from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
@@ -29,10 +28,9 @@ from ticket_server.tickets.domain import AuthorType, TicketPriority, TicketStatu
 from ticket_server.tools.attachments import AttachmentsArg, AttachmentService, digests, prepare
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
 from ticket_server.tools.errors import model_error
-from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit, meta_for
+from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit
 from ticket_server.tools.writes import (
     MAX_TEXT,
-    REPLAY_META,
     Key,
     Writer,
     _not_blank,
@@ -111,18 +109,6 @@ def _opened(outcome: OpenedTicket) -> TicketOpened:
             updated_at=outcome.updated_at,
         ),
         requester_created=outcome.requester_created,
-    )
-
-
-def _result(model: TicketOpened, replayed: bool) -> ToolResult:
-    data = model.model_dump(mode="json")
-    meta = dict(meta_for(data) or {})
-    if replayed:
-        meta[REPLAY_META] = True
-    return ToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-        meta=meta or None,
     )
 
 
@@ -270,7 +256,7 @@ def register(
             "custom_fields": dict(sorted(custom_fields.items())),
             "attachments": digests(files_in),
         }
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "open_ticket",
             NEW_TICKET,
@@ -290,8 +276,5 @@ def register(
                 files_in,
                 _actor(),
             ),
+            shape=_opened,
         )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        outcome, replayed = done
-        return _result(_opened(outcome), replayed)  # type: ignore[arg-type]

@@ -6,26 +6,25 @@ default (``Settings.confirm_writes``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools import ToolResult
-from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import LINK_NAMES
 from ticket_server.tools.lookup import normalise_ticket_id
 from ticket_server.tools.writes import (
-    REPLAY_META,
     UPDATE,
     Key,
     TicketId,
     TicketState,
     Version,
     Writer,
+    ticket_state,
 )
 
 if TYPE_CHECKING:
@@ -51,27 +50,6 @@ class Merged(BaseModel):
     source: TicketState
     target_ticket_id: str
     comments_moved: int
-
-
-def _result(model: BaseModel, replayed: bool) -> ToolResult:
-    data = model.model_dump(mode="json")
-    return ToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-        meta={REPLAY_META: True} if replayed else None,
-    )
-
-
-def _state(outcome: WriteOutcome) -> TicketState:
-    return TicketState(
-        id=outcome.ticket_id,
-        status=outcome.status,
-        priority=outcome.priority,
-        owner=outcome.owner,
-        queue=outcome.queue,
-        version=outcome.version,
-        updated_at=outcome.updated_at,
-    )
 
 
 def _planned(
@@ -118,7 +96,7 @@ def register(
         from ticket_server.tickets.links import link_plan
 
         tid, other = normalise_ticket_id(ticket_id), normalise_ticket_id(other_ticket_id)
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "link_tickets",
             tid,
@@ -129,13 +107,9 @@ def register(
                 f"{'Remove the link' if remove else 'Link'} {tid} {link} {other}?", checked
             ),
             _planned(writer, lambda wctx: link_plan(wctx, tid, link, other, remove)),
-        )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]  # FastMCP sends it as the input request
-        outcome, replayed = done
-        return _result(
-            Linked(ticket=_state(outcome), link=link, other_ticket_id=other, removed=remove),
-            replayed,
+            shape=lambda outcome: Linked(
+                ticket=ticket_state(outcome), link=link, other_ticket_id=other, removed=remove
+            ),
         )
 
     @mcp.tool(
@@ -160,7 +134,14 @@ def register(
             normalise_ticket_id(source_ticket_id),
             normalise_ticket_id(target_ticket_id),
         )
-        done = await writer.perform(
+
+        async def merged(outcome: WriteOutcome) -> Merged:
+            moved = await writer.guarded(repo.read(lambda conn: _moved(conn, source, target)))
+            return Merged(
+                source=ticket_state(outcome), target_ticket_id=target, comments_moved=moved
+            )
+
+        return await writer.perform(
             ctx,
             "merge_tickets",
             source,
@@ -179,14 +160,7 @@ def register(
                 closed_ok=True,
                 also_locks=target if target != source else None,
             ),
-        )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        outcome, replayed = done
-        moved = await writer.guarded(repo.read(lambda conn: _moved(conn, source, target)))
-        return _result(
-            Merged(source=_state(outcome), target_ticket_id=target, comments_moved=moved),
-            replayed,
+            shape=merged,
         )
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import re
 import secrets
@@ -68,6 +69,7 @@ from ticket_server.tools.attachments import (
     files_for,
 )
 from ticket_server.tools.errors import CONTROL_CHARACTERS, UnavailableError, model_error
+from ticket_server.tools.full_read import meta_for
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
 
 if TYPE_CHECKING:
@@ -204,7 +206,8 @@ class TicketChanged(BaseModel):
     changes: list[Change]
 
 
-def _state(outcome: WriteOutcome) -> TicketState:
+def ticket_state(outcome: WriteOutcome) -> TicketState:
+    """The ticket's state after a write, as write results show it."""
     return TicketState(
         id=outcome.ticket_id,
         status=outcome.status,
@@ -222,12 +225,21 @@ def _changes(outcome: WriteOutcome) -> list[Change]:
     ]
 
 
+def _changed(outcome: WriteOutcome) -> TicketChanged:
+    return TicketChanged(ticket=ticket_state(outcome), changes=_changes(outcome))
+
+
 def _result(model: BaseModel, replayed: bool) -> ToolResult:
+    """A write tool's result: ``model`` as ``structuredContent`` and as JSON text; its
+    ``_meta`` labels customer-written text in it (``meta_for``) and marks a replay."""
     data = model.model_dump(mode="json")
+    meta = dict(meta_for(data) or {})
+    if replayed:
+        meta[REPLAY_META] = True
     return ToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
         structured_content=data,
-        meta={REPLAY_META: True} if replayed else None,
+        meta=meta or None,
     )
 
 
@@ -417,12 +429,46 @@ class Writer:
         question: Callable[[Checked], str],
         operation: Any,
         *args: Any,
+        shape: Callable[[Any], BaseModel | Awaitable[BaseModel]],
         action: str | None = None,
+    ) -> ToolResult:
+        """One write tool call, whole: its context; when ``action`` (default: ``tool``)
+        needs a person's confirmation, the checks (a refusal or an idempotency replay
+        answers at once, nobody asked), then ``question(checked)`` put to the person; then
+        ``operation(wctx, ticket_id, *args, audit=...)``. Returns the tool's result,
+        ``shape(outcome)`` as ``structuredContent`` (a replay marked in ``_meta``), or the
+        2026-07-28 input request that asks the person (FastMCP sends it as such)."""
+        done = await self._perform(
+            ctx,
+            tool,
+            ticket_id,
+            arguments,
+            key,
+            expected_version,
+            question,
+            operation,
+            *args,
+            action=action,
+        )
+        if isinstance(done, InputRequiredResult):
+            return done  # type: ignore[return-value]  # FastMCP sends it as the input request
+        outcome, replayed = done
+        model = shape(outcome)
+        return _result(await model if inspect.isawaitable(model) else model, replayed)
+
+    async def _perform(
+        self,
+        ctx: Context,
+        tool: str,
+        ticket_id: str,
+        arguments: dict[str, Any],
+        key: str | None,
+        expected_version: int | None,
+        question: Callable[[Checked], str],
+        operation: Any,
+        *args: Any,
+        action: str | None,
     ) -> tuple[WriteOutcome, bool] | InputRequiredResult:
-        """One write call: its context; when ``action`` (default: ``tool``) needs a
-        person's confirmation, the checks (a refusal or an idempotency replay answers at
-        once, nobody asked), then ``question(checked)`` put to the person; then
-        ``operation(wctx, ticket_id, *args, audit=...)``. Or the input request to send."""
         wctx = self.context(
             ctx,
             tool,
@@ -662,7 +708,7 @@ def register(
         tid = normalise_ticket_id(ticket_id)
         _not_blank("note", note)
         files_in = await files_for(files, attachments)
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "add_internal_note",
             tid,
@@ -674,19 +720,12 @@ def register(
             note,
             Visibility.INTERNAL,
             files_in,
-        )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]  # FastMCP sends it as the input request
-        outcome, replayed = done
-        assert outcome.comment is not None
-        return _result(
-            NoteAdded(
-                ticket=_state(outcome),
+            shape=lambda outcome: NoteAdded(
+                ticket=ticket_state(outcome),
                 note_id=outcome.comment.id,
                 visibility="internal",
                 attachments=attached_files(outcome),
             ),
-            replayed,
         )
 
     @mcp.tool(
@@ -709,7 +748,7 @@ def register(
         tid = normalise_ticket_id(ticket_id)
         _not_blank("reply", reply)
         files_in = await files_for(files, attachments)
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "reply_to_customer",
             tid,
@@ -721,19 +760,12 @@ def register(
             reply,
             Visibility.PUBLIC,
             files_in,
-        )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        outcome, replayed = done
-        assert outcome.comment is not None
-        return _result(
-            ReplySent(
-                ticket=_state(outcome),
+            shape=lambda outcome: ReplySent(
+                ticket=ticket_state(outcome),
                 reply_id=outcome.comment.id,
                 visibility="public",
                 attachments=attached_files(outcome),
             ),
-            replayed,
         )
 
     @mcp.tool(
@@ -753,7 +785,7 @@ def register(
         next statuses (closed is final: internal notes only). Closing may ask the person
         to confirm (policy action close_ticket, or set_ticket_status)."""
         tid = normalise_ticket_id(ticket_id)
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "set_ticket_status",
             tid,
@@ -768,12 +800,9 @@ def register(
             ),
             writer.writes.set_status,
             status,
+            shape=_changed,
             action=CLOSE_ACTION if status is TicketStatus.CLOSED else None,
         )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        outcome, replayed = done
-        return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
     @mcp.tool(
         name="assign_ticket",
@@ -795,7 +824,7 @@ def register(
         closed ticket."""
         tid = normalise_ticket_id(ticket_id)
         login = _owner(owner)
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "assign_ticket",
             tid,
@@ -805,11 +834,8 @@ def register(
             lambda checked: _question(f"Assign {tid} to {login or 'nobody'}?", checked),
             writer.writes.assign,
             login,
+            shape=_changed,
         )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        outcome, replayed = done
-        return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
 
     @mcp.tool(
         name="escalate_ticket",
@@ -845,7 +871,7 @@ def register(
             "priority": priority.value if priority else None,
             "queue": target,
         }
-        done = await writer.perform(
+        return await writer.perform(
             ctx,
             "escalate_ticket",
             tid,
@@ -857,8 +883,5 @@ def register(
             priority,
             target,
             reason,
+            shape=_changed,
         )
-        if isinstance(done, InputRequiredResult):
-            return done  # type: ignore[return-value]
-        outcome, replayed = done
-        return _result(TicketChanged(ticket=_state(outcome), changes=_changes(outcome)), replayed)
