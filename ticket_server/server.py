@@ -33,14 +33,14 @@ from ticket_server.tools import (
     classification,
     classification_resources,
     completions,
+    deprecated,
     full_read,
     manifest,
     opening,
     prompts,
     resources,
     similar,
-    v1,
-    v2,
+    tickets,
     writes,
 )
 from ticket_server.tools import attachments as attachment_tools
@@ -227,8 +227,8 @@ def build_server(
         ready=ready,
         offered=offered(rt.settings.toolsets),
         policies={
-            **v1.POLICY,
-            **v2.POLICY,
+            **deprecated.POLICY,
+            **tickets.POLICY,
             **full_read.POLICY,
             **writes.POLICY,
             **backlog.POLICY,
@@ -254,8 +254,8 @@ def build_server(
     compat.add_request_middleware(mcp, pipeline.refuse_cursors)
     cursors = CursorCodec(rt.cursor_key)
     files = attachment_tools.AttachmentService.from_settings(rt.settings, rt.repository)
-    v1.register(mcp, rt.repository, rt.versions)
-    v2.register(mcp, rt.repository, cursors, now)
+    deprecated.register(mcp, rt.repository, rt.versions)
+    tickets.register(mcp, rt.repository, cursors, now)
     full_read.register(mcp, rt.repository, cursors, now)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
     resources.register(mcp, rt.repository, cursors, now)

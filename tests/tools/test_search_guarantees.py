@@ -15,7 +15,7 @@ from tests.tools.test_search import ids, search, ticket
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.tools.v2 import MAX_PAGE_BYTES
+from ticket_server.tools.tickets import MAX_PAGE_BYTES
 
 
 async def test_a_rare_word_weighs_more_than_a_common_one(

@@ -16,7 +16,7 @@ from ticket_server.admin.seeding import seed
 from ticket_server.db import open_repository
 from ticket_server.server import build_server
 from ticket_server.settings import Settings
-from ticket_server.tools.v2 import MAX_PAGE_BYTES
+from ticket_server.tools.tickets import MAX_PAGE_BYTES
 
 STATUSES = ["new", "open", "in_progress", "waiting_on_customer", "resolved", "closed"]
 

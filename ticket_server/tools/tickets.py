@@ -1,4 +1,5 @@
-"""The current tools: typed enums, RFC 3339 timestamps, ranked and paged search."""
+"""The ticket lookup and search tools (``_v2``): typed enums, RFC 3339 timestamps, ranked
+and paged search."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The original tools, kept to their exact published contract; deprecated in favour of v2."""
+"""The original tools, kept to their exact published contract; deprecated in favour of their
+``_v2`` versions (``tools.tickets``)."""
 
 from __future__ import annotations
 
