@@ -38,19 +38,15 @@ from ticket_server.tools import (
     manifest,
     opening,
     prompts,
+    related,
     resources,
     similar,
     tickets,
     writes,
 )
 from ticket_server.tools import attachments as attachment_tools
-from ticket_server.tools.apps import register as register_apps
-from ticket_server.tools.bulk import TOOL as BULK_TOOL
-from ticket_server.tools.bulk import register as register_bulk
 from ticket_server.tools.cursor import CursorCodec
-from ticket_server.tools.related import TOOLS as RELATED_TOOLS
-from ticket_server.tools.related import register as register_related
-from ticket_server.tools.similar import register as register_similar
+from ticket_server.tools.services import LIFESPAN_KEY, Services
 from ticket_server.tools.toolsets import offered
 from ticket_server.tools.versions import Clock, ToolVersions, utc_today
 
@@ -61,6 +57,19 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
 
 log = logging.getLogger(__name__)
+
+READ_TOOLS = (
+    *tickets.TOOLS,
+    *full_read.TOOLS,
+    attachment_tools.TOOL,
+    backlog.TOOL,
+    apps.TOOL,
+    similar.TOOL,
+)
+"""The current read tools, declared once at import (``tools/services.py`` says how they
+reach the server's repository); the deprecated ones are described per deployment."""
+WRITE_TOOLS = (*writes.TOOLS, opening.TOOL, *classification.TOOLS, *related.TOOLS, bulk.TOOL)
+"""Every tool that writes; none on a read-only server."""
 
 FOLD_SECONDS = 5.0  # how often the search word counts take in what writes appended
 FOLD_BACKOFF_SECONDS = 60.0  # the longest wait between folds while they fail
@@ -205,6 +214,21 @@ def build_server(
     if isinstance(runtime, Settings):
         runtime = build_runtime(runtime, clock=clock)
     rt = runtime
+    cursors = CursorCodec(rt.cursor_key)
+    files = attachment_tools.AttachmentService.from_settings(rt.settings, rt.repository)
+    services = Services(
+        repository=rt.repository,
+        cursors=cursors,
+        now=now,
+        files=files,
+        writer=None
+        if rt.settings.read_only
+        else writes.Writer(
+            rt.repository, frozenset(rt.settings.confirm_writes), rt.keys.of(Use.CONFIRMATION)
+        ),
+        free_tags=rt.settings.free_tags,
+        bulk_max_tickets=rt.settings.bulk_max_tickets,
+    )
 
     @asynccontextmanager
     async def lifespan(server: FastMCP) -> AsyncIterator[dict[str, object]]:
@@ -212,7 +236,7 @@ def build_server(
         await compat.skip_listing_for_header_checks(server)
         await rt.start()
         try:
-            yield {}
+            yield {LIFESPAN_KEY: services}  # what the tools are given (tools/services.py)
         finally:
             await rt.stop()
 
@@ -252,60 +276,23 @@ def build_server(
     )
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
     compat.add_request_middleware(mcp, pipeline.refuse_cursors)
-    cursors = CursorCodec(rt.cursor_key)
-    files = attachment_tools.AttachmentService.from_settings(rt.settings, rt.repository)
-    deprecated.register(mcp, rt.repository, rt.versions)
-    tickets.register(mcp, rt.repository, cursors, now)
-    full_read.register(mcp, rt.repository, cursors, now)
+    for tool in (*deprecated.tools(rt.versions), *READ_TOOLS):
+        mcp.add_tool(tool)
+    mcp.add_template(attachment_tools.TEMPLATE)
+    mcp.add_template(backlog.QUEUE_TEMPLATE)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
     resources.register(mcp, rt.repository, cursors, now)
-    attachment_tools.register(mcp, rt.repository, files)
     prompts.register(mcp, rt.repository, now)
-    backlog.register(mcp, rt.repository, now)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
     classification_resources.register(mcp, rt.repository)
-    register_apps(mcp, rt.repository, pipeline.may_use)
-    register_similar(mcp, rt.repository)
+    apps.register(mcp, pipeline.may_use)
     if not rt.settings.read_only:
-        writes.register(
-            mcp,
-            rt.repository,
-            frozenset(rt.settings.confirm_writes),
-            rt.keys.of(Use.CONFIRMATION),
-            files,
-        )
-        opening.register(
-            mcp,
-            rt.repository,
-            frozenset(rt.settings.confirm_writes),
-            rt.keys.of(Use.CONFIRMATION),
-            free_tags=rt.settings.free_tags,
-            files=files,
-        )
-        classification.register(
-            mcp,
-            rt.repository,
-            frozenset(rt.settings.confirm_writes),
-            rt.keys.of(Use.CONFIRMATION),
-            free_tags=rt.settings.free_tags,
-        )
+        for tool in WRITE_TOOLS:
+            mcp.add_tool(tool)
         # A write's confirmation state that fails verification is refused by the tool,
         # through the pipeline, so the refusal is audited and the model reads why.
-        register_related(
-            mcp, rt.repository, frozenset(rt.settings.confirm_writes), rt.keys.of(Use.CONFIRMATION)
-        )
-        register_bulk(
-            mcp,
-            rt.repository,
-            frozenset(rt.settings.confirm_writes),
-            rt.keys.of(Use.CONFIRMATION),  # the plan token is claims bound to the tool
-            rt.settings.bulk_max_tickets,
-            free_tags=rt.settings.free_tags,
-        )
         compat.hand_invalid_request_state_to(
-            mcp,
-            (*writes.TOOLS, "open_ticket", *classification.TOOLS, *RELATED_TOOLS, BULK_TOOL),
-            writes.INVALID_REQUEST_STATE,
+            mcp, [t.name for t in WRITE_TOOLS], writes.INVALID_REQUEST_STATE
         )
     compat.advertise_fixed_lists(mcp)
     return mcp

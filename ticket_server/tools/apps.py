@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastmcp import FastMCP
 from fastmcp.apps import UI_EXTENSION_ID, UI_MIME_TYPE, AppConfig, ResourceCSP
 from fastmcp.apps.config import app_config_to_meta_dict, is_model_visible
+from fastmcp.dependencies import Depends
 from fastmcp.exceptions import NotFoundError, to_mcp_error
 from fastmcp.resources import ResourceContent, ResourceResult
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -40,6 +41,7 @@ from ticket_server.tools import READ_ONLY
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, Text, fit, meta_for
 from ticket_server.tools.outputs import output_schema
+from ticket_server.tools.services import Services, current_services
 
 POLICY = {"get_queue_board": ToolPolicy(expensive=True)}
 """What the call pipeline applies to this module's tools (``access/policy.py``)."""
@@ -47,7 +49,6 @@ POLICY = {"get_queue_board": ToolPolicy(expensive=True)}
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from fastmcp.server.context import Context
 
-    from ticket_server.tickets.repository import TicketRepository
 
 CARD_URI = "ui://ticket-server/ticket-card.html"
 BOARD_URI = "ui://ticket-server/queue-board.html"
@@ -231,10 +232,8 @@ def _view(uri: str, view: str) -> ResourceResult:
     )
 
 
-def register(
-    mcp: FastMCP, repo: TicketRepository, may_use: Callable[[Caller | None, Tool], bool]
-) -> None:
-    """Add the views, the queue board tool and their gate (``AppsGate``) to ``mcp``;
+def register(mcp: FastMCP, may_use: Callable[[Caller | None, Tool], bool]) -> None:
+    """Add the views and their gate (``AppsGate``) to ``mcp``;
     ``may_use`` is the pipeline's: whether a caller may see and call a tool."""
     mcp.add_middleware(AppsGate(may_use))
 
@@ -264,53 +263,59 @@ def register(
     async def queue_board_view() -> ResourceResult:
         return _view(BOARD_URI, "board")
 
-    @mcp.tool(
-        name=BOARD_TOOL,
-        annotations=READ_ONLY,
-        tags={"tickets:read"},
-        output_schema=output_schema(Board),
-        meta={"ui": {"resourceUri": BOARD_URI, "visibility": ["app"]}},
-    )
-    async def get_queue_board(
-        queue: Annotated[str, Field(min_length=1, max_length=64, description="e.g. billing")],
-    ) -> Board:
-        """A queue's board, for the queue board view: tickets by status, open tickets by
-        priority, and the 10 oldest open ones. A queue outside yours: an error."""
-        from ticket_server.tickets.board import queue_board
 
-        name = queue.strip()
-        readable = current_queues()
-        if readable is not None and name not in readable:
-            raise model_error(f"No queue {queue[:64]!r} among the queues you may read.")
-        with domain_errors():
-            board = await repo.read(lambda conn: queue_board(conn, name, BOARD_LIMIT))
-        value = Board(
-            queue=name,
-            # In workflow order (new ... closed) and rising priority, as the view shows them.
-            by_status={s: board.by_status[s] for s in TicketStatus if s in board.by_status},
-            open_by_priority={
-                p: board.open_by_priority[p] for p in TicketPriority if p in board.open_by_priority
-            },
-            open_total=sum(board.open_by_priority.values()),
-            oldest_open=[
-                BoardTicket(
-                    id=t.id,
-                    subject=fit(t.subject, 400),
-                    status=t.status,
-                    priority=t.priority,
-                    owner=t.owner,
-                    created_at=t.created_at,
-                    updated_at=t.updated_at,
-                    uri=TICKET_URI.format(t.id),
-                )
-                for t in board.oldest_open
-            ],
-            generated_at=datetime.now(UTC),
-        ).model_dump(mode="json")
-        from ticket_server.tools.backlog import queue_overview
+async def get_queue_board(
+    queue: Annotated[str, Field(min_length=1, max_length=64, description="e.g. billing")],
+    services: Services = Depends(current_services),
+) -> Board:
+    """A queue's board, for the queue board view: tickets by status, open tickets by
+    priority, and the 10 oldest open ones. A queue outside yours: an error."""
+    from ticket_server.tickets.board import queue_board
 
-        overview = await queue_overview(repo, name, datetime.now(UTC))
-        if overview is not None:
-            value["breaching_soon"] = overview["breaching_soon"]
-            value["breached"] = overview["breached"]
-        return _board_result(value)  # type: ignore[return-value]
+    name = queue.strip()
+    readable = current_queues()
+    if readable is not None and name not in readable:
+        raise model_error(f"No queue {queue[:64]!r} among the queues you may read.")
+    with domain_errors():
+        board = await services.repository.read(lambda conn: queue_board(conn, name, BOARD_LIMIT))
+    value = Board(
+        queue=name,
+        # In workflow order (new ... closed) and rising priority, as the view shows them.
+        by_status={s: board.by_status[s] for s in TicketStatus if s in board.by_status},
+        open_by_priority={
+            p: board.open_by_priority[p] for p in TicketPriority if p in board.open_by_priority
+        },
+        open_total=sum(board.open_by_priority.values()),
+        oldest_open=[
+            BoardTicket(
+                id=t.id,
+                subject=fit(t.subject, 400),
+                status=t.status,
+                priority=t.priority,
+                owner=t.owner,
+                created_at=t.created_at,
+                updated_at=t.updated_at,
+                uri=TICKET_URI.format(t.id),
+            )
+            for t in board.oldest_open
+        ],
+        generated_at=datetime.now(UTC),
+    ).model_dump(mode="json")
+    from ticket_server.tools.backlog import queue_overview
+
+    overview = await queue_overview(services.repository, name, datetime.now(UTC))
+    if overview is not None:
+        value["breaching_soon"] = overview["breaching_soon"]
+        value["breached"] = overview["breached"]
+    return _board_result(value)  # type: ignore[return-value]
+
+
+TOOL = Tool.from_function(
+    get_queue_board,
+    name=BOARD_TOOL,
+    annotations=READ_ONLY,
+    tags={"tickets:read"},
+    output_schema=output_schema(Board),
+    meta={"ui": {"resourceUri": BOARD_URI, "visibility": ["app"]}},
+)
+"""The queue board's data tool (app-only: the view calls it), added by ``build_server``."""

@@ -12,19 +12,20 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastmcp import FastMCP
-from fastmcp.resources import ResourceContent, ResourceResult
+from fastmcp.dependencies import Depends
+from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
+from fastmcp.tools import Tool
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketStatus
-from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import Omittable, Time, drop_null_defaults
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
 from ticket_server.tools.outputs import output_schema
+from ticket_server.tools.services import Services, current_services
 
 POLICY = {"count_tickets": ToolPolicy(expensive=True)}
 """What the call pipeline applies to this module's tools (``access/policy.py``)."""
@@ -183,80 +184,78 @@ async def queue_overview(repo: TicketRepository, name: str, now: datetime) -> di
         return await repo.read(read)
 
 
-def register(mcp: FastMCP, repo: TicketRepository, now: Now = utc_now) -> None:
-    """Add `count_tickets` and the queue resource template to ``mcp``."""
-
-    async def count_tickets(
-        group_by: Annotated[list[GroupKey], Field(max_length=5, description="[]: one total.")] = [],  # noqa: B006 - pydantic copies defaults
-        status: Annotated[
-            Omittable[Annotated[list[TicketStatus], Field(min_length=1, max_length=6)]],
-            Field(description="Any of these; null: the open statuses."),
-        ] = None,
-        priority: Annotated[
-            Omittable[Annotated[list[TicketPriority], Field(min_length=1, max_length=4)]],
-            Field(description="Any of these."),
-        ] = None,
-        queue: Annotated[Omittable[Annotated[str, Field(max_length=64)]], Field()] = None,
-        owner: Annotated[
-            Omittable[Annotated[str, Field(max_length=64)]], Field(description="Owner login.")
-        ] = None,
-        due_before: Annotated[
-            Omittable[Time], Field(description="Only those whose next SLA due time is before.")
-        ] = None,
-    ) -> Counts:
-        """Exact counts of your queues' tickets (open unless status says), grouped by any
-        of queue, status, priority, owner, tag (a ticket counts under each of its tags):
-        per group the count, age since creation, SLA breaches (without_sla: no target
-        applies). A null number: sla_note says why. An unknown queue: an error listing
-        yours."""
-        statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
-        keys: list[str] = list(dict.fromkeys(group_by))
-        return await count(
-            repo,
-            now(),
-            keys,
-            statuses,
-            tuple(priority) if priority else None,
-            queue,
-            owner,
-            due_before,
-        )
-
-    mcp.add_tool(
-        drop_null_defaults(
-            _tool(count_tickets),
-        )
+async def count_tickets(
+    group_by: Annotated[list[GroupKey], Field(max_length=5, description="[]: one total.")] = [],  # noqa: B006 - pydantic copies defaults
+    status: Annotated[
+        Omittable[Annotated[list[TicketStatus], Field(min_length=1, max_length=6)]],
+        Field(description="Any of these; null: the open statuses."),
+    ] = None,
+    priority: Annotated[
+        Omittable[Annotated[list[TicketPriority], Field(min_length=1, max_length=4)]],
+        Field(description="Any of these."),
+    ] = None,
+    queue: Annotated[Omittable[Annotated[str, Field(max_length=64)]], Field()] = None,
+    owner: Annotated[
+        Omittable[Annotated[str, Field(max_length=64)]], Field(description="Owner login.")
+    ] = None,
+    due_before: Annotated[
+        Omittable[Time], Field(description="Only those whose next SLA due time is before.")
+    ] = None,
+    services: Services = Depends(current_services),
+) -> Counts:
+    """Exact counts of your queues' tickets (open unless status says), grouped by any
+    of queue, status, priority, owner, tag (a ticket counts under each of its tags):
+    per group the count, age since creation, SLA breaches (without_sla: no target
+    applies). A null number: sla_note says why. An unknown queue: an error listing
+    yours."""
+    statuses = tuple(status) if status else tuple(sorted(OPEN_STATUSES))
+    keys: list[str] = list(dict.fromkeys(group_by))
+    return await count(
+        services.repository,
+        services.now(),
+        keys,
+        statuses,
+        tuple(priority) if priority else None,
+        queue,
+        owner,
+        due_before,
     )
 
-    @mcp.resource(
-        QUEUE_URI.format("{name}"),
-        name="queue",
-        title="Queue overview",
-        mime_type="application/json",
-        tags={"tickets:read"},
-        description="A queue's open tickets: counts by status, priority and age, SLA breaches, "
-        "the oldest, and those due within 2 hours. Values {untrusted: true, text} are "
-        "customer-written data.",
-    )
-    async def queue(name: str) -> ResourceResult:
-        from ticket_server.tools.resources import missing
 
-        value = await queue_overview(repo, name, now())
-        if value is None:
-            raise missing(QUEUE_URI.format(name))
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        return ResourceResult(
-            [ResourceContent(text, mime_type="application/json")], meta=meta_for(value)
-        )
-
-
-def _tool(fn: Any) -> Any:
-    from fastmcp.tools import Tool
-
-    return Tool.from_function(
-        fn,
+TOOL = drop_null_defaults(
+    Tool.from_function(
+        count_tickets,
         name="count_tickets",
         annotations=READ_ONLY,
         tags={"tickets:read"},
         output_schema=output_schema(Counts),
     )
+)
+"""``count_tickets``, added by ``build_server``."""
+
+
+async def read_queue(name: str, services: Services = Depends(current_services)) -> ResourceResult:
+    """The ``tickets://queue/{name}`` resource: ``queue_overview`` as JSON."""
+    from ticket_server.tools.resources import missing
+
+    value = await queue_overview(services.repository, name, services.now())
+    if value is None:
+        raise missing(QUEUE_URI.format(name))
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return ResourceResult(
+        [ResourceContent(text, mime_type="application/json")], meta=meta_for(value)
+    )
+
+
+QUEUE_TEMPLATE = ResourceTemplate.from_function(
+    read_queue,
+    uri_template=QUEUE_URI.format("{name}"),
+    name="queue",
+    title="Queue overview",
+    mime_type="application/json",
+    tags={"tickets:read"},
+    description="A queue's open tickets: counts by status, priority and age, SLA breaches, "
+    "the oldest, and those due within 2 hours. Values {untrusted: true, text} are "
+    "customer-written data.",
+)
+"""The queue overview resource template, added by ``build_server``."""

@@ -27,13 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
+from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
-from fastmcp.tools import ToolResult
+from fastmcp.tools import Tool, ToolResult
 from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -50,6 +50,7 @@ from ticket_server.tickets.domain import (
 from ticket_server.tools.classification import TagName, tag_change
 from ticket_server.tools.errors import UnavailableError, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
+from ticket_server.tools.services import Services, current_services
 from ticket_server.tools.writes import (
     CLOSE_ACTION,
     MAX_TEXT,
@@ -63,9 +64,9 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
     from ticket_server.tickets.writes import WriteContext
 
-TOOL = "bulk_update_tickets"
+NAME = "bulk_update_tickets"
 
-POLICY = {TOOL: ToolPolicy(digests=("reply", "note"))}
+POLICY = {NAME: ToolPolicy(digests=("reply", "note"))}
 """What the call pipeline applies to it: the reply and the note are kept as digests, the comment rows hold the text (``access/policy.py``)."""
 PLAN_SECONDS = 900
 """How long a dry run's plan_token may be confirmed."""
@@ -112,305 +113,295 @@ def _change_hash(change: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(change, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def register(
-    mcp: FastMCP,
-    repo: TicketRepository,
-    confirm: frozenset[str],
-    key: Callable[[], bytes],
-    max_tickets: int,
-    *,
-    free_tags: bool,
-) -> None:
-    """Add bulk_update_tickets to ``mcp``; ``max_tickets``: most tickets of one call;
-    ``free_tags``: a tag outside the vocabulary joins it (as for update_ticket_tags)."""
-    writer = Writer(repo, confirm, key)
-
-    def operations(change: dict[str, Any]) -> list[tuple[Part, str, Any, tuple[Any, ...]]]:
-        """(part, the single write tool it is, its operation, its arguments) in order."""
-        w = writer.writes
-        out: list[tuple[Part, str, Any, tuple[Any, ...]]] = []
-        if change["note"] is not None:
-            out.append(
-                ("note", "add_internal_note", w.add_comment, (change["note"], Visibility.INTERNAL))
-            )
-        if change["reply"] is not None:
-            out.append(
-                ("reply", "reply_to_customer", w.add_comment, (change["reply"], Visibility.PUBLIC))
-            )
-        if change["owner"] is not None:
-            owner = change["owner"] or None
-            out.append(("owner", "assign_ticket", w.assign, (owner,)))
-        if change["priority"] is not None:
-            reason = "Priority set by a bulk change."
-            out.append(
-                (
-                    "priority",
-                    "escalate_ticket",
-                    w.escalate,
-                    (TicketPriority(change["priority"]), None, reason),
-                )
-            )
-        if change["add_tags"] is not None or change["remove_tags"] is not None:
-            tags = tag_change(change["add_tags"] or [], change["remove_tags"] or [], free_tags)
-            out.append(("tags", "update_ticket_tags", w.classify, (tags,)))
-        if change["status"] is not None:
-            out.append(
-                ("status", "set_ticket_status", w.set_status, (TicketStatus(change["status"]),))
-            )
-        return out
-
-    def contexts(
-        base: WriteContext,
-        tool: str,
-        ticket_id: str,
-        part: str,
-        args: tuple[Any, ...],
-        version: int | None,
-        change: dict[str, Any],
-    ) -> WriteContext:
-        if part == "tags":  # the arguments update_ticket_tags is called with
-            shown: Any = {"add": change["add_tags"] or [], "remove": change["remove_tags"] or []}
-        else:
-            shown = [a.value if hasattr(a, "value") else a for a in args]
-        return replace(
-            base,
-            tool=tool,
-            request_sha256=request_hash(tool, {"ticket_id": ticket_id, "bulk": shown}),
-            idempotency_key=_derived_key(base.idempotency_key, ticket_id, part),
-            expected_version=version,
+def operations(
+    writer: Writer, change: dict[str, Any], free_tags: bool
+) -> list[tuple[Part, str, Any, tuple[Any, ...]]]:
+    """(part, the single write tool it is, its operation, its arguments) in order;
+    ``free_tags``: a tag outside the vocabulary joins it."""
+    w = writer.writes
+    out: list[tuple[Part, str, Any, tuple[Any, ...]]] = []
+    if change["note"] is not None:
+        out.append(
+            ("note", "add_internal_note", w.add_comment, (change["note"], Visibility.INTERNAL))
         )
-
-    async def select(
-        ticket_ids: list[str] | None, query: str | None, queues: frozenset[str] | None
-    ) -> list[str]:
-        if ticket_ids:
-            return list(dict.fromkeys(normalise_ticket_id(t) for t in ticket_ids))
-        from ticket_server.tickets.search import SearchFilters
-
-        assert query is not None
-        try:
-            found = await repo.search(
-                query, SearchFilters(queues=queues), "relevance", None, max_tickets
+    if change["reply"] is not None:
+        out.append(
+            ("reply", "reply_to_customer", w.add_comment, (change["reply"], Visibility.PUBLIC))
+        )
+    if change["owner"] is not None:
+        owner = change["owner"] or None
+        out.append(("owner", "assign_ticket", w.assign, (owner,)))
+    if change["priority"] is not None:
+        reason = "Priority set by a bulk change."
+        out.append(
+            (
+                "priority",
+                "escalate_ticket",
+                w.escalate,
+                (TicketPriority(change["priority"]), None, reason),
             )
-        except DatabaseUnavailable as exc:
-            raise UnavailableError() from exc
-        return [t.id for t, _ in found.tickets]
+        )
+    if change["add_tags"] is not None or change["remove_tags"] is not None:
+        tags = tag_change(change["add_tags"] or [], change["remove_tags"] or [], free_tags)
+        out.append(("tags", "update_ticket_tags", w.classify, (tags,)))
+    if change["status"] is not None:
+        out.append(("status", "set_ticket_status", w.set_status, (TicketStatus(change["status"]),)))
+    return out
 
-    @mcp.tool(
-        name=TOOL,
-        annotations=BULK,
-        tags={WRITE_SCOPE},
-        output_schema=BulkResult.model_json_schema(),
+
+def contexts(
+    base: WriteContext,
+    tool: str,
+    ticket_id: str,
+    part: str,
+    args: tuple[Any, ...],
+    version: int | None,
+    change: dict[str, Any],
+) -> WriteContext:
+    if part == "tags":  # the arguments update_ticket_tags is called with
+        shown: Any = {"add": change["add_tags"] or [], "remove": change["remove_tags"] or []}
+    else:
+        shown = [a.value if hasattr(a, "value") else a for a in args]
+    return replace(
+        base,
+        tool=tool,
+        request_sha256=request_hash(tool, {"ticket_id": ticket_id, "bulk": shown}),
+        idempotency_key=_derived_key(base.idempotency_key, ticket_id, part),
+        expected_version=version,
     )
-    async def bulk_update_tickets(
-        ctx: Context,
-        ticket_ids: Annotated[
-            Annotated[
-                list[Annotated[str, Field(max_length=MAX_ID_LENGTH)]],
-                Field(min_length=1, max_length=MAX_IDS),
-            ]
-            | None,
-            Field(description="Up to 500 (a setting)."),
-        ] = None,
-        query: Annotated[
-            Annotated[str, Field(min_length=1, max_length=500)] | None,
-            Field(description="Or: search words."),
-        ] = None,
-        status: TicketStatus | None = None,
-        owner: Annotated[
-            Annotated[str, Field(max_length=64)] | None,
-            Field(description='Login; "" unassigns.'),
-        ] = None,
-        priority: TicketPriority | None = None,
-        add_tags: Annotated[BulkTags | None, Field(description="Tags to add.")] = None,
-        remove_tags: Annotated[BulkTags | None, Field(description="Tags to take off.")] = None,
-        reply: Annotated[
-            Annotated[str, Field(min_length=1, max_length=MAX_TEXT)] | None,
-            Field(description="Sent to each customer."),
-        ] = None,
-        note: Annotated[
-            Annotated[str, Field(min_length=1, max_length=MAX_TEXT)] | None,
-            Field(description="An internal note."),
-        ] = None,
-        dry_run: bool = True,
-        plan_token: Annotated[
-            Annotated[str, Field(max_length=MAX_TOKEN)] | None,
-            Field(description="From the dry run."),
-        ] = None,
-        idempotency_key: Key = None,
-    ) -> ToolResult:
-        """One change to many tickets of your queues, by ticket_ids or query. dry_run
-        (default) shows each ticket's changes, refusals and a plan_token; dry_run=false
-        with it applies them as single writes, skipping tickets changed since."""
-        from ticket_server.tools.writes import _owner
 
-        login = None if owner is None else (_owner(owner) or "") if owner.strip() else ""
-        change = {
-            "status": status.value if status else None,
-            "owner": login,
-            "priority": priority.value if priority else None,
-            "add_tags": sorted(set(add_tags)) if add_tags else None,
-            "remove_tags": sorted(set(remove_tags)) if remove_tags else None,
-            "reply": reply,
-            "note": note,
-        }
-        if all(v is None for v in change.values()):
-            raise model_error(
-                "Give a change: status, owner, priority, add_tags, remove_tags, reply or note; "
-                "nothing was changed."
-            )
-        for name in ("reply", "note"):
-            if change[name] is not None and not str(change[name]).strip():
-                raise model_error(f"{name} is blank; give the text. Nothing was changed.")
-        base = writer.context(ctx, TOOL, {"change": change}, idempotency_key, None)
-        digest = _change_hash(change)
-        parts = operations(change)
-        if dry_run:
-            if (ticket_ids is None) == (query is None):
-                raise model_error("Give ticket_ids or query (one of them); nothing was changed.")
-            if plan_token is not None:
-                raise model_error("A plan_token confirms a dry run: send it with dry_run false.")
-            ids = await select(ticket_ids, query, base.queues)
-            if len(ids) > max_tickets:
-                raise model_error(f"At most {max_tickets} tickets per call; nothing was changed.")
-            planned, failed = [], []
-            for tid in ids:
-                try:
-                    changes: list[Change] = []
-                    version = None
-                    tags = None
-                    for part, tool, operation, args in parts:
-                        checked = await operation(
-                            contexts(base, tool, tid, part, args, None, change),
-                            tid,
-                            *args,
-                            audit=None,
-                        )
-                        if checked.replay is not None:
-                            continue
-                        version = checked.state["version"] if version is None else version
-                        changes += [
-                            Change(field=c.field, old_value=c.old_value, new_value=c.new_value)
-                            for c in checked.changes
-                        ]
-                        tags = _tags(checked.classification) or tags
-                except WriteRefused as exc:
-                    failed.append(Failed(id=tid, reason=str(exc)))
-                    continue
-                except DatabaseUnavailable as exc:
-                    raise UnavailableError() from exc
-                planned.append(
-                    Planned(
-                        id=tid,
-                        version=version or 0,
-                        changes=changes,
-                        adds=[p for p in ("note", "reply") if change[p] is not None],
-                        tags=tags,
-                    )
-                )
-            claims = {
-                "c": base.actor,
-                "t": TOOL,
-                "h": digest,
-                "e": int(time.time()) + PLAN_SECONDS,
-                "p": [[p.id, p.version] for p in planned],
-            }
-            token = writer.states.seal(claims) if planned else None
-            return _result(
-                BulkResult(
-                    dry_run=True, tickets=planned, skipped=[], failed=failed, plan_token=token
-                )
-            )
 
-        if plan_token is None:
-            raise model_error("dry_run false needs the plan_token of a dry run of this change.")
-        sealed = writer.states.unseal(plan_token)
-        if (
-            sealed is None
-            or sealed.get("c") != base.actor
-            or sealed.get("t") != TOOL
-            or sealed.get("h") != digest
-        ):
-            raise model_error(
-                "The plan_token does not match this change (altered, or made for another change "
-                "or caller); nothing was changed. Run the dry run again."
-            )
-        expires = sealed.get("e")
-        if not isinstance(expires, int) or expires <= time.time():
-            raise model_error("The plan_token expired; nothing was changed. Run the dry run again.")
-        plan = [(str(t), int(v)) for t, v in sealed.get("p", [])]
-        confirmation = "not required"
-        single = {"reply": "reply_to_customer", "tags": "update_ticket_tags"}
-        actions = {TOOL} | {single[p[0]] for p in parts if p[0] in single}
-        if change["status"] == TicketStatus.CLOSED.value:
-            actions.add(CLOSE_ACTION)
-        needed = sorted(a for a in actions if writer.needs_confirmation(a))
-        if needed:
-            whole = replace(
-                base, request_sha256=request_hash(TOOL, {"token": plan_token, **change})
-            )
-            question = _question(change, len(plan))
-            record = current_call.get()
-            if (
-                record is not None
-                and record.protocol_version == "2026-07-28"
-                and ctx.request_state is not None
-            ):
-                whole, confirmation = await writer.answered(ctx, needed[0], whole, "bulk")
-                await writer.guarded(writer.writes.spend_confirmation(whole, plan[0][0]))
-            else:
-                asked = await writer.ask(ctx, needed[0], question, whole, "bulk")
-                if isinstance(asked, InputRequiredResult):
-                    return asked  # type: ignore[return-value]
-                confirmation = asked
-        done, skipped, failed = [], [], []
-        for tid, version in plan:
-            current: int | None = version
-            changes = []
-            applied: list[str] = []
-            tags = None
+async def select(
+    repo: TicketRepository,
+    ticket_ids: list[str] | None,
+    query: str | None,
+    queues: frozenset[str] | None,
+    max_tickets: int,
+) -> list[str]:
+    """The tickets a change is for: ``ticket_ids`` (normalised, once each), or the best
+    ``max_tickets`` matches of ``query`` in ``queues``."""
+    if ticket_ids:
+        return list(dict.fromkeys(normalise_ticket_id(t) for t in ticket_ids))
+    from ticket_server.tickets.search import SearchFilters
+
+    assert query is not None
+    try:
+        found = await repo.search(
+            query, SearchFilters(queues=queues), "relevance", None, max_tickets
+        )
+    except DatabaseUnavailable as exc:
+        raise UnavailableError() from exc
+    return [t.id for t, _ in found.tickets]
+
+
+async def bulk_update_tickets(
+    ctx: Context,
+    ticket_ids: Annotated[
+        Annotated[
+            list[Annotated[str, Field(max_length=MAX_ID_LENGTH)]],
+            Field(min_length=1, max_length=MAX_IDS),
+        ]
+        | None,
+        Field(description="Up to 500 (a setting)."),
+    ] = None,
+    query: Annotated[
+        Annotated[str, Field(min_length=1, max_length=500)] | None,
+        Field(description="Or: search words."),
+    ] = None,
+    status: TicketStatus | None = None,
+    owner: Annotated[
+        Annotated[str, Field(max_length=64)] | None,
+        Field(description='Login; "" unassigns.'),
+    ] = None,
+    priority: TicketPriority | None = None,
+    add_tags: Annotated[BulkTags | None, Field(description="Tags to add.")] = None,
+    remove_tags: Annotated[BulkTags | None, Field(description="Tags to take off.")] = None,
+    reply: Annotated[
+        Annotated[str, Field(min_length=1, max_length=MAX_TEXT)] | None,
+        Field(description="Sent to each customer."),
+    ] = None,
+    note: Annotated[
+        Annotated[str, Field(min_length=1, max_length=MAX_TEXT)] | None,
+        Field(description="An internal note."),
+    ] = None,
+    dry_run: bool = True,
+    plan_token: Annotated[
+        Annotated[str, Field(max_length=MAX_TOKEN)] | None,
+        Field(description="From the dry run."),
+    ] = None,
+    idempotency_key: Key = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """One change to many tickets of your queues, by ticket_ids or query. dry_run
+    (default) shows each ticket's changes, refusals and a plan_token; dry_run=false
+    with it applies them as single writes, skipping tickets changed since."""
+    from ticket_server.tools.writes import _owner
+
+    writer, max_tickets = services.write, services.bulk_max_tickets
+
+    login = None if owner is None else (_owner(owner) or "") if owner.strip() else ""
+    change = {
+        "status": status.value if status else None,
+        "owner": login,
+        "priority": priority.value if priority else None,
+        "add_tags": sorted(set(add_tags)) if add_tags else None,
+        "remove_tags": sorted(set(remove_tags)) if remove_tags else None,
+        "reply": reply,
+        "note": note,
+    }
+    if all(v is None for v in change.values()):
+        raise model_error(
+            "Give a change: status, owner, priority, add_tags, remove_tags, reply or note; "
+            "nothing was changed."
+        )
+    for name in ("reply", "note"):
+        if change[name] is not None and not str(change[name]).strip():
+            raise model_error(f"{name} is blank; give the text. Nothing was changed.")
+    base = writer.context(ctx, NAME, {"change": change}, idempotency_key, None)
+    digest = _change_hash(change)
+    parts = operations(writer, change, services.free_tags)
+    if dry_run:
+        if (ticket_ids is None) == (query is None):
+            raise model_error("Give ticket_ids or query (one of them); nothing was changed.")
+        if plan_token is not None:
+            raise model_error("A plan_token confirms a dry run: send it with dry_run false.")
+        ids = await select(services.repository, ticket_ids, query, base.queues, max_tickets)
+        if len(ids) > max_tickets:
+            raise model_error(f"At most {max_tickets} tickets per call; nothing was changed.")
+        planned, failed = [], []
+        for tid in ids:
             try:
+                changes: list[Change] = []
+                version = None
+                tags = None
                 for part, tool, operation, args in parts:
-                    wctx = contexts(base, tool, tid, part, args, current, change)
-                    outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
-                    current = outcome.version
-                    applied.append(part)
+                    checked = await operation(
+                        contexts(base, tool, tid, part, args, None, change),
+                        tid,
+                        *args,
+                        audit=None,
+                    )
+                    if checked.replay is not None:
+                        continue
+                    version = checked.state["version"] if version is None else version
                     changes += [
                         Change(field=c.field, old_value=c.old_value, new_value=c.new_value)
-                        for c in outcome.changes
+                        for c in checked.changes
                     ]
-                    tags = _tags(outcome.classification) or tags
-            except ToolError as exc:
-                cause = exc.__cause__
-                done_before = f" ({', '.join(applied)} written before this)" if applied else ""
-                if isinstance(exc, UnavailableError):
-                    # The rest cannot be written either: listed, with what was written.
-                    rest = [t for t, _ in plan[plan.index((tid, version)) :]]
-                    failed += [
-                        Failed(
-                            id=t,
-                            reason="Not written: the ticket database became unavailable"
-                            + (done_before if t == tid else "")
-                            + ". Run a new dry run later.",
-                        )
-                        for t in rest
-                    ]
-                    break
-                if isinstance(cause, StaleVersion) and current == version:
-                    skipped.append(Failed(id=tid, reason="Changed since the dry run; not written."))
-                else:
-                    failed.append(Failed(id=tid, reason=f"{exc}{done_before}"))
+                    tags = _tags(checked.classification) or tags
+            except WriteRefused as exc:
+                failed.append(Failed(id=tid, reason=str(exc)))
                 continue
-            done.append(
+            except DatabaseUnavailable as exc:
+                raise UnavailableError() from exc
+            planned.append(
                 Planned(
                     id=tid,
-                    version=current or version,
+                    version=version or 0,
                     changes=changes,
                     adds=[p for p in ("note", "reply") if change[p] is not None],
                     tags=tags,
                 )
             )
-        return _result(BulkResult(dry_run=False, tickets=done, skipped=skipped, failed=failed))
+        claims = {
+            "c": base.actor,
+            "t": NAME,
+            "h": digest,
+            "e": int(time.time()) + PLAN_SECONDS,
+            "p": [[p.id, p.version] for p in planned],
+        }
+        token = writer.states.seal(claims) if planned else None
+        return _result(
+            BulkResult(dry_run=True, tickets=planned, skipped=[], failed=failed, plan_token=token)
+        )
+
+    if plan_token is None:
+        raise model_error("dry_run false needs the plan_token of a dry run of this change.")
+    sealed = writer.states.unseal(plan_token)
+    if (
+        sealed is None
+        or sealed.get("c") != base.actor
+        or sealed.get("t") != NAME
+        or sealed.get("h") != digest
+    ):
+        raise model_error(
+            "The plan_token does not match this change (altered, or made for another change "
+            "or caller); nothing was changed. Run the dry run again."
+        )
+    expires = sealed.get("e")
+    if not isinstance(expires, int) or expires <= time.time():
+        raise model_error("The plan_token expired; nothing was changed. Run the dry run again.")
+    plan = [(str(t), int(v)) for t, v in sealed.get("p", [])]
+    confirmation = "not required"
+    single = {"reply": "reply_to_customer", "tags": "update_ticket_tags"}
+    actions = {NAME} | {single[p[0]] for p in parts if p[0] in single}
+    if change["status"] == TicketStatus.CLOSED.value:
+        actions.add(CLOSE_ACTION)
+    needed = sorted(a for a in actions if writer.needs_confirmation(a))
+    if needed:
+        whole = replace(base, request_sha256=request_hash(NAME, {"token": plan_token, **change}))
+        question = _question(change, len(plan))
+        record = current_call.get()
+        if (
+            record is not None
+            and record.protocol_version == "2026-07-28"
+            and ctx.request_state is not None
+        ):
+            whole, confirmation = await writer.answered(ctx, needed[0], whole, "bulk")
+            await writer.guarded(writer.writes.spend_confirmation(whole, plan[0][0]))
+        else:
+            asked = await writer.ask(ctx, needed[0], question, whole, "bulk")
+            if isinstance(asked, InputRequiredResult):
+                return asked  # type: ignore[return-value]
+            confirmation = asked
+    done, skipped, failed = [], [], []
+    for tid, version in plan:
+        current: int | None = version
+        changes = []
+        applied: list[str] = []
+        tags = None
+        try:
+            for part, tool, operation, args in parts:
+                wctx = contexts(base, tool, tid, part, args, current, change)
+                outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
+                current = outcome.version
+                applied.append(part)
+                changes += [
+                    Change(field=c.field, old_value=c.old_value, new_value=c.new_value)
+                    for c in outcome.changes
+                ]
+                tags = _tags(outcome.classification) or tags
+        except ToolError as exc:
+            cause = exc.__cause__
+            done_before = f" ({', '.join(applied)} written before this)" if applied else ""
+            if isinstance(exc, UnavailableError):
+                # The rest cannot be written either: listed, with what was written.
+                rest = [t for t, _ in plan[plan.index((tid, version)) :]]
+                failed += [
+                    Failed(
+                        id=t,
+                        reason="Not written: the ticket database became unavailable"
+                        + (done_before if t == tid else "")
+                        + ". Run a new dry run later.",
+                    )
+                    for t in rest
+                ]
+                break
+            if isinstance(cause, StaleVersion) and current == version:
+                skipped.append(Failed(id=tid, reason="Changed since the dry run; not written."))
+            else:
+                failed.append(Failed(id=tid, reason=f"{exc}{done_before}"))
+            continue
+        done.append(
+            Planned(
+                id=tid,
+                version=current or version,
+                changes=changes,
+                adds=[p for p in ("note", "reply") if change[p] is not None],
+                tags=tags,
+            )
+        )
+    return _result(BulkResult(dry_run=False, tickets=done, skipped=skipped, failed=failed))
 
 
 def _tags(classified: dict[str, Any] | None) -> TagsChanged | None:
@@ -449,3 +440,13 @@ def _result(model: BaseModel) -> ToolResult:
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
         structured_content=data,
     )
+
+
+TOOL = Tool.from_function(
+    bulk_update_tickets,
+    name=NAME,
+    annotations=BULK,
+    tags={WRITE_SCOPE},
+    output_schema=BulkResult.model_json_schema(),
+)
+"""``bulk_update_tickets``, added by ``build_server`` (not on a read-only server)."""

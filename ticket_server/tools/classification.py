@@ -15,20 +15,21 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastmcp import Context, FastMCP
-from fastmcp.tools import ToolResult
+from fastmcp import Context
+from fastmcp.dependencies import Depends
+from fastmcp.tools import Tool, ToolResult
 from pydantic import BaseModel, Field
 
 from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tools.errors import model_error
 from ticket_server.tools.lookup import normalise_ticket_id
+from ticket_server.tools.services import Services, current_services
 from ticket_server.tools.writes import (
     UPDATE,
     Key,
     TicketId,
     TicketState,
     Version,
-    Writer,
     ticket_state,
 )
 
@@ -36,10 +37,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from ticket_server.tickets.classification import ClassificationChange
-    from ticket_server.tickets.repository import TicketRepository
     from ticket_server.tickets.writes import WriteOutcome
 
-TOOLS = ("update_ticket_tags", "set_ticket_fields")
 MAX_CHANGES = 20
 TagName = Annotated[str, Field(min_length=1, max_length=64)]
 FieldName = Annotated[str, Field(min_length=1, max_length=64)]
@@ -105,89 +104,83 @@ def _question(title: str, classified: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
-def register(
-    mcp: FastMCP,
-    repo: TicketRepository,
-    confirm: frozenset[str],
-    key: Callable[[], bytes],
-    *,
-    free_tags: bool,
-) -> None:
-    """Add the tag and field tools to ``mcp`` (``confirm`` and ``key`` as for
-    ``tools.writes.register``; ``free_tags``: a tag outside the vocabulary joins it)."""
-    writer = Writer(repo, confirm, key)
+async def update_ticket_tags(
+    ticket_id: TicketId,
+    ctx: Context,
+    add: Annotated[Tags, Field(description="Tags to add; ones it has are kept.")] = [],  # noqa: B006
+    remove: Annotated[Tags, Field(description="Tags to take off; others stay.")] = [],  # noqa: B006
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Add and/or remove a ticket's tags; tags not named stay as they are. Only the
+    deployment's vocabulary is accepted (unless it allows free tags); an unknown tag
+    is an error listing the vocabulary. Refused on a closed ticket. Returns the
+    ticket's state, tags and custom_fields, and before/after of what changed."""
+    tid = normalise_ticket_id(ticket_id)
+    if not add and not remove:
+        raise model_error("Give tags to add, to remove, or both; nothing was changed.")
+    writer = services.write
+    return await writer.perform(
+        ctx,
+        "update_ticket_tags",
+        tid,
+        {"add": sorted(add), "remove": sorted(remove)},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(f"Change the tags of {tid}?", checked.classification),
+        writer.writes.classify,
+        tag_change(add, remove, services.free_tags),
+        shape=_classified,
+    )
 
-    @mcp.tool(
-        name="update_ticket_tags",
+
+async def set_ticket_fields(
+    ticket_id: TicketId,
+    fields: Annotated[
+        dict[FieldName, FieldValue],
+        Field(
+            min_length=1,
+            max_length=MAX_CHANGES,
+            description="Field name -> value; null clears. Other fields stay.",
+        ),
+    ],
+    ctx: Context,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Set custom fields of a ticket by name. Each value must fit the field's type:
+    text, number, date (YYYY-MM-DD), enum (one of its values) or boolean; null clears
+    (not a required field). Unknown field, wrong type or value: an error naming what
+    it takes. Refused on a closed ticket. Returns as update_ticket_tags does."""
+    from ticket_server.tickets.classification import ClassificationChange
+
+    tid = normalise_ticket_id(ticket_id)
+    change = ClassificationChange(fields=dict(fields))
+    writer = services.write
+    return await writer.perform(
+        ctx,
+        "set_ticket_fields",
+        tid,
+        {"fields": dict(sorted(fields.items()))},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(f"Change custom fields of {tid}?", checked.classification),
+        writer.writes.classify,
+        _change(change, services.free_tags),
+        shape=_classified,
+    )
+
+
+TOOLS = [
+    Tool.from_function(
+        fn,
+        name=fn.__name__,
         annotations=UPDATE,
         tags={WRITE_SCOPE},
         output_schema=Classified.model_json_schema(),
     )
-    async def update_ticket_tags(
-        ticket_id: TicketId,
-        ctx: Context,
-        add: Annotated[Tags, Field(description="Tags to add; ones it has are kept.")] = [],  # noqa: B006
-        remove: Annotated[Tags, Field(description="Tags to take off; others stay.")] = [],  # noqa: B006
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Add and/or remove a ticket's tags; tags not named stay as they are. Only the
-        deployment's vocabulary is accepted (unless it allows free tags); an unknown tag
-        is an error listing the vocabulary. Refused on a closed ticket. Returns the
-        ticket's state, tags and custom_fields, and before/after of what changed."""
-        tid = normalise_ticket_id(ticket_id)
-        if not add and not remove:
-            raise model_error("Give tags to add, to remove, or both; nothing was changed.")
-        return await writer.perform(
-            ctx,
-            "update_ticket_tags",
-            tid,
-            {"add": sorted(add), "remove": sorted(remove)},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(f"Change the tags of {tid}?", checked.classification),
-            writer.writes.classify,
-            tag_change(add, remove, free_tags),
-            shape=_classified,
-        )
-
-    @mcp.tool(
-        name="set_ticket_fields",
-        annotations=UPDATE,
-        tags={WRITE_SCOPE},
-        output_schema=Classified.model_json_schema(),
-    )
-    async def set_ticket_fields(
-        ticket_id: TicketId,
-        fields: Annotated[
-            dict[FieldName, FieldValue],
-            Field(
-                min_length=1,
-                max_length=MAX_CHANGES,
-                description="Field name -> value; null clears. Other fields stay.",
-            ),
-        ],
-        ctx: Context,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Set custom fields of a ticket by name. Each value must fit the field's type:
-        text, number, date (YYYY-MM-DD), enum (one of its values) or boolean; null clears
-        (not a required field). Unknown field, wrong type or value: an error naming what
-        it takes. Refused on a closed ticket. Returns as update_ticket_tags does."""
-        from ticket_server.tickets.classification import ClassificationChange
-
-        tid = normalise_ticket_id(ticket_id)
-        change = ClassificationChange(fields=dict(fields))
-        return await writer.perform(
-            ctx,
-            "set_ticket_fields",
-            tid,
-            {"fields": dict(sorted(fields.items()))},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(f"Change custom fields of {tid}?", checked.classification),
-            writer.writes.classify,
-            _change(change, free_tags),
-            shape=_classified,
-        )
+    for fn in (update_ticket_tags, set_ticket_fields)
+]
+"""The tag and custom field tools, added by ``build_server`` (not on a read-only server)."""

@@ -17,22 +17,22 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from fastmcp import Context, FastMCP
-from fastmcp.tools import ToolResult
+from fastmcp import Context
+from fastmcp.dependencies import Depends
+from fastmcp.tools import Tool, ToolResult
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
 from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import AuthorType, TicketPriority, TicketStatus
-from ticket_server.tools.attachments import AttachmentsArg, AttachmentService, digests, prepare
+from ticket_server.tools.attachments import AttachmentsArg, digests, prepare
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
-from ticket_server.tools.errors import model_error
 from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit
+from ticket_server.tools.services import Services, current_services
 from ticket_server.tools.writes import (
     MAX_TEXT,
     Key,
-    Writer,
     _not_blank,
     _question,
 )
@@ -42,8 +42,7 @@ if TYPE_CHECKING:
 
     from ticket_server.tickets.attachments import Attaching
     from ticket_server.tickets.classification import ClassificationChange
-    from ticket_server.tickets.opening import OpenedTicket, TicketOpening
-    from ticket_server.tickets.repository import TicketRepository
+    from ticket_server.tickets.opening import OpenedTicket
 
 Channel = Literal["email", "phone", "chat", "web", "api"]
 """How a request arrived."""
@@ -145,136 +144,117 @@ def _complete(
     return apply
 
 
-def register(
-    mcp: FastMCP,
-    repo: TicketRepository,
-    confirm: frozenset[str],
-    key: Callable[[], bytes],
-    *,
-    free_tags: bool = False,
-    files: AttachmentService | None = None,
-) -> None:
-    """Add ``open_ticket`` to ``mcp`` (``confirm`` and ``key`` as for the other writes;
-    ``free_tags``: a tag outside the vocabulary joins it, as ``update_ticket_tags``;
-    ``files``: the attachment store and limits, None: a ticket with files is refused)."""
-    writer = Writer(repo, confirm, key)
-    opening: list[TicketOpening] = []  # SQLAlchemy is imported on the first open
+async def open_ticket(
+    subject: Annotated[
+        str, Field(min_length=1, max_length=300, description="The request's subject line.")
+    ],
+    body: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_TEXT,
+            description="The request, as the customer put it.",
+        ),
+    ],
+    queue: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            description="An active queue you may write; case ignored.",
+        ),
+    ],
+    ctx: Context,
+    requester_email: Annotated[
+        Annotated[str, Field(min_length=3, max_length=254)] | None,
+        Field(description="The requester's e-mail; a new one adds the requester."),
+    ] = None,
+    requester_name: Annotated[
+        Annotated[str, Field(min_length=1, max_length=200)] | None,
+        Field(description="The requester's name; needed when the e-mail is new."),
+    ] = None,
+    customer_id: Annotated[
+        Annotated[str, Field(min_length=1, max_length=32)] | None,
+        Field(description="The organisation, e.g. CUS-1000; needed for a new e-mail."),
+    ] = None,
+    priority: TicketPriority = TicketPriority.NORMAL,
+    channel: Channel = "api",
+    tags: Annotated[Tags, Field(description="From the tag vocabulary.")] = [],  # noqa: B006
+    custom_fields: Annotated[
+        dict[FieldName, FieldValue],
+        Field(max_length=MAX_CHANGES, description="Field name -> value."),
+    ] = {},  # noqa: B006
+    attachments: AttachmentsArg = None,
+    idempotency_key: Key = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Open a ticket (status new). Requester: a known requester_email; a new one with
+    requester_name and customer_id; or customer_id alone. Refused, nothing changed, for
+    a queue unknown, inactive or not yours (the error lists yours), an unknown
+    customer, a tag or field value set_ticket_fields would refuse, a required field
+    missing, or a file refused. Files are the customer's (untrusted). May ask the person to confirm. Subject and body return as untrusted."""
+    from ticket_server.tickets.classification import ClassificationChange
+    from ticket_server.tickets.opening import NEW_TICKET, OpenRequest, TicketOpening
 
-    def operation() -> TicketOpening:
-        if not opening:
-            from ticket_server.tickets.opening import TicketOpening
-
-            opening.append(TicketOpening(repo))
-        return opening[0]
-
-    @mcp.tool(
-        name="open_ticket",
-        annotations=OPEN,
-        tags={WRITE_SCOPE},
-        output_schema=TicketOpened.model_json_schema(),
+    _not_blank("subject", subject)
+    _not_blank("body", body)
+    files_in = None
+    if attachments:  # the requester's files, labelled customer-uploaded
+        files_in = await prepare(
+            services.files, attachments, untrusted=True, uploader_type=AuthorType.CUSTOMER
+        )
+    request = OpenRequest(
+        subject=subject,
+        body=body,
+        queue=queue,
+        priority=priority,
+        channel=channel,
+        requester_email=requester_email.strip() if requester_email else None,
+        requester_name=requester_name.strip() if requester_name else None,
+        customer_id=customer_id.strip().upper() if customer_id else None,
     )
-    async def open_ticket(
-        subject: Annotated[
-            str, Field(min_length=1, max_length=300, description="The request's subject line.")
-        ],
-        body: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=MAX_TEXT,
-                description="The request, as the customer put it.",
-            ),
-        ],
-        queue: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=64,
-                description="An active queue you may write; case ignored.",
-            ),
-        ],
-        ctx: Context,
-        requester_email: Annotated[
-            Annotated[str, Field(min_length=3, max_length=254)] | None,
-            Field(description="The requester's e-mail; a new one adds the requester."),
-        ] = None,
-        requester_name: Annotated[
-            Annotated[str, Field(min_length=1, max_length=200)] | None,
-            Field(description="The requester's name; needed when the e-mail is new."),
-        ] = None,
-        customer_id: Annotated[
-            Annotated[str, Field(min_length=1, max_length=32)] | None,
-            Field(description="The organisation, e.g. CUS-1000; needed for a new e-mail."),
-        ] = None,
-        priority: TicketPriority = TicketPriority.NORMAL,
-        channel: Channel = "api",
-        tags: Annotated[Tags, Field(description="From the tag vocabulary.")] = [],  # noqa: B006
-        custom_fields: Annotated[
-            dict[FieldName, FieldValue],
-            Field(max_length=MAX_CHANGES, description="Field name -> value."),
-        ] = {},  # noqa: B006
-        attachments: AttachmentsArg = None,
-        idempotency_key: Key = None,
-    ) -> ToolResult:
-        """Open a ticket (status new). Requester: a known requester_email; a new one with
-        requester_name and customer_id; or customer_id alone. Refused, nothing changed, for
-        a queue unknown, inactive or not yours (the error lists yours), an unknown
-        customer, a tag or field value set_ticket_fields would refuse, a required field
-        missing, or a file refused. Files are the customer's (untrusted). May ask the person to confirm. Subject and body return as untrusted."""
-        from ticket_server.tickets.classification import ClassificationChange
-        from ticket_server.tickets.opening import NEW_TICKET, OpenRequest
+    arguments = {
+        "subject": subject,
+        "body": body,
+        "queue": queue,
+        "requester_email": request.requester_email,
+        "requester_name": request.requester_name,
+        "customer_id": request.customer_id,
+        "priority": priority.value,
+        "channel": channel,
+        "tags": sorted(tags),
+        "custom_fields": dict(sorted(custom_fields.items())),
+        "attachments": digests(files_in),
+    }
+    return await services.write.perform(
+        ctx,
+        "open_ticket",
+        NEW_TICKET,
+        arguments,
+        idempotency_key,
+        None,
+        lambda checked: _question(
+            f"Open a ticket in {queue} for {request.requester_email or request.customer_id}?",
+            checked,
+            subject,
+        ),
+        TicketOpening(services.repository).open,
+        request,
+        _complete(
+            ClassificationChange(add_tags=tags, fields=dict(custom_fields)),
+            services.free_tags,
+            files_in,
+            _actor(),
+        ),
+        shape=_opened,
+    )
 
-        _not_blank("subject", subject)
-        _not_blank("body", body)
-        files_in = None
-        if attachments:  # the requester's files, labelled customer-uploaded
-            if files is None:
-                raise model_error("This server takes no attachments; nothing was changed.")
-            files_in = await prepare(
-                files, attachments, untrusted=True, uploader_type=AuthorType.CUSTOMER
-            )
-        request = OpenRequest(
-            subject=subject,
-            body=body,
-            queue=queue,
-            priority=priority,
-            channel=channel,
-            requester_email=requester_email.strip() if requester_email else None,
-            requester_name=requester_name.strip() if requester_name else None,
-            customer_id=customer_id.strip().upper() if customer_id else None,
-        )
-        arguments = {
-            "subject": subject,
-            "body": body,
-            "queue": queue,
-            "requester_email": request.requester_email,
-            "requester_name": request.requester_name,
-            "customer_id": request.customer_id,
-            "priority": priority.value,
-            "channel": channel,
-            "tags": sorted(tags),
-            "custom_fields": dict(sorted(custom_fields.items())),
-            "attachments": digests(files_in),
-        }
-        return await writer.perform(
-            ctx,
-            "open_ticket",
-            NEW_TICKET,
-            arguments,
-            idempotency_key,
-            None,
-            lambda checked: _question(
-                f"Open a ticket in {queue} for {request.requester_email or request.customer_id}?",
-                checked,
-                subject,
-            ),
-            operation().open,
-            request,
-            _complete(
-                ClassificationChange(add_tags=tags, fields=dict(custom_fields)),
-                free_tags,
-                files_in,
-                _actor(),
-            ),
-            shape=_opened,
-        )
+
+TOOL = Tool.from_function(
+    open_ticket,
+    name="open_ticket",
+    annotations=OPEN,
+    tags={WRITE_SCOPE},
+    output_schema=TicketOpened.model_json_schema(),
+)
+"""``open_ticket``, added by ``build_server`` (not on a read-only server)."""

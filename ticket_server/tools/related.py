@@ -9,14 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastmcp import Context, FastMCP
-from fastmcp.tools import ToolResult
+from fastmcp import Context
+from fastmcp.dependencies import Depends
+from fastmcp.tools import Tool, ToolResult
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import LINK_NAMES
 from ticket_server.tools.lookup import normalise_ticket_id
+from ticket_server.tools.services import Services, current_services
 from ticket_server.tools.writes import (
     UPDATE,
     Key,
@@ -28,10 +30,8 @@ from ticket_server.tools.writes import (
 )
 
 if TYPE_CHECKING:
-    from ticket_server.tickets.repository import TicketRepository
     from ticket_server.tickets.writes import Checked, WriteContext, WriteOutcome
 
-TOOLS = ("link_tickets", "merge_tickets")
 MERGE = ToolAnnotations(
     readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False
 )
@@ -69,99 +69,83 @@ def _planned(
     return operation
 
 
-def register(
-    mcp: FastMCP, repo: TicketRepository, confirm: frozenset[str], key: Callable[[], bytes]
-) -> None:
-    """Add link_tickets and merge_tickets to ``mcp``."""
-    writer = Writer(repo, confirm, key)
-    tags = {WRITE_SCOPE}
+async def link_tickets(
+    ticket_id: TicketId,
+    link: Annotated[LinkName, Field(description="How ticket_id relates to the other.")],
+    other_ticket_id: TicketId,
+    ctx: Context,
+    remove: Annotated[bool, Field(description="true: remove this link.")] = False,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Link two tickets of queues you may write (remove=true unlinks); get_ticket
+    shows links from both sides. Returns the ticket's new state."""
+    from ticket_server.tickets.links import link_plan
 
-    @mcp.tool(
-        name="link_tickets",
-        annotations=UPDATE,
-        tags=tags,
-        output_schema=Linked.model_json_schema(),
+    writer = services.write
+    tid, other = normalise_ticket_id(ticket_id), normalise_ticket_id(other_ticket_id)
+    return await writer.perform(
+        ctx,
+        "link_tickets",
+        tid,
+        {"link": link, "other_ticket_id": other, "remove": remove},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(
+            f"{'Remove the link' if remove else 'Link'} {tid} {link} {other}?", checked
+        ),
+        _planned(writer, lambda wctx: link_plan(wctx, tid, link, other, remove)),
+        shape=lambda outcome: Linked(
+            ticket=ticket_state(outcome), link=link, other_ticket_id=other, removed=remove
+        ),
     )
-    async def link_tickets(
-        ticket_id: TicketId,
-        link: Annotated[LinkName, Field(description="How ticket_id relates to the other.")],
-        other_ticket_id: TicketId,
-        ctx: Context,
-        remove: Annotated[bool, Field(description="true: remove this link.")] = False,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Link two tickets of queues you may write (remove=true unlinks); get_ticket
-        shows links from both sides. Returns the ticket's new state."""
-        from ticket_server.tickets.links import link_plan
 
-        tid, other = normalise_ticket_id(ticket_id), normalise_ticket_id(other_ticket_id)
-        return await writer.perform(
-            ctx,
-            "link_tickets",
-            tid,
-            {"link": link, "other_ticket_id": other, "remove": remove},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(
-                f"{'Remove the link' if remove else 'Link'} {tid} {link} {other}?", checked
-            ),
-            _planned(writer, lambda wctx: link_plan(wctx, tid, link, other, remove)),
-            shape=lambda outcome: Linked(
-                ticket=ticket_state(outcome), link=link, other_ticket_id=other, removed=remove
-            ),
-        )
 
-    @mcp.tool(
-        name="merge_tickets",
-        annotations=MERGE,
-        tags=tags,
-        output_schema=Merged.model_json_schema(),
+async def merge_tickets(
+    source_ticket_id: Annotated[TicketId, Field(description="The duplicate, closed by this.")],
+    target_ticket_id: Annotated[TicketId, Field(description="The ticket that stays.")],
+    ctx: Context,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Merge a duplicate into the ticket that stays (queues you may write): its first
+    message and comments move there, marked merged_from; it is closed, duplicate_of the
+    target. Nobody is notified. Final; may ask the person to confirm."""
+    from ticket_server.tickets.merge import merge_plan
+
+    writer, repo = services.write, services.repository
+    source, target = (
+        normalise_ticket_id(source_ticket_id),
+        normalise_ticket_id(target_ticket_id),
     )
-    async def merge_tickets(
-        source_ticket_id: Annotated[TicketId, Field(description="The duplicate, closed by this.")],
-        target_ticket_id: Annotated[TicketId, Field(description="The ticket that stays.")],
-        ctx: Context,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Merge a duplicate into the ticket that stays (queues you may write): its first
-        message and comments move there, marked merged_from; it is closed, duplicate_of the
-        target. Nobody is notified. Final; may ask the person to confirm."""
-        from ticket_server.tickets.merge import merge_plan
 
-        source, target = (
-            normalise_ticket_id(source_ticket_id),
-            normalise_ticket_id(target_ticket_id),
-        )
+    async def merged(outcome: WriteOutcome) -> Merged:
+        moved = await writer.guarded(repo.read(lambda conn: _moved(conn, source, target)))
+        return Merged(source=ticket_state(outcome), target_ticket_id=target, comments_moved=moved)
 
-        async def merged(outcome: WriteOutcome) -> Merged:
-            moved = await writer.guarded(repo.read(lambda conn: _moved(conn, source, target)))
-            return Merged(
-                source=ticket_state(outcome), target_ticket_id=target, comments_moved=moved
-            )
-
-        return await writer.perform(
-            ctx,
-            "merge_tickets",
-            source,
-            {"target_ticket_id": target},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(
-                f"Merge {source} into {target}? {source} is closed and its conversation moves "
-                f"to {target}; this cannot be undone.",
-                checked,
-            ),
-            # A closed source: the plan says whether it was merged already.
-            _planned(
-                writer,
-                lambda wctx: merge_plan(wctx, source, target),
-                closed_ok=True,
-                also_locks=target if target != source else None,
-            ),
-            shape=merged,
-        )
+    return await writer.perform(
+        ctx,
+        "merge_tickets",
+        source,
+        {"target_ticket_id": target},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(
+            f"Merge {source} into {target}? {source} is closed and its conversation moves "
+            f"to {target}; this cannot be undone.",
+            checked,
+        ),
+        # A closed source: the plan says whether it was merged already.
+        _planned(
+            writer,
+            lambda wctx: merge_plan(wctx, source, target),
+            closed_ok=True,
+            also_locks=target if target != source else None,
+        ),
+        shape=merged,
+    )
 
 
 def _moved(conn: Any, source: str, target: str) -> int:
@@ -189,3 +173,22 @@ def _question(title: str, checked: Checked) -> str:
             )
         )
     return "\n".join(lines)
+
+
+TOOLS = [
+    Tool.from_function(
+        link_tickets,
+        name="link_tickets",
+        annotations=UPDATE,
+        tags={WRITE_SCOPE},
+        output_schema=Linked.model_json_schema(),
+    ),
+    Tool.from_function(
+        merge_tickets,
+        name="merge_tickets",
+        annotations=MERGE,
+        tags={WRITE_SCOPE},
+        output_schema=Merged.model_json_schema(),
+    ),
+]
+"""The link and merge tools, added by ``build_server`` (not on a read-only server)."""

@@ -36,9 +36,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
+from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
-from fastmcp.tools import ToolResult
+from fastmcp.tools import Tool, ToolResult
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.types import (
     ElicitRequest,
@@ -63,7 +64,6 @@ from ticket_server.tickets.domain import (
 from ticket_server.tools.attachment_shapes import AttachmentInfo
 from ticket_server.tools.attachments import (
     AttachmentsArg,
-    AttachmentService,
     attached_files,
     digests,
     files_for,
@@ -71,6 +71,7 @@ from ticket_server.tools.attachments import (
 from ticket_server.tools.errors import CONTROL_CHARACTERS, UnavailableError, model_error
 from ticket_server.tools.full_read import meta_for
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
+from ticket_server.tools.services import Services, current_services
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -117,14 +118,6 @@ CONFIRM_REQUEST = "confirm"
 INVALID_REQUEST_STATE = "invalid"
 """What a tool finds as its request state when the one the client sent failed the SDK's
 verification (``compat.hand_invalid_request_state_to``): refused here, so audited."""
-TOOLS = (
-    "add_internal_note",
-    "reply_to_customer",
-    "set_ticket_status",
-    "assign_ticket",
-    "escalate_ticket",
-    "open_ticket",  # in tools.opening
-)
 AUDIT_DIGESTS = {
     "add_internal_note": ("note", "attachments"),
     "reply_to_customer": ("reply", "attachments"),
@@ -672,216 +665,229 @@ async def _writable_queue(repo: TicketRepository, queue: str) -> str:
     )
 
 
-def register(
-    mcp: FastMCP,
-    repo: TicketRepository,
-    confirm: frozenset[str],
-    key: Callable[[], bytes],
-    files: AttachmentService | None = None,
-) -> None:
-    """Add the write tools to ``mcp``; ``confirm``: the actions needing a person's
-    confirmation; ``key``: the key signing confirmation claims (``Use.CONFIRMATION``);
-    ``files``: the attachment store and limits (None: a note or reply with files is
-    refused)."""
-    writer = Writer(repo, confirm, key)
-    tags = {WRITE_SCOPE}
+async def add_internal_note(
+    ticket_id: TicketId,
+    note: Annotated[Body, Field(description="Note for agents only; the customer never sees it.")],
+    ctx: Context,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    attachments: AttachmentsArg = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Add an internal note (agents only, never sent to the customer); the one write a
+    closed ticket takes. Blank text is refused. Returns the ticket's new state and the
+    note id."""
+    tid = normalise_ticket_id(ticket_id)
+    _not_blank("note", note)
+    files_in = await files_for(services.files, attachments)
+    writer = services.write
+    return await writer.perform(
+        ctx,
+        "add_internal_note",
+        tid,
+        {"note": note, "attachments": digests(files_in)},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(f"Add this internal note to {tid}?", checked, note),
+        writer.writes.add_comment,
+        note,
+        Visibility.INTERNAL,
+        files_in,
+        shape=lambda outcome: NoteAdded(
+            ticket=ticket_state(outcome),
+            note_id=outcome.comment.id,
+            visibility="internal",
+            attachments=attached_files(outcome),
+        ),
+    )
 
-    @mcp.tool(
+
+async def reply_to_customer(
+    ticket_id: TicketId,
+    reply: Annotated[Body, Field(description="Message the customer receives.")],
+    ctx: Context,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    attachments: AttachmentsArg = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Send a public reply: the CUSTOMER receives it. Not for internal notes; refused on
+    a closed ticket and for blank text. May ask the person to confirm first. Returns
+    the ticket's new state and the reply id."""
+    tid = normalise_ticket_id(ticket_id)
+    _not_blank("reply", reply)
+    files_in = await files_for(services.files, attachments)
+    writer = services.write
+    return await writer.perform(
+        ctx,
+        "reply_to_customer",
+        tid,
+        {"reply": reply, "attachments": digests(files_in)},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(f"Send this reply to the customer of {tid}?", checked, reply),
+        writer.writes.add_comment,
+        reply,
+        Visibility.PUBLIC,
+        files_in,
+        shape=lambda outcome: ReplySent(
+            ticket=ticket_state(outcome),
+            reply_id=outcome.comment.id,
+            visibility="public",
+            attachments=attached_files(outcome),
+        ),
+    )
+
+
+async def set_ticket_status(
+    ticket_id: TicketId,
+    status: TicketStatus,
+    ctx: Context,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Move a ticket to another status; an illegal move is an error naming the allowed
+    next statuses (closed is final: internal notes only). Closing may ask the person
+    to confirm (policy action close_ticket, or set_ticket_status)."""
+    tid = normalise_ticket_id(ticket_id)
+    writer = services.write
+    return await writer.perform(
+        ctx,
+        "set_ticket_status",
+        tid,
+        {"status": status.value},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(
+            f"Close {tid}? A closed ticket is final (internal notes only)."
+            if status is TicketStatus.CLOSED
+            else f"Set the status of {tid} to {status.value}?",
+            checked,
+        ),
+        writer.writes.set_status,
+        status,
+        shape=_changed,
+        action=CLOSE_ACTION if status is TicketStatus.CLOSED else None,
+    )
+
+
+async def assign_ticket(
+    ticket_id: TicketId,
+    owner: Annotated[
+        Annotated[str, Field(min_length=1, max_length=64)] | None,
+        Field(description="Assignee login (a-z, 0-9, . _ - @; case ignored); null unassigns."),
+    ],
+    ctx: Context,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Assign a ticket to an owner (login), or unassign it with null; refused on a
+    closed ticket."""
+    tid = normalise_ticket_id(ticket_id)
+    login = _owner(owner)
+    writer = services.write
+    return await writer.perform(
+        ctx,
+        "assign_ticket",
+        tid,
+        {"owner": login or ""},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(f"Assign {tid} to {login or 'nobody'}?", checked),
+        writer.writes.assign,
+        login,
+        shape=_changed,
+    )
+
+
+async def escalate_ticket(
+    ticket_id: TicketId,
+    reason: Annotated[
+        str, Field(min_length=1, max_length=2_000, description="Why; kept as an internal note.")
+    ],
+    ctx: Context,
+    priority: TicketPriority | None = None,
+    queue: Annotated[
+        Annotated[str, Field(min_length=1, max_length=64)] | None,
+        Field(description="Target queue, e.g. engineering (one you may write; case ignored)."),
+    ] = None,
+    idempotency_key: Key = None,
+    expected_version: Version = None,
+    services: Services = Depends(current_services),
+) -> ToolResult:
+    """Escalate: change priority and/or move to another queue (one you may write in;
+    an unknown queue is an error listing yours), with a reason kept as an internal
+    note. Refused on a closed ticket."""
+    tid = normalise_ticket_id(ticket_id)
+    if priority is None and queue is None:
+        _note("nothing to change")
+        raise model_error("Give a priority, a queue, or both; nothing was changed.")
+    _not_blank("reason", reason)
+    writer = services.write
+    target = (
+        await writer.guarded(_writable_queue(services.repository, queue))
+        if queue is not None
+        else None
+    )
+    arguments = {
+        "reason": reason,
+        "priority": priority.value if priority else None,
+        "queue": target,
+    }
+    return await writer.perform(
+        ctx,
+        "escalate_ticket",
+        tid,
+        arguments,
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(f"Escalate {tid}?", checked, f"Reason: {reason}"),
+        writer.writes.escalate,
+        priority,
+        target,
+        reason,
+        shape=_changed,
+    )
+
+
+TOOLS = [
+    Tool.from_function(
+        add_internal_note,
         name="add_internal_note",
         annotations=NOTE,
-        tags=tags,
+        tags={WRITE_SCOPE},
         output_schema=NoteAdded.model_json_schema(),
-    )
-    async def add_internal_note(
-        ticket_id: TicketId,
-        note: Annotated[
-            Body, Field(description="Note for agents only; the customer never sees it.")
-        ],
-        ctx: Context,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-        attachments: AttachmentsArg = None,
-    ) -> ToolResult:
-        """Add an internal note (agents only, never sent to the customer); the one write a
-        closed ticket takes. Blank text is refused. Returns the ticket's new state and the
-        note id."""
-        tid = normalise_ticket_id(ticket_id)
-        _not_blank("note", note)
-        files_in = await files_for(files, attachments)
-        return await writer.perform(
-            ctx,
-            "add_internal_note",
-            tid,
-            {"note": note, "attachments": digests(files_in)},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(f"Add this internal note to {tid}?", checked, note),
-            writer.writes.add_comment,
-            note,
-            Visibility.INTERNAL,
-            files_in,
-            shape=lambda outcome: NoteAdded(
-                ticket=ticket_state(outcome),
-                note_id=outcome.comment.id,
-                visibility="internal",
-                attachments=attached_files(outcome),
-            ),
-        )
-
-    @mcp.tool(
+    ),
+    Tool.from_function(
+        reply_to_customer,
         name="reply_to_customer",
         annotations=REPLY,
-        tags=tags,
+        tags={WRITE_SCOPE},
         output_schema=ReplySent.model_json_schema(),
-    )
-    async def reply_to_customer(
-        ticket_id: TicketId,
-        reply: Annotated[Body, Field(description="Message the customer receives.")],
-        ctx: Context,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-        attachments: AttachmentsArg = None,
-    ) -> ToolResult:
-        """Send a public reply: the CUSTOMER receives it. Not for internal notes; refused on
-        a closed ticket and for blank text. May ask the person to confirm first. Returns
-        the ticket's new state and the reply id."""
-        tid = normalise_ticket_id(ticket_id)
-        _not_blank("reply", reply)
-        files_in = await files_for(files, attachments)
-        return await writer.perform(
-            ctx,
-            "reply_to_customer",
-            tid,
-            {"reply": reply, "attachments": digests(files_in)},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(f"Send this reply to the customer of {tid}?", checked, reply),
-            writer.writes.add_comment,
-            reply,
-            Visibility.PUBLIC,
-            files_in,
-            shape=lambda outcome: ReplySent(
-                ticket=ticket_state(outcome),
-                reply_id=outcome.comment.id,
-                visibility="public",
-                attachments=attached_files(outcome),
-            ),
-        )
-
-    @mcp.tool(
+    ),
+    Tool.from_function(
+        set_ticket_status,
         name="set_ticket_status",
         annotations=UPDATE,
-        tags=tags,
+        tags={WRITE_SCOPE},
         output_schema=TicketChanged.model_json_schema(),
-    )
-    async def set_ticket_status(
-        ticket_id: TicketId,
-        status: TicketStatus,
-        ctx: Context,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Move a ticket to another status; an illegal move is an error naming the allowed
-        next statuses (closed is final: internal notes only). Closing may ask the person
-        to confirm (policy action close_ticket, or set_ticket_status)."""
-        tid = normalise_ticket_id(ticket_id)
-        return await writer.perform(
-            ctx,
-            "set_ticket_status",
-            tid,
-            {"status": status.value},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(
-                f"Close {tid}? A closed ticket is final (internal notes only)."
-                if status is TicketStatus.CLOSED
-                else f"Set the status of {tid} to {status.value}?",
-                checked,
-            ),
-            writer.writes.set_status,
-            status,
-            shape=_changed,
-            action=CLOSE_ACTION if status is TicketStatus.CLOSED else None,
-        )
-
-    @mcp.tool(
+    ),
+    Tool.from_function(
+        assign_ticket,
         name="assign_ticket",
         annotations=UPDATE,
-        tags=tags,
+        tags={WRITE_SCOPE},
         output_schema=TicketChanged.model_json_schema(),
-    )
-    async def assign_ticket(
-        ticket_id: TicketId,
-        owner: Annotated[
-            Annotated[str, Field(min_length=1, max_length=64)] | None,
-            Field(description="Assignee login (a-z, 0-9, . _ - @; case ignored); null unassigns."),
-        ],
-        ctx: Context,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Assign a ticket to an owner (login), or unassign it with null; refused on a
-        closed ticket."""
-        tid = normalise_ticket_id(ticket_id)
-        login = _owner(owner)
-        return await writer.perform(
-            ctx,
-            "assign_ticket",
-            tid,
-            {"owner": login or ""},
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(f"Assign {tid} to {login or 'nobody'}?", checked),
-            writer.writes.assign,
-            login,
-            shape=_changed,
-        )
-
-    @mcp.tool(
+    ),
+    Tool.from_function(
+        escalate_ticket,
         name="escalate_ticket",
         annotations=ESCALATE,
-        tags=tags,
+        tags={WRITE_SCOPE},
         output_schema=TicketChanged.model_json_schema(),
-    )
-    async def escalate_ticket(
-        ticket_id: TicketId,
-        reason: Annotated[
-            str, Field(min_length=1, max_length=2_000, description="Why; kept as an internal note.")
-        ],
-        ctx: Context,
-        priority: TicketPriority | None = None,
-        queue: Annotated[
-            Annotated[str, Field(min_length=1, max_length=64)] | None,
-            Field(description="Target queue, e.g. engineering (one you may write; case ignored)."),
-        ] = None,
-        idempotency_key: Key = None,
-        expected_version: Version = None,
-    ) -> ToolResult:
-        """Escalate: change priority and/or move to another queue (one you may write in;
-        an unknown queue is an error listing yours), with a reason kept as an internal
-        note. Refused on a closed ticket."""
-        tid = normalise_ticket_id(ticket_id)
-        if priority is None and queue is None:
-            _note("nothing to change")
-            raise model_error("Give a priority, a queue, or both; nothing was changed.")
-        _not_blank("reason", reason)
-        target = await writer.guarded(_writable_queue(repo, queue)) if queue is not None else None
-        arguments = {
-            "reason": reason,
-            "priority": priority.value if priority else None,
-            "queue": target,
-        }
-        return await writer.perform(
-            ctx,
-            "escalate_ticket",
-            tid,
-            arguments,
-            idempotency_key,
-            expected_version,
-            lambda checked: _question(f"Escalate {tid}?", checked, f"Reason: {reason}"),
-            writer.writes.escalate,
-            priority,
-            target,
-            reason,
-            shape=_changed,
-        )
+    ),
+]
+"""The note, reply, status, assignment and escalation tools, added by ``build_server``
+(not on a read-only server)."""
