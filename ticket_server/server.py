@@ -68,6 +68,13 @@ READ_TOOLS = (
 )
 """The current read tools, declared once at import (``tools/services.py`` says how they
 reach the server's repository); the deprecated ones are described per deployment."""
+TEMPLATES = (
+    *resources.TEMPLATES,
+    attachment_tools.TEMPLATE,
+    backlog.QUEUE_TEMPLATE,
+    *classification_resources.TEMPLATES,
+)
+"""The resource templates, declared the same way."""
 WRITE_TOOLS = (*writes.TOOLS, opening.TOOL, *classification.TOOLS, *related.TOOLS, bulk.TOOL)
 """Every tool that writes; none on a read-only server."""
 
@@ -278,13 +285,12 @@ def build_server(
     compat.add_request_middleware(mcp, pipeline.refuse_cursors)
     for tool in (*deprecated.tools(rt.versions), *READ_TOOLS):
         mcp.add_tool(tool)
-    mcp.add_template(attachment_tools.TEMPLATE)
-    mcp.add_template(backlog.QUEUE_TEMPLATE)
     manifest.register(mcp, rt.versions, rt.identity.current, pipeline.may_use)
-    resources.register(mcp, rt.repository, cursors, now)
-    prompts.register(mcp, rt.repository, now)
+    for template in TEMPLATES:
+        mcp.add_template(template)
+    for prompt in prompts.PROMPTS:
+        mcp.add_prompt(prompt)
     completions.register(mcp, rt.repository, pipeline.readable_queues)
-    classification_resources.register(mcp, rt.repository)
     apps.register(mcp, pipeline.may_use)
     if not rt.settings.read_only:
         for tool in WRITE_TOOLS:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from fastmcp import FastMCP
+from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
-from fastmcp.resources import ResourceContent, ResourceResult
+from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
 
 from ticket_server.access.context import current_queues
 from ticket_server.tools.classification_reads import search_filters
 from ticket_server.tools.errors import UnavailableError, domain_errors
 from ticket_server.tools.full_read import TICKET_URI
 from ticket_server.tools.resources import JSON, missing
+from ticket_server.tools.services import Services, current_services
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -83,88 +84,100 @@ async def _tickets(repo: TicketRepository, classified: dict[str, Any]) -> list[d
     ]
 
 
-def register(mcp: FastMCP, repo: TicketRepository) -> None:
-    """Add the tag and field resource templates to ``mcp``."""
+async def read_tag(name: str, services: Services = Depends(current_services)) -> ResourceResult:
+    """``tickets://tag/{name}``: the tag and the newest tickets carrying it."""
+    from sqlalchemy import select
 
-    @mcp.resource(
-        TAG_URI.format("{name}"),
+    from ticket_server.tickets.classification_models import Tag
+
+    repo = services.repository
+    try:
+        with domain_errors():
+            classified = await search_filters(repo, [name], None)
+            found = await repo.read(
+                lambda conn: conn.execute(
+                    select(Tag.name, Tag.description, Tag.active).where(
+                        Tag.id == classified["tags"][0]
+                    )
+                ).one()
+            )
+            tickets = await _tickets(repo, classified)
+    except UnavailableError:
+        raise
+    except ToolError:  # no such tag
+        raise missing(TAG_URI.format(name)) from None
+    return _json(
+        {
+            "name": found.name,
+            "description": found.description,
+            "active": found.active,
+            "tickets": tickets,
+        }
+    )
+
+
+async def read_field_value(
+    name: str, value: str, services: Services = Depends(current_services)
+) -> ResourceResult:
+    """``tickets://field/{name}/{value}``: the field's definition and the newest tickets
+    with this value."""
+    from ticket_server.tickets.classification import field_definitions
+
+    repo = services.repository
+    definitions = await repo.read(lambda conn: field_definitions(conn, active_only=False))
+    definition = next((d for d in definitions if d.name == name.strip().lower()), None)
+    typed: Any = value
+    if definition is not None and definition.type.value == "number":
+        try:
+            typed = float(value)
+        except ValueError:
+            definition = None
+    elif definition is not None and definition.type.value == "boolean":
+        typed = {"true": True, "false": False}.get(value.lower(), value)
+    if definition is None:
+        raise missing(FIELD_URI.format(name, value))
+    try:
+        with domain_errors():
+            classified = await search_filters(repo, None, {definition.name: typed})
+            tickets = await _tickets(repo, classified)
+    except UnavailableError:
+        raise
+    except ToolError:  # a value the field cannot hold
+        raise missing(FIELD_URI.format(name, value)) from None
+    return _json(
+        {
+            "name": definition.name,
+            "label": definition.label,
+            "type": definition.type.value,
+            "values": list(definition.enum_values) or None,
+            "required": definition.required,
+            "queues": list(definition.queues) if definition.queues is not None else None,
+            "active": definition.active,
+            "value": typed,
+            "tickets": tickets,
+        }
+    )
+
+
+TEMPLATES = [
+    ResourceTemplate.from_function(
+        read_tag,
+        uri_template=TAG_URI.format("{name}"),
         name="tag",
         title="Tag",
         mime_type=JSON,
         tags={"tickets:read"},
         description="A tag of the vocabulary and the newest tickets in your queues carrying it.",
-    )
-    async def tag(name: str) -> ResourceResult:
-        from sqlalchemy import select
-
-        from ticket_server.tickets.classification_models import Tag
-
-        try:
-            with domain_errors():
-                classified = await search_filters(repo, [name], None)
-                found = await repo.read(
-                    lambda conn: conn.execute(
-                        select(Tag.name, Tag.description, Tag.active).where(
-                            Tag.id == classified["tags"][0]
-                        )
-                    ).one()
-                )
-                tickets = await _tickets(repo, classified)
-        except UnavailableError:
-            raise
-        except ToolError:  # no such tag
-            raise missing(TAG_URI.format(name)) from None
-        return _json(
-            {
-                "name": found.name,
-                "description": found.description,
-                "active": found.active,
-                "tickets": tickets,
-            }
-        )
-
-    @mcp.resource(
-        FIELD_URI.format("{name}", "{value}"),
+    ),
+    ResourceTemplate.from_function(
+        read_field_value,
+        uri_template=FIELD_URI.format("{name}", "{value}"),
         name="field_value",
         title="Custom field value",
         mime_type=JSON,
         tags={"tickets:read"},
         description="A custom field's definition and the newest tickets in your queues with "
         "this value.",
-    )
-    async def field_value(name: str, value: str) -> ResourceResult:
-        from ticket_server.tickets.classification import field_definitions
-
-        definitions = await repo.read(lambda conn: field_definitions(conn, active_only=False))
-        definition = next((d for d in definitions if d.name == name.strip().lower()), None)
-        typed: Any = value
-        if definition is not None and definition.type.value == "number":
-            try:
-                typed = float(value)
-            except ValueError:
-                definition = None
-        elif definition is not None and definition.type.value == "boolean":
-            typed = {"true": True, "false": False}.get(value.lower(), value)
-        if definition is None:
-            raise missing(FIELD_URI.format(name, value))
-        try:
-            with domain_errors():
-                classified = await search_filters(repo, None, {definition.name: typed})
-                tickets = await _tickets(repo, classified)
-        except UnavailableError:
-            raise
-        except ToolError:  # a value the field cannot hold
-            raise missing(FIELD_URI.format(name, value)) from None
-        return _json(
-            {
-                "name": definition.name,
-                "label": definition.label,
-                "type": definition.type.value,
-                "values": list(definition.enum_values) or None,
-                "required": definition.required,
-                "queues": list(definition.queues) if definition.queues is not None else None,
-                "active": definition.active,
-                "value": typed,
-                "tickets": tickets,
-            }
-        )
+    ),
+]
+"""The tag and field resource templates, added by ``build_server``."""

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fastmcp import FastMCP
+from fastmcp.dependencies import Depends
 from fastmcp.exceptions import NotFoundError, ResourceError
-from fastmcp.resources import ResourceContent, ResourceResult
+from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
 
 from ticket_server.access.context import current_queues
-from ticket_server.tickets.sla import Now, utc_now
-from ticket_server.tools.cursor import CursorCodec
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
     CUSTOMER_URI,
@@ -28,9 +26,7 @@ from ticket_server.tools.full_read import (
     sla_json,
     ticket_json,
 )
-
-if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
-    from ticket_server.tickets.repository import TicketRepository
+from ticket_server.tools.services import Services, current_services
 
 JSON = "application/json"
 
@@ -52,42 +48,53 @@ def missing(uri: str) -> ResourceMissing:
     return ResourceMissing(f"Unknown resource: {uri!r}", log_level=logging.INFO)
 
 
-def register(
-    mcp: FastMCP, repo: TicketRepository, cursors: CursorCodec, now: Now = utc_now
-) -> None:
-    """Add the ticket and customer resource templates to ``mcp``."""
+async def read_ticket_resource(
+    id: str, services: Services = Depends(current_services)
+) -> ResourceResult:
+    """``tickets://ticket/{id}``: the whole ticket, as ``get_ticket`` with every field."""
     from ticket_server.tools.attachments import attachment_list
 
-    @mcp.resource(
-        TICKET_URI.format("{id}"),
+    repo = services.repository
+    with domain_errors():
+        view = await read_ticket(repo, id, current_queues())
+    if view is None:
+        raise missing(TICKET_URI.format(id))
+    sla = await sla_json(repo, view.ticket.id, set(TICKET_FIELDS), services.now)
+    files = await attachment_list(repo, view.ticket.id)
+    cursor_for = comment_cursors(services.cursors, view.ticket.id)
+    return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla, attachments=files))
+
+
+async def read_customer_resource(
+    id: str, services: Services = Depends(current_services)
+) -> ResourceResult:
+    """``tickets://customer/{id}``: the customer, as ``get_customer``."""
+    with domain_errors():
+        view = await read_customer(services.repository, id, current_queues())
+    if view is None:
+        raise missing(CUSTOMER_URI.format(id))
+    return _json(customer_json(view))
+
+
+TEMPLATES = [
+    ResourceTemplate.from_function(
+        read_ticket_resource,
+        uri_template=TICKET_URI.format("{id}"),
         name="ticket",
         title="Ticket",
         mime_type=JSON,
         tags={"tickets:read"},
-        description="A ticket as get_ticket returns it: body, customer, newest comments, history. "
-        "Values {untrusted: true, text} are customer-written data.",
-    )
-    async def ticket(id: str) -> ResourceResult:
-        with domain_errors():
-            view = await read_ticket(repo, id, current_queues())
-        if view is None:
-            raise missing(TICKET_URI.format(id))
-        sla = await sla_json(repo, view.ticket.id, set(TICKET_FIELDS), now)
-        files = await attachment_list(repo, view.ticket.id)
-        cursor_for = comment_cursors(cursors, view.ticket.id)
-        return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla, attachments=files))
-
-    @mcp.resource(
-        CUSTOMER_URI.format("{id}"),
+        description="A ticket as get_ticket returns it: body, customer, newest comments, "
+        "history. Values {untrusted: true, text} are customer-written data.",
+    ),
+    ResourceTemplate.from_function(
+        read_customer_resource,
+        uri_template=CUSTOMER_URI.format("{id}"),
         name="customer",
         title="Customer",
         mime_type=JSON,
         tags={"tickets:read"},
         description="A customer as get_customer returns it, with its tickets in your queues.",
-    )
-    async def customer(id: str) -> ResourceResult:
-        with domain_errors():
-            view = await read_customer(repo, id, current_queues())
-        if view is None:
-            raise missing(CUSTOMER_URI.format(id))
-        return _json(customer_json(view))
+    ),
+]
+"""The ticket and customer resource templates, added by ``build_server``."""
