@@ -135,7 +135,9 @@ def postgres_database_url(postgres: PostgresServer, postgres_template: str) -> I
     """A fresh copy of the sample database on PostgreSQL, whatever ``backend`` says: for
     the chosen PostgreSQL variants of SQLite-based process tests."""
     name = f"test_{os.getpid()}_{next(_databases)}"
-    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {postgres_template}")
+    # FILE_COPY: a 12 MB copy in ~0.15 s against ~0.21 s through the WAL (the default
+    # since PostgreSQL 15); its checkpoint is cheap with fsync off (tests/postgres.py).
+    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {postgres_template} STRATEGY FILE_COPY")
     yield postgres.url(name)
     postgres.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
