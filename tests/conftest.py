@@ -137,9 +137,9 @@ def postgres_database_url(postgres: PostgresServer, postgres_template: str) -> I
     name = f"test_{os.getpid()}_{next(_databases)}"
     # FILE_COPY: a 12 MB copy in ~0.15 s against ~0.21 s through the WAL (the default
     # since PostgreSQL 15); its checkpoint is cheap with fsync off (tests/postgres.py).
-    postgres.psql(f"CREATE DATABASE {name} TEMPLATE {postgres_template} STRATEGY FILE_COPY")
+    postgres.admin(f"CREATE DATABASE {name} TEMPLATE {postgres_template} STRATEGY FILE_COPY")
     yield postgres.url(name)
-    postgres.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    postgres.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
@@ -152,9 +152,9 @@ def empty_database_url(
         return
     postgres: PostgresServer = request.getfixturevalue("postgres")
     name = f"empty_{os.getpid()}_{next(_databases)}"
-    postgres.psql(f"CREATE DATABASE {name}")
+    postgres.admin(f"CREATE DATABASE {name}")
     yield postgres.url(name)
-    postgres.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    postgres.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 POSTGRES_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
@@ -37,6 +38,14 @@ class PostgresServer:
     user: str
     data_dir: Path | None = None
     pg_ctl: Path | None = None
+    _admin: _AdminConnection | None = field(default=None, repr=False)
+
+    def admin(self, sql: str) -> None:
+        """Run one statement on the ``postgres`` database over a connection kept open:
+        each test's CREATE and DROP DATABASE, ~50 ms of psql process start saved each."""
+        if self._admin is None:
+            self._admin = _AdminConnection(self.host, self.port, self.user)
+        self._admin.execute(sql)
 
     def url(self, database: str) -> str:
         return f"postgresql+asyncpg://{self.user}@{self.host}:{self.port}/{database}"
@@ -77,6 +86,9 @@ class PostgresServer:
             )
 
     def remove(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
         self.stop()
         if self.data_dir is not None:
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
@@ -102,6 +114,37 @@ class PostgresServer:
             capture_output=True,
             timeout=60,
         )
+
+
+class _AdminConnection:
+    """One asyncpg connection on an event loop of its own thread, so it serves fixtures
+    called from sync tests and from inside a running test loop alike."""
+
+    def __init__(self, host: str, port: int, user: str) -> None:
+        import asyncio
+        import threading
+
+        import asyncpg
+
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        self._conn: Any = self._run(
+            asyncpg.connect(host=host, port=port, user=user, database="postgres")
+        )
+
+    def _run(self, coroutine: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+
+    def execute(self, sql: str) -> None:
+        self._run(self._conn.execute(sql))
+
+    def close(self) -> None:
+        try:
+            self._run(self._conn.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
 
 
 def start_private_server() -> PostgresServer:
