@@ -37,10 +37,9 @@ from ticket_server.access.callers import Caller
 from ticket_server.access.context import current_caller, current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import NEXT_STATUSES, TicketPriority, TicketStatus
-from ticket_server.tools import READ_ONLY
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, Text, fit, meta_for
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.services import Services, current_services
 
 POLICY = {"get_queue_board": ToolPolicy(expensive=True)}
@@ -310,12 +309,7 @@ async def get_queue_board(
     return _board_result(value)  # type: ignore[return-value]
 
 
-TOOL = Tool.from_function(
-    get_queue_board,
-    name=BOARD_TOOL,
-    annotations=READ_ONLY,
-    tags={"tickets:read"},
-    output_schema=output_schema(Board),
-    meta={"ui": {"resourceUri": BOARD_URI, "visibility": ["app"]}},
+TOOL = read_tool(
+    get_queue_board, Board, meta={"ui": {"resourceUri": BOARD_URI, "visibility": ["app"]}}
 )
 """The queue board's data tool (app-only: the view calls it), added by ``build_server``."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp.dependencies import Depends
 from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import (
     BlobResourceContents,
     EmbeddedResource,
@@ -40,16 +40,15 @@ from pydantic import BaseModel, Field
 from ticket_server.access.context import current_call, current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import AuthorType, DatabaseUnavailable
-from ticket_server.tools import READ_ONLY
 from ticket_server.tools.attachment_shapes import (
     ATTACHMENT_URI,
     AttachmentInfo,
     AttachmentList,
     info,
 )
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import UnavailableError, domain_errors, model_error
 from ticket_server.tools.full_read import UNTRUSTED_META, UNTRUSTED_NOTE
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.services import Services, current_services
 
 POLICY = {"get_attachment": ToolPolicy(expensive=True)}
@@ -431,13 +430,7 @@ async def read_attachment(
     )
 
 
-TOOL = Tool.from_function(
-    get_attachment,
-    name="get_attachment",
-    annotations=READ_ONLY,
-    tags={"tickets:read"},
-    output_schema=output_schema(AttachmentRead),
-)
+TOOL = read_tool(get_attachment, AttachmentRead)
 """``get_attachment``, added by ``build_server``."""
 TEMPLATE = ResourceTemplate.from_function(
     read_attachment,

@@ -14,17 +14,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp.dependencies import Depends
 from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
-from fastmcp.tools import Tool
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import OPEN_STATUSES, TicketPriority, TicketStatus
-from ticket_server.tools import READ_ONLY
-from ticket_server.tools.arguments import Omittable, Time, drop_null_defaults
+from ticket_server.tools.arguments import Omittable, Time
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.services import Services, current_services
 
 POLICY = {"count_tickets": ToolPolicy(expensive=True)}
@@ -222,15 +220,7 @@ async def count_tickets(
     )
 
 
-TOOL = drop_null_defaults(
-    Tool.from_function(
-        count_tickets,
-        name="count_tickets",
-        annotations=READ_ONLY,
-        tags={"tickets:read"},
-        output_schema=output_schema(Counts),
-    )
-)
+TOOL = read_tool(count_tickets, Counts, optional_nulls=True)
 """``count_tickets``, added by ``build_server``."""
 
 

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from fastmcp import Context
 from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
-from ticket_server.access.policy import WRITE_SCOPE, ToolPolicy
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
     StaleVersion,
@@ -48,6 +48,7 @@ from ticket_server.tickets.domain import (
     WriteRefused,
 )
 from ticket_server.tools.classification import TagName, tag_change
+from ticket_server.tools.declare import write_tool
 from ticket_server.tools.errors import UnavailableError, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
 from ticket_server.tools.services import Services, current_services
@@ -442,11 +443,5 @@ def _result(model: BaseModel) -> ToolResult:
     )
 
 
-TOOL = Tool.from_function(
-    bulk_update_tickets,
-    name=NAME,
-    annotations=BULK,
-    tags={WRITE_SCOPE},
-    output_schema=BulkResult.model_json_schema(),
-)
+TOOL = write_tool(bulk_update_tickets, BULK, BulkResult)
 """``bulk_update_tickets``, added by ``build_server`` (not on a read-only server)."""

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastmcp import Context
 from fastmcp.dependencies import Depends
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from pydantic import BaseModel, Field
 
-from ticket_server.access.policy import WRITE_SCOPE
+from ticket_server.tools.declare import write_tool
 from ticket_server.tools.errors import model_error
 from ticket_server.tools.lookup import normalise_ticket_id
 from ticket_server.tools.services import Services, current_services
@@ -173,14 +173,5 @@ async def set_ticket_fields(
     )
 
 
-TOOLS = [
-    Tool.from_function(
-        fn,
-        name=fn.__name__,
-        annotations=UPDATE,
-        tags={WRITE_SCOPE},
-        output_schema=Classified.model_json_schema(),
-    )
-    for fn in (update_ticket_tags, set_ticket_fields)
-]
+TOOLS = [write_tool(fn, UPDATE, Classified) for fn in (update_ticket_tags, set_ticket_fields)]
 """The tag and custom field tools, added by ``build_server`` (not on a read-only server)."""

@@ -15,7 +15,7 @@ from pydantic import Field
 from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.schemas import TicketStatusV1, TicketSummaryV1
-from ticket_server.tools import READ_ONLY
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, too_long
 from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import find_ticket
@@ -76,10 +76,7 @@ async def search_tickets(
     )
 
 
-_TOOLS = [
-    Tool.from_function(fn, name=fn.__name__, annotations=READ_ONLY, tags={"tickets:read"})
-    for fn in (get_ticket_status, search_tickets)
-]
+_TOOLS = [read_tool(fn) for fn in (get_ticket_status, search_tickets)]
 
 
 def tools(versions: ToolVersions) -> list[Tool]:

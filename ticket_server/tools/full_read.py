@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import ResourceLink, TextContent
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -32,14 +32,13 @@ from ticket_server.tickets.domain import (
     Visibility,
 )
 from ticket_server.tickets.sla import Now, SlaState
-from ticket_server.tools import READ_ONLY
-from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.arguments import Omittable
 from ticket_server.tools.attachment_shapes import AttachmentList
 from ticket_server.tools.classification_reads import classification_json, fit_page
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.services import Services, current_services
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -555,21 +554,7 @@ async def get_customer(
 
 
 TOOLS = [
-    drop_null_defaults(
-        Tool.from_function(
-            get_ticket,
-            name="get_ticket",
-            annotations=READ_ONLY,
-            tags={"tickets:read"},
-            output_schema=output_schema(FullTicket),
-        )
-    ),
-    Tool.from_function(
-        get_customer,
-        name="get_customer",
-        annotations=READ_ONLY,
-        tags={"tickets:read"},
-        output_schema=output_schema(CustomerRead),
-    ),
+    read_tool(get_ticket, FullTicket, optional_nulls=True),
+    read_tool(get_customer, CustomerRead),
 ]
 """The whole-ticket and customer reads, added by ``build_server``."""

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastmcp import Context
 from fastmcp.dependencies import Depends
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
-from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import AuthorType, TicketPriority, TicketStatus
 from ticket_server.tools.attachments import AttachmentsArg, digests, prepare
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
+from ticket_server.tools.declare import write_tool
 from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit
 from ticket_server.tools.services import Services, current_services
 from ticket_server.tools.writes import (
@@ -250,11 +250,5 @@ async def open_ticket(
     )
 
 
-TOOL = Tool.from_function(
-    open_ticket,
-    name="open_ticket",
-    annotations=OPEN,
-    tags={WRITE_SCOPE},
-    output_schema=TicketOpened.model_json_schema(),
-)
+TOOL = write_tool(open_ticket, OPEN, TicketOpened)
 """``open_ticket``, added by ``build_server`` (not on a read-only server)."""

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp import Context
 from fastmcp.dependencies import Depends
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from ticket_server.access.policy import WRITE_SCOPE
 from ticket_server.tickets.domain import LINK_NAMES
+from ticket_server.tools.declare import write_tool
 from ticket_server.tools.lookup import normalise_ticket_id
 from ticket_server.tools.services import Services, current_services
 from ticket_server.tools.writes import (
@@ -175,20 +175,5 @@ def _question(title: str, checked: Checked) -> str:
     return "\n".join(lines)
 
 
-TOOLS = [
-    Tool.from_function(
-        link_tickets,
-        name="link_tickets",
-        annotations=UPDATE,
-        tags={WRITE_SCOPE},
-        output_schema=Linked.model_json_schema(),
-    ),
-    Tool.from_function(
-        merge_tickets,
-        name="merge_tickets",
-        annotations=MERGE,
-        tags={WRITE_SCOPE},
-        output_schema=Merged.model_json_schema(),
-    ),
-]
+TOOLS = [write_tool(link_tickets, UPDATE, Linked), write_tool(merge_tickets, MERGE, Merged)]
 """The link and merge tools, added by ``build_server`` (not on a read-only server)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastmcp.dependencies import Depends
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import TextContent
 from pydantic import BaseModel, Field
 
@@ -14,12 +14,11 @@ from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import TicketStatus
 from ticket_server.tickets.schemas import TicketSummaryV2
-from ticket_server.tools import READ_ONLY
-from ticket_server.tools.arguments import Omittable, drop_null_defaults
+from ticket_server.tools.arguments import Omittable
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.services import Services, current_services
 
 POLICY = {"find_similar_tickets": ToolPolicy(expensive=True)}
@@ -93,13 +92,5 @@ async def find_similar_tickets(
     )
 
 
-TOOL = drop_null_defaults(
-    Tool.from_function(
-        find_similar_tickets,
-        name="find_similar_tickets",
-        annotations=READ_ONLY,
-        tags={"tickets:read"},
-        output_schema=output_schema(SimilarTickets),
-    )
-)
+TOOL = read_tool(find_similar_tickets, SimilarTickets, optional_nulls=True)
 """``find_similar_tickets``, added by ``build_server``."""

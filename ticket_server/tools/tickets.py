@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastmcp.dependencies import Depends
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.types import TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,14 +14,13 @@ from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
 from ticket_server.tickets.schemas import SearchHit, SearchPage, TicketStatusV2
-from ticket_server.tools import READ_ONLY
-from ticket_server.tools.arguments import Omittable, Time, drop_null_defaults
+from ticket_server.tools.arguments import Omittable, Time
 from ticket_server.tools.classification_reads import MAX_FILTERS, search_filters
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorError, fingerprint
+from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import find_ticket
-from ticket_server.tools.outputs import output_schema
 from ticket_server.tools.services import Services, current_services
 
 MAX_PAGE_BYTES = 16_384
@@ -208,21 +207,7 @@ async def search_tickets_v2(
 
 
 TOOLS = [
-    Tool.from_function(
-        get_ticket_status_v2,
-        name="get_ticket_status_v2",
-        annotations=READ_ONLY,
-        tags={"tickets:read"},
-        output_schema=output_schema(TicketStatusV2),
-    ),
-    drop_null_defaults(
-        Tool.from_function(
-            search_tickets_v2,
-            name="search_tickets_v2",
-            annotations=READ_ONLY,
-            tags={"tickets:read"},
-            output_schema=output_schema(SearchPage),
-        )
-    ),
+    read_tool(get_ticket_status_v2, TicketStatusV2),
+    read_tool(search_tickets_v2, SearchPage, optional_nulls=True),
 ]
 """The current (v2) lookup and search tools, added by ``build_server``."""

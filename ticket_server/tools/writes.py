@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from fastmcp import Context
 from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
-from fastmcp.tools import Tool, ToolResult
+from fastmcp.tools import ToolResult
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.types import (
     ElicitRequest,
@@ -51,7 +51,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
-from ticket_server.access.policy import WRITE_SCOPE, ToolPolicy
+from ticket_server.access.policy import ToolPolicy
 from ticket_server.access.sealing import SignedClaims
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
@@ -68,6 +68,7 @@ from ticket_server.tools.attachments import (
     digests,
     files_for,
 )
+from ticket_server.tools.declare import write_tool
 from ticket_server.tools.errors import CONTROL_CHARACTERS, UnavailableError, model_error
 from ticket_server.tools.full_read import meta_for
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id
@@ -853,41 +854,11 @@ async def escalate_ticket(
 
 
 TOOLS = [
-    Tool.from_function(
-        add_internal_note,
-        name="add_internal_note",
-        annotations=NOTE,
-        tags={WRITE_SCOPE},
-        output_schema=NoteAdded.model_json_schema(),
-    ),
-    Tool.from_function(
-        reply_to_customer,
-        name="reply_to_customer",
-        annotations=REPLY,
-        tags={WRITE_SCOPE},
-        output_schema=ReplySent.model_json_schema(),
-    ),
-    Tool.from_function(
-        set_ticket_status,
-        name="set_ticket_status",
-        annotations=UPDATE,
-        tags={WRITE_SCOPE},
-        output_schema=TicketChanged.model_json_schema(),
-    ),
-    Tool.from_function(
-        assign_ticket,
-        name="assign_ticket",
-        annotations=UPDATE,
-        tags={WRITE_SCOPE},
-        output_schema=TicketChanged.model_json_schema(),
-    ),
-    Tool.from_function(
-        escalate_ticket,
-        name="escalate_ticket",
-        annotations=ESCALATE,
-        tags={WRITE_SCOPE},
-        output_schema=TicketChanged.model_json_schema(),
-    ),
+    write_tool(add_internal_note, NOTE, NoteAdded),
+    write_tool(reply_to_customer, REPLY, ReplySent),
+    write_tool(set_ticket_status, UPDATE, TicketChanged),
+    write_tool(assign_ticket, UPDATE, TicketChanged),
+    write_tool(escalate_ticket, ESCALATE, TicketChanged),
 ]
 """The note, reply, status, assignment and escalation tools, added by ``build_server``
 (not on a read-only server)."""

@@ -1,0 +1,55 @@
+"""How a tool is declared: one ``Tool`` per function, built at import, with the
+annotations, scope tag and output schema of its kind (``tools/services.py`` says how its
+function reaches the server it serves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastmcp.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel
+
+from ticket_server.access.policy import WRITE_SCOPE
+from ticket_server.tools import READ_ONLY
+from ticket_server.tools.arguments import drop_null_defaults
+from ticket_server.tools.outputs import output_schema
+
+READ_SCOPE = "tickets:read"
+
+
+def read_tool(
+    fn: Callable[..., Any],
+    output: type[BaseModel] | None = None,
+    *,
+    meta: dict[str, Any] | None = None,
+    optional_nulls: bool = False,
+) -> Tool:
+    """A read tool named as ``fn``: read-only annotations, the ``tickets:read`` scope, the
+    published shape of ``output`` as its output schema (None: FastMCP's, from the return
+    type). ``optional_nulls``: its optional arguments take null without a null default
+    in the schema (``arguments.drop_null_defaults``)."""
+    tool = Tool.from_function(
+        fn,
+        name=fn.__name__,
+        annotations=READ_ONLY,
+        tags={READ_SCOPE},
+        meta=meta,
+        output_schema=output_schema(output) if output is not None else ...,  # ...: FastMCP's
+    )
+    return drop_null_defaults(tool) if optional_nulls else tool
+
+
+def write_tool(
+    fn: Callable[..., Any], annotations: ToolAnnotations, output: type[BaseModel]
+) -> Tool:
+    """A write tool named as ``fn``: ``annotations``, the ``tickets:write`` scope, and
+    ``output``'s JSON Schema as its output schema."""
+    return Tool.from_function(
+        fn,
+        name=fn.__name__,
+        annotations=annotations,
+        tags={WRITE_SCOPE},
+        output_schema=output.model_json_schema(),
+    )
