@@ -39,6 +39,7 @@ from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorErr
 from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
+from ticket_server.tools.paging import fill
 from ticket_server.tools.services import Services, current_services
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
@@ -320,16 +321,14 @@ def ticket_json(
         "next_cursor": "x" * MAX_CURSOR_LENGTH,
     }
     size = _size({**out, "conversation": frame})
-    page: list[dict[str, Any]] = []
-    for record in view.comments[:limit]:
-        item = _comment(record).model_dump(mode="json")
-        if size + _size(item) + 1 > MAX_PAGE_BYTES:
-            if page:
-                break
-            # The newest comment always shows, cut to the room left.
-            item = _comment(record, max(MAX_PAGE_BYTES - size - 400, 100)).model_dump(mode="json")
-        page.append(item)
-        size += _size(item) + 1
+    page = fill(
+        view.comments[:limit],
+        lambda record: _comment(record).model_dump(mode="json"),
+        _size,
+        MAX_PAGE_BYTES - size,
+        # The newest comment always shows, cut to the room left.
+        cut=lambda record, room: _comment(record, max(room - 400, 100)).model_dump(mode="json"),
+    )
     more = len(view.comments) > len(page)
     out["conversation"] = {  # the shape of Conversation; its comments are dumped already
         "comments": page,

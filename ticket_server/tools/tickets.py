@@ -21,6 +21,7 @@ from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.full_read import fields_meta
 from ticket_server.tools.lookup import find_ticket
+from ticket_server.tools.paging import fill
 from ticket_server.tools.services import Services, current_services
 
 MAX_PAGE_BYTES = 16_384
@@ -176,20 +177,16 @@ async def search_tickets_v2(
             ) from exc
     with domain_errors():
         result = await repo.search(query, filters, order, after, limit, conversation)
-    tickets: list[SearchHit] = []
-    size = len(
-        SearchPage(tickets=[], next_cursor="x" * MAX_CURSOR_LENGTH, note=result.note)
-        .model_dump_json()
-        .encode()
+    frame = SearchPage(tickets=[], next_cursor="x" * MAX_CURSOR_LENGTH, note=result.note)
+    tickets = fill(
+        result.tickets,
+        lambda hit: SearchHit(
+            **hit[0].model_dump(),
+            matched_in=result.matched_in.get(hit[0].id) if result.matched_in is not None else None,
+        ),
+        lambda item: len(item.model_dump_json().encode()),
+        MAX_PAGE_BYTES - len(frame.model_dump_json().encode()),
     )
-    for found, _ in result.tickets:
-        places = result.matched_in.get(found.id) if result.matched_in is not None else None
-        item = SearchHit(**found.model_dump(), matched_in=places)
-        item_size = len(item.model_dump_json().encode()) + 1
-        if tickets and size + item_size > MAX_PAGE_BYTES:
-            break
-        tickets.append(item)
-        size += item_size
     more = result.more or len(tickets) < len(result.tickets)
     next_cursor = (
         cursors.encode(result.tickets[len(tickets) - 1][1], search) if more and tickets else None
