@@ -678,28 +678,17 @@ async def add_internal_note(
     """Add an internal note (agents only, never sent to the customer); the one write a
     closed ticket takes. Blank text is refused. Returns the ticket's new state and the
     note id."""
-    tid = normalise_ticket_id(ticket_id)
-    _not_blank("note", note)
-    files_in = await files_for(services.files, attachments)
-    writer = services.write
-    return await writer.perform(
+    return await _comment(
         ctx,
+        services,
         "add_internal_note",
-        tid,
-        {"note": note, "attachments": digests(files_in)},
+        ticket_id,
+        ("note", note),
+        Visibility.INTERNAL,
+        "Add this internal note to {}?",
+        attachments,
         idempotency_key,
         expected_version,
-        lambda checked: _question(f"Add this internal note to {tid}?", checked, note),
-        writer.writes.add_comment,
-        note,
-        Visibility.INTERNAL,
-        files_in,
-        shape=lambda outcome: NoteAdded(
-            ticket=ticket_state(outcome),
-            note_id=outcome.comment.id,
-            visibility="internal",
-            attachments=attached_files(outcome),
-        ),
     )
 
 
@@ -715,28 +704,62 @@ async def reply_to_customer(
     """Send a public reply: the CUSTOMER receives it. Not for internal notes; refused on
     a closed ticket and for blank text. May ask the person to confirm first. Returns
     the ticket's new state and the reply id."""
-    tid = normalise_ticket_id(ticket_id)
-    _not_blank("reply", reply)
-    files_in = await files_for(services.files, attachments)
-    writer = services.write
-    return await writer.perform(
+    return await _comment(
         ctx,
+        services,
         "reply_to_customer",
-        tid,
-        {"reply": reply, "attachments": digests(files_in)},
+        ticket_id,
+        ("reply", reply),
+        Visibility.PUBLIC,
+        "Send this reply to the customer of {}?",
+        attachments,
         idempotency_key,
         expected_version,
-        lambda checked: _question(f"Send this reply to the customer of {tid}?", checked, reply),
+    )
+
+
+async def _comment(
+    ctx: Context,
+    services: Services,
+    tool: str,
+    ticket_id: str,
+    text: tuple[str, str],
+    visibility: Visibility,
+    question: str,
+    attachments: Any,
+    idempotency_key: str | None,
+    expected_version: int | None,
+) -> ToolResult:
+    """An internal note or a public reply: ``text`` is (its argument's name, the text),
+    ``question`` what the person confirms, ``{}`` standing for the ticket id."""
+    tid = normalise_ticket_id(ticket_id)
+    name, body = text
+    _not_blank(name, body)
+    files_in = await files_for(services.files, attachments)
+    writer = services.write
+
+    def shape(outcome: WriteOutcome) -> NoteAdded | ReplySent:
+        state, files, comment = ticket_state(outcome), attached_files(outcome), outcome.comment
+        assert comment is not None  # add_comment's outcome carries the comment it added
+        if visibility is Visibility.INTERNAL:
+            return NoteAdded(
+                ticket=state, note_id=comment.id, visibility="internal", attachments=files
+            )
+        return ReplySent(ticket=state, reply_id=comment.id, visibility="public", attachments=files)
+
+    return await writer.perform(
+        ctx,
+        tool,
+        tid,
+        {name: body, "attachments": digests(files_in)},
+        idempotency_key,
+        expected_version,
+        lambda checked: _question(question.format(tid), checked, body),
         writer.writes.add_comment,
-        reply,
-        Visibility.PUBLIC,
+        body,
+        visibility,
         files_in,
-        shape=lambda outcome: ReplySent(
-            ticket=ticket_state(outcome),
-            reply_id=outcome.comment.id,
-            visibility="public",
-            attachments=attached_files(outcome),
-        ),
+        shape=shape,
     )
 
 
