@@ -10,7 +10,6 @@ import os
 import re
 from collections.abc import Mapping
 from datetime import date
-from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -491,11 +490,13 @@ class Settings(BaseSettings):
         """The server's public base URL: ``public_url``, else ``http://HOST:PORT``."""
         return self.public_url or f"http://{self.host}:{self.port}"
 
-    @cached_property
+    # Properties, not cached_property: ``model_copy`` copies the instance's __dict__, so a
+    # cached value would outlive a copy's new ``database_url``.
+    @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
-    @cached_property
+    @property
     def sqlite_path(self) -> Path | None:
         """The SQLite file of ``database_url``; None for other engines or in-memory SQLite."""
         if not self.is_sqlite:
