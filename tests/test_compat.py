@@ -8,7 +8,6 @@ import inspect
 import uvicorn
 from fastmcp import Client, Context, FastMCP
 from mcp.shared.message import SessionMessage
-from pydantic import BaseModel
 
 from ticket_server import compat
 
@@ -49,22 +48,6 @@ async def test_context_streams_carry_session_messages() -> None:
     )
     await send.send(message)
     assert (await receive.receive()).message == message.message
-
-
-class Inner(BaseModel):
-    value: int
-
-
-async def test_schema_refs_are_inlined_from_the_local_provider() -> None:
-    mcp = FastMCP("t", dereference_schemas=False)
-
-    @mcp.tool
-    def echo(item: Inner) -> Inner:
-        return item
-
-    await compat.inline_schema_refs(mcp)
-    (tool,) = await mcp.local_provider.list_tools()
-    assert "$defs" not in tool.parameters and "$ref" not in str(tool.parameters)
 
 
 async def test_header_lookup_hook_is_honoured_by_the_low_level_server() -> None:

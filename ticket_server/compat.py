@@ -8,7 +8,6 @@ a strange fault somewhere else.
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Collection, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -18,20 +17,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from limits.storage import MemoryStorage
-
-
-async def inline_schema_refs(mcp: FastMCP) -> None:
-    """Inline each tool's ``$ref``s once, before the first request, with FastMCP's own
-    function (what its DereferenceRefsMiddleware, switched off, would do again on every
-    tools/list and pass through on every other request). Listed schemas are unchanged.
-    Touches ``FastMCP.local_provider`` (the registered tools)."""
-    from fastmcp.utilities.json_schema import dereference_refs
-
-    for tool in await mcp.local_provider.list_tools():
-        for field in ("parameters", "output_schema"):
-            schema = getattr(tool, field)
-            if schema is not None and ("$defs" in schema or '"$ref"' in json.dumps(schema)):
-                setattr(tool, field, dereference_refs(schema))
 
 
 async def skip_listing_for_header_checks(mcp: FastMCP) -> None:

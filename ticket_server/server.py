@@ -239,7 +239,6 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(server: FastMCP) -> AsyncIterator[dict[str, object]]:
-        await compat.inline_schema_refs(server)
         await compat.skip_listing_for_header_checks(server)
         await rt.start()
         try:
@@ -275,7 +274,8 @@ def build_server(
         version=__version__,
         mask_error_details=True,
         strict_input_validation=True,
-        # Refs are inlined once at start (compat.inline_schema_refs) instead of on every request.
+        # Refs are inlined once, where each tool is declared (tools/declare.py), instead of
+        # on every request.
         dereference_schemas=False,
         lifespan=lifespan,
         middleware=[pipeline],

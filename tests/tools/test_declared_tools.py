@@ -5,6 +5,7 @@ each server serves its own data, and no caller can set what is injected."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,13 @@ async def test_an_injected_parameter_is_not_an_argument(
             is_error, text = await call_any(client, name, {**arguments, "services": {"x": 1}})
             assert is_error and "'services' is not an argument of this tool" in text, text
         assert await state(settings, "SUP-4412") == before
+
+
+@pytest.mark.sqlite_only
+async def test_listed_schemas_hold_no_refs(server, mode: str) -> None:
+    """Every tool's input and output schema is listed with its ``$ref``s inlined (done
+    once where tools are declared; FastMCP's per-request dereferencing is off)."""
+    async with Client(server, mode=mode) as client:
+        for tool in await client.list_tools():
+            for schema in (tool.inputSchema, tool.outputSchema or {}):
+                assert "$defs" not in schema and '"$ref"' not in json.dumps(schema), tool.name

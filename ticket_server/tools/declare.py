@@ -4,19 +4,32 @@ function reaches the server it serves)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from fastmcp.tools import Tool
+from fastmcp.utilities.json_schema import dereference_refs
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-from ticket_server.access.policy import WRITE_SCOPE
+from ticket_server.access.policy import READ_SCOPE, WRITE_SCOPE
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import drop_null_defaults
 from ticket_server.tools.outputs import output_schema
 
-READ_SCOPE = "tickets:read"
+
+def _inlined(tool: Tool) -> Tool:
+    """``tool`` with the ``$ref``s of its input and output schemas inlined, by FastMCP's
+    own function, once per process: what its ``dereference_schemas`` (off in
+    ``build_server``) would redo on every tools/list. The listed schemas are the same."""
+    update = {
+        field: dereference_refs(schema)
+        for field in ("parameters", "output_schema")
+        if (schema := getattr(tool, field)) is not None
+        and ("$defs" in schema or '"$ref"' in json.dumps(schema))
+    }
+    return tool.model_copy(update=update) if update else tool
 
 
 def read_tool(
@@ -38,7 +51,7 @@ def read_tool(
         meta=meta,
         output_schema=output_schema(output) if output is not None else ...,  # ...: FastMCP's
     )
-    return drop_null_defaults(tool) if optional_nulls else tool
+    return _inlined(drop_null_defaults(tool) if optional_nulls else tool)
 
 
 def write_tool(
@@ -46,10 +59,12 @@ def write_tool(
 ) -> Tool:
     """A write tool named as ``fn``: ``annotations``, the ``tickets:write`` scope, and
     ``output``'s JSON Schema as its output schema."""
-    return Tool.from_function(
-        fn,
-        name=fn.__name__,
-        annotations=annotations,
-        tags={WRITE_SCOPE},
-        output_schema=output.model_json_schema(),
+    return _inlined(
+        Tool.from_function(
+            fn,
+            name=fn.__name__,
+            annotations=annotations,
+            tags={WRITE_SCOPE},
+            output_schema=output.model_json_schema(),
+        )
     )
