@@ -106,3 +106,33 @@ async def test_a_wrong_filter_is_still_refused_by_its_own_type(client: Client) -
     assert result.is_error is True
     assert "'updated_after' must be an RFC 3339 date-time string" in text_of(result)
     assert "or null" in text_of(result)
+
+
+def null_defaults(schema: Any, where: str) -> list[str]:
+    """Where ``schema`` publishes ``"default": null``, at any depth."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        if "default" in schema and schema["default"] is None:
+            found.append(where)
+        for key, value in schema.items():
+            if key not in ("default", "enum", "const", "examples"):
+                found += null_defaults(value, f"{where}.{key}")
+    elif isinstance(schema, list):
+        for i, item in enumerate(schema):
+            found += null_defaults(item, f"{where}[{i}]")
+    return found
+
+
+async def test_no_tool_publishes_a_null_default() -> None:
+    """Every tool, write tools and nested objects (an attachment's embedded resource)
+    included, lists its optional arguments without ``"default": null``: an omitted
+    argument is absent anyway, and the bytes are paid on every model request."""
+    from ticket_server.admin.contract import contract_server, snapshot
+
+    published = await snapshot(contract_server())
+    assert len(published["tools"]) >= 20
+    assert [
+        where
+        for tool in published["tools"] + published.get("app_tools", [])
+        for where in null_defaults(tool["inputSchema"], tool["name"])
+    ] == []

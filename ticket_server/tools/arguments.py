@@ -12,7 +12,7 @@ Use ``Omittable[T]`` (default ``None``) for every optional argument without a na
 
     queue: Annotated[Omittable[Name], Field(description="e.g. billing")] = None
 
-and pass the tool through :func:`drop_null_defaults` before adding it.
+``tools/declare.py`` passes every tool through :func:`drop_null_defaults`.
 """
 
 from __future__ import annotations
@@ -54,13 +54,27 @@ Published as ``anyOf: [<T's schema>, {"type": "null"}]``."""
 
 
 def drop_null_defaults(tool: Tool) -> Tool:
-    """Remove ``"default": null`` from ``tool``'s published input schema; returns ``tool``.
+    """Remove ``"default": null`` from ``tool``'s published input schema, nested objects
+    included; returns ``tool``.
 
     An omitted argument is absent anyway, and every byte of tools/list is paid on each
-    model request (strict converters drop a null default themselves)."""
-    for schema in tool.parameters.get("properties", {}).values():
-        if "default" in schema and schema["default"] is None:
-            del schema["default"]
+    model request (strict converters drop a null default themselves). Only the listed
+    schema changes: arguments are validated against the function's own types."""
+
+    def drop(schema: Any) -> None:
+        if isinstance(schema, list):
+            for item in schema:
+                drop(item)
+        elif isinstance(schema, dict):
+            if "default" in schema and schema["default"] is None:
+                del schema["default"]
+            for key in ("properties", "$defs"):
+                for sub in (schema.get(key) or {}).values():
+                    drop(sub)
+            for key in ("items", "anyOf", "oneOf", "allOf"):
+                drop(schema.get(key))
+
+    drop(tool.parameters)
     return tool
 
 

@@ -220,7 +220,7 @@ async def count_tickets(
     )
 
 
-TOOL = read_tool(count_tickets, Counts, optional_nulls=True)
+TOOL = read_tool(count_tickets, Counts)
 """``count_tickets``, added by ``build_server``."""
 
 

@@ -19,10 +19,12 @@ from ticket_server.tools.arguments import drop_null_defaults
 from ticket_server.tools.outputs import output_schema
 
 
-def _inlined(tool: Tool) -> Tool:
-    """``tool`` with the ``$ref``s of its input and output schemas inlined, by FastMCP's
-    own function, once per process: what its ``dereference_schemas`` (off in
-    ``build_server``) would redo on every tools/list. The listed schemas are the same."""
+def _published(tool: Tool) -> Tool:
+    """``tool`` as it is listed: the ``$ref``s of its input and output schemas inlined,
+    by FastMCP's own function, once per process (what its ``dereference_schemas``, off in
+    ``build_server``, would redo on every tools/list), and no ``"default": null`` in its
+    input schema (``arguments.drop_null_defaults``)."""
+    drop_null_defaults(tool)
     update = {
         field: dereference_refs(schema)
         for field in ("parameters", "output_schema")
@@ -37,12 +39,10 @@ def read_tool(
     output: type[BaseModel] | None = None,
     *,
     meta: dict[str, Any] | None = None,
-    optional_nulls: bool = False,
 ) -> Tool:
     """A read tool named as ``fn``: read-only annotations, the ``tickets:read`` scope, the
     published shape of ``output`` as its output schema (None: FastMCP's, from the return
-    type). ``optional_nulls``: its optional arguments take null without a null default
-    in the schema (``arguments.drop_null_defaults``)."""
+    type)."""
     tool = Tool.from_function(
         fn,
         name=fn.__name__,
@@ -51,7 +51,7 @@ def read_tool(
         meta=meta,
         output_schema=output_schema(output) if output is not None else ...,  # ...: FastMCP's
     )
-    return _inlined(drop_null_defaults(tool) if optional_nulls else tool)
+    return _published(tool)
 
 
 def write_tool(
@@ -59,7 +59,7 @@ def write_tool(
 ) -> Tool:
     """A write tool named as ``fn``: ``annotations``, the ``tickets:write`` scope, and
     ``output``'s JSON Schema as its output schema."""
-    return _inlined(
+    return _published(
         Tool.from_function(
             fn,
             name=fn.__name__,

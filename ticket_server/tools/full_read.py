@@ -553,7 +553,7 @@ async def get_customer(
 
 
 TOOLS = [
-    read_tool(get_ticket, FullTicket, optional_nulls=True),
+    read_tool(get_ticket, FullTicket),
     read_tool(get_customer, CustomerRead),
 ]
 """The whole-ticket and customer reads, added by ``build_server``."""

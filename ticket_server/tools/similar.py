@@ -92,5 +92,5 @@ async def find_similar_tickets(
     )
 
 
-TOOL = read_tool(find_similar_tickets, SimilarTickets, optional_nulls=True)
+TOOL = read_tool(find_similar_tickets, SimilarTickets)
 """``find_similar_tickets``, added by ``build_server``."""

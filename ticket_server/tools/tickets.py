@@ -205,6 +205,6 @@ async def search_tickets_v2(
 
 TOOLS = [
     read_tool(get_ticket_status_v2, TicketStatusV2),
-    read_tool(search_tickets_v2, SearchPage, optional_nulls=True),
+    read_tool(search_tickets_v2, SearchPage),
 ]
 """The current (v2) lookup and search tools, added by ``build_server``."""
