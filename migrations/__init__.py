@@ -6,4 +6,4 @@ scripts. ``tests/test_migrations.py`` fails when it is not Alembic's own head, s
 revision updates it.
 """
 
-HEAD = "0022_sla_plan_targets"
+HEAD = "0023_sla_due_done"

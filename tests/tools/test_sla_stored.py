@@ -65,6 +65,21 @@ async def _derived(settings: Settings, now: datetime) -> dict[str, tuple[Any, An
     return derived
 
 
+DONE = ("resolved", "closed")
+
+
+def _unmet_due(state: Any) -> datetime | None:
+    clocks = [c for c in (state.first_response, state.resolution) if c is not None]
+    times = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
+    return min(times) if times else None
+
+
+def due(row: Any, state: Any) -> datetime | None:
+    """The next due time the history gives: the earliest of a clock not met, none on a
+    resolved or closed ticket (nothing is due on it)."""
+    return None if row.status in DONE else _unmet_due(state)
+
+
 async def test_the_stored_state_says_what_the_history_says_at_any_later_time(
     settings: Settings,
 ) -> None:
@@ -75,7 +90,7 @@ async def test_the_stored_state_says_what_the_history_says_at_any_later_time(
     stored = await _stored(settings)
     start = await _latest_fact(settings) + timedelta(seconds=1)
     repo = open_repository(settings)
-    checked = late = 0
+    checked = late = done_unmet = 0
     try:
         for offset in (timedelta(0), timedelta(hours=1), timedelta(days=1), timedelta(days=9),
                        timedelta(days=60)):  # fmt: skip
@@ -84,18 +99,19 @@ async def test_the_stored_state_says_what_the_history_says_at_any_later_time(
                 lambda conn, now=now: states(conn, SearchFilters(), now, 10**7)
             )
             assert derived is not None and set(derived) == set(stored)
-            for ticket_id, (_, state) in derived.items():
+            for ticket_id, (row, state) in derived.items():
                 covered, due_at, breach_at = stored[ticket_id]
                 assert covered is state.covered, ticket_id
                 assert (breach_at is not None and breach_at <= now) is breached(state), ticket_id
-                clocks = [c for c in (state.first_response, state.resolution) if c is not None]
-                due = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
-                assert due_at == (min(due) if due else None), ticket_id
+                assert due_at == due(row, state), ticket_id
                 checked += 1
                 late += breached(state)
+                # A done ticket with a first response it never got: unmet, yet not due.
+                done_unmet += row.status in DONE and _unmet_due(state) is not None
     finally:
         await repo.aclose()
     assert checked == 5 * len(stored) and 0 < late < checked  # both answers occur
+    assert done_unmet > 0  # the sample has done tickets whose first response breached
 
 
 def _yes(*_: Any) -> ElicitResult:
@@ -203,13 +219,8 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
     derived = await _derived(settings, now)
     horizon = now + timedelta(hours=4)
 
-    def due(state: Any) -> datetime | None:
-        clocks = [c for c in (state.first_response, state.resolution) if c is not None]
-        times = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
-        return min(times) if times else None
-
     late = {k for k, (_, s) in derived.items() if breached(s)}
-    soon = {k for k, (_, s) in derived.items() if (due(s) or horizon) < horizon}
+    soon = {k for k, (r, s) in derived.items() if (due(r, s) or horizon) < horizon}
     async with Client(build_server(settings, now=lambda: now), mode=mode) as client:
         assert set(await _every_hit(client, breached=True)) == late
         assert set(await _every_hit(client, breached=False)) == set(derived) - late
@@ -228,7 +239,7 @@ async def test_search_filters_by_due_time_and_breach(settings: Settings, mode: s
             await client.call_tool("search_tickets_v2", {"query": "invoice", "limit": 50})
         ).structured_content["tickets"]
         for hit in page:
-            expected = due(derived[hit["id"]][1])
+            expected = due(*derived[hit["id"]])
             assert hit.get("sla_due_at") == (
                 expected.isoformat().replace("+00:00", "Z") if expected else None
             ), hit["id"]
@@ -249,12 +260,7 @@ async def test_sort_by_due_time_pages_soonest_first(settings: Settings, mode: st
     now = await _latest_fact(settings) + timedelta(days=2)
     derived = await _derived(settings, now)
 
-    def due(state: Any) -> datetime | None:
-        clocks = [c for c in (state.first_response, state.resolution) if c is not None]
-        times = [c.due_at for c in clocks if c.met_at is None and c.due_at is not None]
-        return min(times) if times else None
-
-    due_at = {k: due(s) for k, (_, s) in derived.items() if due(s) is not None}
+    due_at = {k: due(r, s) for k, (r, s) in derived.items() if due(r, s) is not None}
     async with Client(build_server(settings, now=lambda: now), mode=mode) as client:
         listed = await _every_hit(client, sort="due")
         assert len(listed) == len(set(listed)) and set(listed) == set(due_at)

@@ -32,6 +32,7 @@ from ticket_server.tickets.models import (
 )
 from ticket_server.tickets.search import SearchFilters
 from ticket_server.tickets.sla import (
+    DONE,
     Change,
     Policy,
     SlaState,
@@ -162,9 +163,11 @@ def ticket_sla(
 REFRESH_BATCH = 2_000
 
 
-def stored_columns(state: SlaState) -> dict[str, Any]:
-    """``tickets``' SLA columns for ``state`` (derived after the ticket's last change):
-    ``sla_due_at``, the earliest due time of a clock not met (null: none, or paused);
+def stored_columns(state: SlaState, done: bool) -> dict[str, Any]:
+    """``tickets``' SLA columns for ``state`` (derived after the ticket's last change;
+    ``done``: the ticket is resolved or closed): ``sla_due_at``, the earliest due time
+    of a clock not met (null: none, paused, or the ticket is done: nothing is due on a
+    resolved or closed ticket, though a first response it never got stays unmet);
     ``sla_breach_at``, when the first clock breached or, running, will breach (null:
     none will without a further change)."""
     if not state.covered:
@@ -177,7 +180,7 @@ def stored_columns(state: SlaState) -> dict[str, Any]:
     moments = [m for m in breach if m is not None]
     return {
         "sla_covered": True,
-        "sla_due_at": min(due) if due else None,
+        "sla_due_at": min(due) if due and not done else None,
         "sla_breach_at": min(moments) if moments else None,
     }
 
@@ -206,9 +209,14 @@ def refresh(conn: Connection, ticket_ids: Iterable[str], policy: Policy | None =
         rows = list(conn.execute(select(*_FACT_COLUMNS).where(_T.c.id.in_(chunk))))
         facts = _facts(conn, chunk, rows)
         values = [
-            {"key": r.id, **{"new_" + k: v for k, v in stored_columns(state).items()}}
+            {"key": r.id, **{"new_" + k: v for k, v in columns.items()}}
             for r in rows
-            for state in (sla_state(facts[r.id], policy, _settled(facts[r.id])),)
+            for columns in (
+                stored_columns(
+                    sla_state(facts[r.id], policy, _settled(facts[r.id])),
+                    facts[r.id].status in DONE,
+                ),
+            )
         ]
         if values:
             conn.execute(
