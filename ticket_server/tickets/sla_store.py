@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, literal, select, update
+from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, update
 
 from ticket_server.tickets.classification_models import Tag, TicketTag
 from ticket_server.tickets.domain import (
@@ -294,11 +294,24 @@ class Counts:
     sla_note: str | None
 
 
-def _age_bucket(now: datetime) -> Any:
-    whens = [
-        (_T.c.created_at > now - bound, name) for name, bound in AGE_BUCKETS if bound is not None
+def _younger_than(now: datetime) -> list[Any]:
+    """Per age bound, the count of the group's tickets created after ``now`` - bound:
+    sums beside ``count()`` rather than a GROUP BY on a bucket expression, which made the
+    engine sort every matching row (a temporary B-tree on SQLite) where the index order
+    of the group's columns serves alone."""
+    return [
+        func.sum(case((_T.c.created_at > now - bound, 1), else_=0)).label(f"younger_{i}")
+        for i, (_, bound) in enumerate(AGE_BUCKETS)
+        if bound is not None
     ]
-    return case(*whens, else_=literal(AGE_BUCKETS[-1][0]))
+
+
+def _ages(row: Any) -> dict[str, int]:
+    """The age buckets of a row of ``count``'s query, from its cumulative sums."""
+    younger = [int(row[f"younger_{i}"] or 0) for i in range(len(AGE_BUCKETS) - 1)] + [row["n"]]
+    return {
+        name: younger[i] - (younger[i - 1] if i else 0) for i, (name, _) in enumerate(AGE_BUCKETS)
+    }
 
 
 def count(
@@ -319,33 +332,35 @@ def count(
         )
         source = _T.outerjoin(tags, tags.c.ticket_pk == _T.c.pk)
         columns.append(tags.c.name)
-    bucket = _age_bucket(now).label("bucket")
     unknown_case = func.sum(case((_T.c.sla_covered.is_(None), 1), else_=0))
     stmt = (
         select(
             *columns,
-            bucket,
             func.count().label("n"),
+            *_younger_than(now),
             func.sum(case((breached_now(now), 1), else_=0)).label("late"),
             func.sum(case((_T.c.sla_covered.is_(False), 1), else_=0)).label("without"),
             unknown_case.label("unknown"),
         )
         .select_from(source)
         .where(*filters.conditions())
-        .group_by(*columns, bucket)
+        .group_by(*columns)
     )
     groups: dict[tuple[Any, ...], Group] = {}
     total, unknown = 0, 0
-    for row in conn.execute(stmt):
-        values = tuple(_text(row[i]) for i in range(len(keys)))
-        group = groups.setdefault(values, Group(dict(zip(keys, values, strict=True))))
-        group.count += row.n
-        group.age[row.bucket] += row.n
-        assert group.breached is not None and group.without_sla is not None
-        group.breached += int(row.late or 0)
-        group.without_sla += int(row.without or 0)
-        unknown += int(row.unknown or 0)
-        total += row.n
+    for row in conn.execute(stmt).mappings():
+        if not row["n"]:  # without group columns, no ticket is still one row
+            continue
+        values = tuple(_text(row[c.name]) for c in columns)
+        groups[values] = Group(
+            dict(zip(keys, values, strict=True)),
+            count=row["n"],
+            age=_ages(row),
+            breached=int(row["late"] or 0),
+            without_sla=int(row["without"] or 0),
+        )
+        unknown += int(row["unknown"] or 0)
+        total += row["n"]
     if "tag" in keys:  # each ticket once
         once = conn.execute(
             select(func.count(), unknown_case).select_from(_T).where(*filters.conditions())
