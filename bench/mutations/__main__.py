@@ -129,9 +129,9 @@ def imports_the_copy(scratch: Path) -> bool:
     return Path(out).resolve().is_relative_to(scratch.resolve())
 
 
-def report(
-    results: list[tuple[Mutation, str, float]], baseline: tuple[bool, float], started: datetime
-) -> str:
+def tree_state() -> str:
+    """The commit of the tree as it is now, and whether it has uncommitted changes: taken
+    when the tree is copied, since the report is written minutes later."""
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
@@ -141,6 +141,15 @@ def report(
         capture_output=True,
         text=True,
     ).stdout.strip()
+    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
+
+
+def report(
+    results: list[tuple[Mutation, str, float]],
+    baseline: tuple[bool, float],
+    started: datetime,
+    tree: str,
+) -> str:
     caught = sum(outcome.startswith("caught") for _, outcome, _ in results)
     lines = [
         "# Mutation report",
@@ -148,8 +157,7 @@ def report(
         "Written by `.venv/bin/python -m bench.mutations` (by hand, never in CI); the entries",
         "are `bench/mutations/mutations.toml`.",
         "",
-        f"- run: {started:%Y-%m-%d %H:%M} UTC, commit {commit}"
-        + (" with uncommitted changes" if dirty else ""),
+        f"- run: {started:%Y-%m-%d %H:%M} UTC, {tree}",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         f"- unchanged tree: the entries' tests {'pass' if baseline[0] else 'FAIL'} "
         f"({baseline[1]:.0f} s)",
@@ -189,7 +197,7 @@ def main() -> int:
     if problems:
         print("entries that no longer apply (update them):", *problems, sep="\n  ", file=sys.stderr)
         return 2
-    started = datetime.now(UTC)
+    started, tree = datetime.now(UTC), tree_state()
     with tempfile.TemporaryDirectory(prefix="mutations-") as tmp:
         scratch = Path(tmp) / "tree"
         shutil.copytree(ROOT, scratch, ignore=COPY_IGNORE)
@@ -220,7 +228,7 @@ def main() -> int:
             print(f"{outcome:16} {seconds:5.0f} s  {m.id}", flush=True)
             if survived:
                 print("  " + tail.replace("\n", "\n  "), flush=True)
-    text = report(results, (passed, baseline_seconds), started)
+    text = report(results, (passed, baseline_seconds), started, tree)
     if not args.ids and not args.no_write:
         REPORT.write_text(text, "utf-8")
         print(f"wrote {REPORT.relative_to(ROOT)}")
