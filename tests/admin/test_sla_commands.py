@@ -110,3 +110,49 @@ def test_recompute_derives_what_an_older_version_left_out(
     done = run(url, "sla", "recompute")
     assert done.returncode == 0 and "SLA state derived again for" in done.stderr, done.stderr
     assert asyncio.run(counted()) == before
+
+
+def test_load_and_recompute_take_the_planners_statistics_again(
+    settings: Settings, backend: str, tmp_path: Path
+) -> None:
+    """`sla load` and `sla recompute` rewrite every ticket's SLA columns; each then runs
+    ANALYZE on the tickets, so the planner does not plan ``breached`` and ``due_before``
+    filters from the old distribution (bench/ANALYSIS.md, SLA at 1M on PostgreSQL)."""
+    import asyncio
+    import time
+
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = settings.database_url
+    # SQLite keeps the statistics in sqlite_stat1, PostgreSQL the time of the last
+    # ANALYZE run by hand (not autovacuum's) in pg_stat_user_tables.
+    probe = (
+        "SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'tickets'"
+        if backend == "sqlite"
+        else "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'tickets'"
+    )
+
+    async def statistics(forget: bool = False) -> int:
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as conn:
+                if forget and backend == "sqlite":
+                    await conn.execute(text("ANALYZE"))  # sqlite_stat1 exists, then empty it
+                    await conn.execute(text("DELETE FROM sqlite_stat1"))
+                return int((await conn.execute(text(probe))).scalar_one() or 0)
+        finally:
+            await engine.dispose()
+
+    (tmp_path / "sla.toml").write_text(POLICY)
+    for command in (("sla", "load", str(tmp_path / "sla.toml")), ("sla", "recompute")):
+        before = asyncio.run(statistics(forget=True))
+        done = run(url, *command)
+        assert done.returncode == 0, done.stderr
+        if backend == "postgresql":  # the counter reaches the statistics view soon after
+            for _ in range(50):
+                if asyncio.run(statistics()) > before:
+                    break
+
+                time.sleep(0.1)
+        assert asyncio.run(statistics()) > before, command

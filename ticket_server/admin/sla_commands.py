@@ -53,6 +53,16 @@ def _whole_table(settings: Settings) -> Settings:
     return settings.model_copy(update={"database_timeout": timeout})
 
 
+async def _rewriting_every_ticket(repo: TicketRepository, work: Callable[[Any], T]) -> T:
+    """``work`` in one transaction, then the planner's statistics of the rewritten table
+    taken again (``sla_store.analyze_tickets``) in another."""
+    from ticket_server.tickets.sla_store import analyze_tickets
+
+    done = await repo.transaction(work)
+    await repo.transaction(analyze_tickets)
+    return done
+
+
 def load(settings: Settings, path: Path) -> None:
     """Replace the stored SLA policy by the one in ``path`` (TOML or JSON), in one
     transaction: a file with any error changes nothing."""
@@ -71,7 +81,7 @@ def load(settings: Settings, path: Path) -> None:
         raise CommandError(problem)
     calendars, targets = _on_repository(
         _whole_table(settings),
-        lambda repo: repo.transaction(lambda conn: replace_policy(conn, policy)),
+        lambda repo: _rewriting_every_ticket(repo, lambda conn: replace_policy(conn, policy)),
     )
     print(
         f"SLA policy loaded: {calendars} queue calendars, {targets} targets "
@@ -89,7 +99,9 @@ def recompute(settings: Settings) -> None:
     problem = sqlite_write_problem(settings.database_url)
     if problem is not None:
         raise CommandError(problem)
-    written = _on_repository(_whole_table(settings), lambda repo: repo.transaction(refresh_all))
+    written = _on_repository(
+        _whole_table(settings), lambda repo: _rewriting_every_ticket(repo, refresh_all)
+    )
     print(f"SLA state derived again for {written} tickets", file=sys.stderr)
 
 

@@ -252,6 +252,16 @@ def refresh_all(conn: Connection, policy: Policy | None = None) -> int:
         after = batch[-1].pk
 
 
+def analyze_tickets(conn: Connection) -> None:
+    """Take the planner's statistics of ``tickets`` again (``ANALYZE``, both engines):
+    after a policy change or a recompute has rewritten every ticket's SLA columns. Until
+    then the planner believes the old distribution (every ``sla_due_at`` null, say) and
+    may pick a plan that reads every open ticket for a ``breached`` or ``due_before``
+    filter; PostgreSQL's autovacuum would analyze only some time later
+    (``bench/ANALYSIS.md``, SLA at 1M on PostgreSQL)."""
+    conn.exec_driver_sql("ANALYZE tickets")
+
+
 def breached_now(now: datetime) -> Any:
     """The condition "breached at ``now``" on the stored columns."""
     return _T.c.sla_breach_at <= now
