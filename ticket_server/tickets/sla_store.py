@@ -253,13 +253,20 @@ def refresh_all(conn: Connection, policy: Policy | None = None) -> int:
 
 
 def analyze_tickets(conn: Connection) -> None:
-    """Take the planner's statistics of ``tickets`` again (``ANALYZE``, both engines):
-    after a policy change or a recompute has rewritten every ticket's SLA columns. Until
-    then the planner believes the old distribution (every ``sla_due_at`` null, say) and
-    may pick a plan that reads every open ticket for a ``breached`` or ``due_before``
-    filter; PostgreSQL's autovacuum would analyze only some time later
-    (``bench/ANALYSIS.md``, SLA at 1M on PostgreSQL)."""
-    conn.exec_driver_sql("ANALYZE tickets")
+    """Bring the planner's view of ``tickets`` up to date after a policy change or a
+    recompute has rewritten every ticket's SLA columns. Until then the planner believes
+    the old distribution (every ``sla_due_at`` null, say) and may read every open ticket
+    for a ``breached`` or ``due_before`` filter; on PostgreSQL the rewrite also left every
+    row's old version behind and the visibility map cleared, so the counts read the table
+    instead of ``ix_tickets_counts`` alone. Autovacuum would mend both only some time
+    later (``bench/ANALYSIS.md``, SLA at 1M on PostgreSQL).
+
+    PostgreSQL: ``VACUUM (ANALYZE)``, which runs outside a transaction (give it the
+    repository's ``read``, autocommit there). SQLite: ``ANALYZE`` (in a ``transaction``)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("VACUUM (ANALYZE) tickets")
+    else:
+        conn.exec_driver_sql("ANALYZE tickets")
 
 
 def breached_now(now: datetime) -> Any:
