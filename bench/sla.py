@@ -57,7 +57,7 @@ async def _measure(url: str, calls: int) -> dict[str, list[float]]:
     from ticket_server.server import build_server
     from ticket_server.settings import Settings
     from ticket_server.tickets.sla import Policy
-    from ticket_server.tickets.sla_store import analyze_tickets, refresh, replace_policy
+    from ticket_server.tickets.sla_store import refresh, replace_policy
     from ticket_server.tools.toolsets import TOOLSETS
 
     settings = Settings(
@@ -70,8 +70,7 @@ async def _measure(url: str, calls: int) -> dict[str, list[float]]:
     repo = open_repository(settings)
     policy = Policy.model_validate(POLICY).check()
     await repo.transaction(lambda conn: replace_policy(conn, policy))
-    # as `sla load` does after the rewrite (VACUUM runs outside a transaction)
-    await (repo.read if repo.dialect == "postgresql" else repo.transaction)(analyze_tickets)
+    await repo.analyze_tickets()  # as `sla load` does after the rewrite
     await repo.aclose()
 
     async def status(client: Client) -> Any:

@@ -55,14 +55,9 @@ def _whole_table(settings: Settings) -> Settings:
 
 async def _rewriting_every_ticket(repo: TicketRepository, work: Callable[[Any], T]) -> T:
     """``work`` in one transaction, then the planner's view of the rewritten table brought
-    up to date (``sla_store.analyze_tickets``: outside a transaction on PostgreSQL)."""
-    from ticket_server.tickets.sla_store import analyze_tickets
-
+    up to date (``TicketRepository.analyze_tickets``)."""
     done = await repo.transaction(work)
-    if repo.dialect == "postgresql":
-        await repo.read(analyze_tickets)
-    else:
-        await repo.transaction(analyze_tickets)
+    await repo.analyze_tickets()
     return done
 
 

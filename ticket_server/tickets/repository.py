@@ -481,6 +481,17 @@ class TicketRepository:
         row = {"id": ticket_id, "subject": subject, "body": body, **search_columns(subject, body)}
         return await self.transaction(lambda conn: _write_text(conn, [row], insert_rows=False)) > 0
 
+    async def analyze_tickets(self) -> None:
+        """The planner's view of ``tickets`` brought up to date after every ticket was
+        rewritten (``tickets.sla_store.analyze_tickets``): on PostgreSQL outside a
+        transaction, as VACUUM must run (a read is autocommit there), on SQLite in one."""
+        from ticket_server.tickets.sla_store import analyze_tickets
+
+        if self.dialect == "postgresql":
+            await self.read(analyze_tickets)
+        else:
+            await self.transaction(analyze_tickets)
+
     async def analyze_unindexed_comments(self, batch: int = 2000) -> int:
         """Give search text to every comment stored without it (see
         ``tickets.search.analyze_unindexed_comments``), ``batch`` comments per

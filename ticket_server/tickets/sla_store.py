@@ -261,8 +261,8 @@ def analyze_tickets(conn: Connection) -> None:
     instead of ``ix_tickets_counts`` alone. Autovacuum would mend both only some time
     later (``bench/ANALYSIS.md``, SLA at 1M on PostgreSQL).
 
-    PostgreSQL: ``VACUUM (ANALYZE)``, which runs outside a transaction (give it the
-    repository's ``read``, autocommit there). SQLite: ``ANALYZE`` (in a ``transaction``)."""
+    PostgreSQL: ``VACUUM (ANALYZE)``, which runs outside a transaction; SQLite:
+    ``ANALYZE``. Run it through ``TicketRepository.analyze_tickets``, which knows which."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql("VACUUM (ANALYZE) tickets")
     else:
