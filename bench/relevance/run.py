@@ -79,8 +79,12 @@ async def tool_results(url: str) -> dict[str, list[str]]:
     return out
 
 
-def scores(results: dict[str, list[str]]) -> tuple[float, float, list[str]]:
-    js = judgments()
+def scores(
+    results: dict[str, list[str]], kind: str | None = None
+) -> tuple[float, float, list[str]]:
+    """hit@5, nDCG@10 and the queries missed at 5, over the judged queries (``kind``:
+    those of that kind only)."""
+    js = [j for j in judgments() if kind is None or j["kind"] == kind]
     hits = [hit_at_5(results[j["q"]], set(j["relevant"])) for j in js]
     ndcg = [ndcg_at_10(results[j["q"]], set(j["relevant"])) for j in js]
     misses = [j["q"] for j, h in zip(js, hits) if not h]
@@ -107,8 +111,18 @@ def run(engines: tuple[str, ...] = ("sqlite", "postgresql")) -> dict[str, object
     }
     for name, res in ranked.items():
         hit, ndcg, misses = scores(res)
-        out[name] = {"hit5": hit, "ndcg10": ndcg, "misses": misses}
-        log(f"relevance {name:10s} hit@5 {hit:6.1%}  nDCG@10 {ndcg:.3f}  misses at 5: {misses}")
+        para_hit, para_ndcg, _ = scores(res, "paraphrase")
+        out[name] = {
+            "hit5": hit,
+            "ndcg10": ndcg,
+            "misses": misses,
+            "paraphrase_hit5": para_hit,
+            "paraphrase_ndcg10": para_ndcg,
+        }
+        log(
+            f"relevance {name:10s} hit@5 {hit:6.1%}  nDCG@10 {ndcg:.3f}  "
+            f"(paraphrases: {para_hit:6.1%} / {para_ndcg:.3f})  misses at 5: {misses}"
+        )
     if "sqlite" in ranked and "postgresql" in ranked:
         out["same_top10"] = sum(
             ranked["sqlite"][j["q"]] == ranked["postgresql"][j["q"]] for j in js
