@@ -61,9 +61,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     workers = 1 if args.workers is None else args.workers
     if workers < 1:
         raise CommandError("serve: --workers must be 1 or more")
-    from ticket_server.admin.preflight import require_free_port, require_writable_storage
+    from ticket_server.admin.preflight import (
+        require_free_port,
+        require_readable_synonyms,
+        require_writable_storage,
+    )
 
     require_writable_storage(settings)
+    require_readable_synonyms(settings)
     if args.transport == "stdio":
         with collector_paused():
             from ticket_server.server import build_runtime

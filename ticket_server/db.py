@@ -189,7 +189,7 @@ def open_repository(settings: Settings) -> TicketRepository:
         storage = SqliteStorage(engine, point_engine, timeout)
     else:
         storage = PostgresStorage(create_engine(settings), timeout)
-    return TicketRepository(storage)
+    return TicketRepository(storage, settings.search_synonyms)
 
 
 def alembic_config(database_url: str) -> Config:  # alembic imported lazily: start-up cost

@@ -468,6 +468,12 @@ class Settings(BaseSettings):
         description="Media types accepted as attachments (JSON list), as detected from the "
         "bytes, never from the name; a log file is text/plain.",
     )
+    search_synonyms: Path | None = Field(
+        default=None,
+        description="A TOML file of query synonyms for search (groups of words and phrases "
+        "that mean the same, as in ticket_server/tickets/synonyms.toml, the list used when "
+        "unset); read when the server starts.",
+    )
     attachment_store: Literal["database", "s3"] = Field(
         default="database",
         description="Where attachment bytes live: 'database' (the ticket database, nothing "

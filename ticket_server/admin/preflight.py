@@ -28,6 +28,27 @@ def require_writable_storage(settings: Settings) -> None:
             raise CommandError(f"serve: {problem}")
 
 
+def require_readable_synonyms(settings: Settings) -> None:
+    """``serve``: the search synonyms file (``TICKET_SERVER_SEARCH_SYNONYMS``) reads as a
+    list of groups, said before anything is served rather than at the first search."""
+    if settings.search_synonyms is None:
+        return
+    from ticket_server.tickets.synonyms import load_synonyms
+
+    try:
+        load_synonyms(settings.search_synonyms)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    except ValueError as exc:
+        reason = str(exc)
+    else:
+        return
+    raise CommandError(
+        f"serve: TICKET_SERVER_SEARCH_SYNONYMS={settings.search_synonyms}: {reason}; "
+        "fix the file, or unset the setting to use the default list"
+    )
+
+
 def require_free_port(host: str, port: int) -> None:
     """``CommandError`` unless ``host:port`` can be bound now: checked before anything is
     built or logged, with the socket options uvicorn binds with (SO_REUSEADDR)."""

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import Stemmer
 
@@ -160,3 +162,168 @@ def search_text(tokens: list[str]) -> str:
     """Tokens as stored for the engines: separated and surrounded by one space, so that
     ``' token '`` is a substring exactly when the token is present."""
     return " " + " ".join(tokens) + " " if tokens else " "
+
+
+# -- query words with their other forms (issue 37) ----------------------------------
+
+MAX_FORMS = 8  # forms of one query word searched, its own first (those some ticket holds)
+_SEGMENTS = re.compile(r"[^\W\d_]+|\d+")
+
+
+@dataclass(frozen=True)
+class QueryWord:
+    """A query word as searched: ``forms`` are the token sets a ticket may hold it by,
+    its own first, each a conjunction of tokens (``("auto", "renew")`` is held by a
+    ticket holding both); ``typed`` is the text of the query it stands for; ``also`` the
+    synonyms whose forms were added: (as written in the list, their forms)."""
+
+    typed: str
+    forms: tuple[tuple[str, ...], ...]
+    also: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
+
+    @property
+    def token(self) -> str:
+        return self.forms[0][0]
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A synonym list entry: its chunks' keys (``_key``), whether it holds a stop word,
+    its forms and its text."""
+
+    keys: tuple[str, ...]
+    has_stop: bool
+    forms: tuple[tuple[str, ...], ...]
+    text: str
+
+
+def _key(chunk: str) -> str:
+    """A chunk compared with a synonym's: each of its letter and digit runs stemmed."""
+    return "_".join(_stem(p) for p in _PART.findall(chunk))
+
+
+def _chunk_forms(chunk: str) -> list[QueryWord]:
+    """The query words of one chunk with the other forms of a compound: a hyphenated or
+    joined chunk is also found with its parts apart (``auto-renewal``: ``auto`` and
+    ``renew``; ``soc2``: ``soc`` and ``2``) and written solid (``soc-2``: ``soc2``)."""
+    whole, parts = _chunk(chunk)
+    # `subject:invoice` is search-engine field syntax a model may type: words, not
+    # one joined word (an identifier keeps its colon: `10:30`, `a1:b2`).
+    field_syntax = ":" in chunk and not _DIGIT.search(chunk) and "_" not in chunk
+    if not whole or field_syntax:
+        tokens = parts
+        if whole is None and len(tokens) == 1:  # one part: `soc2`, `2fa` apart
+            segments = _SEGMENTS.findall(chunk)
+            apart = [t for t in map(_word, segments) if t]
+            if len(segments) == 2 and len(apart) == 2:
+                return [QueryWord(chunk, ((tokens[0],), tuple(apart)))]
+        return [QueryWord(chunk, ((t,),)) for t in tokens]
+    raw = _PART.findall(chunk)
+    forms: list[tuple[str, ...]] = [(whole,)]
+    if len(parts) == len(raw) >= 2:
+        forms.append(tuple(parts))
+    solid = _word("".join(raw))
+    if solid and len(raw) >= 2:
+        forms.append((solid,))
+    return [QueryWord(chunk, tuple(dict.fromkeys(forms)))]
+
+
+def phrase(text: str) -> Phrase | None:
+    """A synonym list entry analyzed (None when it holds no word that is searched)."""
+    chunks = _CHUNK.findall(fold(text))
+    words = [w for c in chunks for w in _chunk_forms(c)]
+    if not words:
+        return None
+    # One word: its forms; several: all of them. Two chunks also written solid (`login`
+    # for `log in`), and a phrase holding a stop word that way only when it has that form:
+    # with the stop word left out, `log in` would add every ticket on logs to `login`.
+    forms = words[0].forms if len(words) == 1 else (tuple(dict.fromkeys(w.token for w in words)),)
+    solid = (
+        _word("".join(chunks)) if len(chunks) == 2 and all(map(_PART.fullmatch, chunks)) else None
+    )
+    stop = any(c in STOP_WORDS for c in chunks)
+    if solid:
+        forms = ((solid,),) if stop else _distinct([*forms, (solid,)])
+    return Phrase(tuple(_key(c) for c in chunks), stop, forms, text)
+
+
+def query_terms(query: str, synonyms: Sequence[Sequence[Phrase]] = ()) -> list[QueryWord]:
+    """The distinct words of a query (all of them: the caller keeps the first
+    ``MAX_WORDS``), stop words left out, each with the forms a ticket may hold it by:
+    its own first, then a compound's other forms (``_chunk_forms``), two neighbouring
+    chunks written solid (``auto renewal``: ``autorenew``; ``log in``: ``login``;
+    ``SOC 2``: ``soc2``), and the forms of its ``synonyms`` (groups of analyzed
+    entries, ``phrase``). A synonym of several chunks takes the words it covers as one
+    (``money back``). Forms are candidates: the search keeps those some ticket holds."""
+    chunks = _CHUNK.findall(fold(query))
+    per_chunk = [_chunk_forms(c) for c in chunks]
+    keys = [_key(c) for c in chunks]
+    # two neighbouring chunks written solid, a form of the words of both
+    extra: list[list[tuple[str, ...]]] = [[] for _ in chunks]
+    for i in range(len(chunks) - 1):
+        a, b = chunks[i], chunks[i + 1]
+        if not (_PART.fullmatch(a) and _PART.fullmatch(b)):
+            continue
+        solid = _word(a + b)
+        if solid is None:
+            continue
+        extra[i].append((solid,))
+        extra[i + 1].append((solid,))
+    # synonyms: the longest entry matching at each chunk, stop words passed over
+    covered: dict[int, tuple[int, Sequence[Phrase], Phrase]] = {}
+    entries = sorted(
+        ((p, group) for group in synonyms for p in group), key=lambda e: -len(e[0].keys)
+    )
+    i = 0
+    while i < len(chunks):
+        for entry, group in entries:
+            end = _match(entry, keys, chunks, i)
+            if end is not None:
+                covered[i] = (end, group, entry)
+                i = end
+                break
+        else:
+            i += 1
+    out: dict[tuple[str, ...], QueryWord] = {}
+    i = 0
+    while i < len(chunks):
+        if i in covered:
+            end, group, entry = covered[i]
+            own = [w for c in per_chunk[i:end] for w in c]
+            typed = " ".join(chunks[i:end])
+            if len(own) == 1:
+                forms = [*own[0].forms, *extra[i]]
+            elif own:
+                forms = [*entry.forms]
+            else:
+                forms = []
+            others = [p for p in group if p is not entry]
+            forms += [f for p in others for f in p.forms]
+            if forms:
+                word = QueryWord(typed, _distinct(forms), tuple((p.text, p.forms) for p in others))
+                out.setdefault(word.forms[0], word)
+            i = end
+            continue
+        for word in per_chunk[i]:
+            distinct = _distinct([*word.forms, *extra[i]])
+            out.setdefault(distinct[0], QueryWord(word.typed, distinct))
+        i += 1
+    return list(out.values())
+
+
+def _distinct(forms: Iterable[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    return tuple(dict.fromkeys(forms))
+
+
+def _match(entry: Phrase, keys: Sequence[str], chunks: Sequence[str], start: int) -> int | None:
+    """Where ``entry`` ends when it matches the query's chunks from ``start`` (its stop
+    words in place; the query's other stop words passed over); None when it does not."""
+    i = start
+    for n, key in enumerate(entry.keys):
+        if n and not entry.has_stop:
+            while i < len(chunks) and chunks[i] in STOP_WORDS:
+                i += 1
+        if i >= len(chunks) or keys[i] != key:
+            return None
+        i += 1
+    return i

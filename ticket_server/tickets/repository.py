@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, text, update
@@ -142,8 +143,11 @@ class TicketRepository:
     """Every query the tools make, run by one storage executor (``storage``: SQLite's or
     PostgreSQL's); ``aclose()`` releases its connections."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, synonyms: Path | None = None) -> None:
         self.storage = storage
+        self.synonyms = synonyms
+        """The query synonyms file of search (None: the default list), read at the first
+        search (``tickets.synonyms``)."""
 
     @property
     def dialect(self) -> str:
@@ -401,11 +405,13 @@ class TicketRepository:
             relevance_page,
             row_position,
         )
+        from ticket_server.tickets.synonyms import load_synonyms
 
         dialect = self.dialect
+        synonyms = load_synonyms(self.synonyms)
 
         def read(conn: Connection) -> SearchResult:
-            analyzed = analyze_query(conn, query, conversation, filters.scope())
+            analyzed = analyze_query(conn, query, conversation, filters.scope(), synonyms)
             if analyzed.has_words and not analyzed.words:
                 return SearchResult(
                     [], False, explain(conn, dialect, analyzed, filters, None, after is not None)

@@ -96,11 +96,13 @@ from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label
 from sqlalchemy.sql.selectable import Subquery
 
 from ticket_server.tickets.analyzer import (
+    MAX_FORMS,
     MAX_WORDS,
+    Phrase,
     fold,
     has_words,
     index_tokens,
-    query_words,
+    query_terms,
     search_text,
     spelling_candidates,
     stop_words_in,
@@ -446,12 +448,35 @@ class Position:
 @dataclass(frozen=True)
 class Word:
     """A query word as searched: its token, as the user typed it, its weight (0 when
-    no ticket holds it) and, for a typo, the word searched instead."""
+    no ticket holds it) and, for a typo, the word searched instead. A word with other
+    forms (``analyzer.query_terms``: compounds, synonyms) has ``forms``, each a
+    conjunction of tokens, its own first, with their ``weights`` (each form's idf), and
+    ``also``, the synonyms among them as written in the list."""
 
     token: str
     typed: str
     weight: int
     instead: str | None = None
+    forms: tuple[tuple[str, ...], ...] = ()
+    weights: tuple[int, ...] = ()
+    also: tuple[str, ...] = ()
+
+    @property
+    def searched(self) -> tuple[tuple[tuple[str, ...], int], ...]:
+        """Each form searched with its weight: ``forms``, or the token alone."""
+        if self.forms:
+            return tuple(zip(self.forms, self.weights))
+        return (((self.token,), self.weight),)
+
+    @property
+    def tokens(self) -> list[str]:
+        """Every token of its forms."""
+        return list(dict.fromkeys(t for form, _ in self.searched for t in form))
+
+
+def _shape(words: Sequence[Word]) -> tuple[tuple[int, ...], ...]:
+    """How many tokens each form of each word has: what the rank's SQL is built for."""
+    return tuple(tuple(len(form) for form, _ in w.searched) for w in words)
 
 
 @dataclass
@@ -517,41 +542,78 @@ def analyze_query(
     text: str,
     conversation: bool = False,
     scope: Sequence[ColumnElement[bool]] = (),
+    synonyms: Sequence[Sequence[Phrase]] = (),
 ) -> Query:
     """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
     word no ticket holds, for its one-letter neighbours, for the first
     ``MAX_CORRECTIONS`` such words). With ``conversation`` a word's documents are the
-    tickets and the comments holding it. ``scope`` (``SearchFilters.scope()``): a
-    caller limited to queues; a word then counts as held, or offered as a correction,
-    only when a ticket in those queues (or its comment) holds it, since the counts
-    cover every queue and a note naming such a word would tell of other queues' text."""
+    tickets and the comments holding it. A word's other forms (``query_terms``:
+    compounds apart or solid, ``synonyms``) are searched where some ticket holds each
+    of their tokens, each form weighed by its own idf (a form of several tokens: by its
+    rarest). ``scope`` (``SearchFilters.scope()``): a caller limited to queues; a word
+    then counts as held, or offered as a correction, only when a ticket in those queues
+    (or its comment) holds it, since the counts cover every queue and a note naming
+    such a word would tell of other queues' text."""
     query = Query(text, conversation=conversation, stop_words=stop_words_in(text))
-    words = query_words(text, limit=None)
-    query.beyond = [typed for _, typed in words[MAX_WORDS:]]
-    words = words[:MAX_WORDS]
-    if not words:
+    terms = query_terms(text, synonyms)
+    query.beyond = [term.typed for term in terms[MAX_WORDS:]]
+    terms = terms[:MAX_WORDS]
+    if not terms:
         return query
-    tokens = [t for t, _ in words]
+    tokens = list(dict.fromkeys(t for term in terms for form in term.forms for t in form))
     counts = term_counts(conn, [TOTAL, *tokens], conversation)
     total = max(counts.get(TOTAL, 0), 1)
-    held = _conversation_candidates if conversation else _candidates
+    found_by = _conversation_candidates if conversation else _candidates
 
     def visible(token: str) -> bool:
         if not scope:
             return True
-        found = held(conn.dialect.name, [Word(token, token, 1)])
+        found = found_by(conn.dialect.name, [Word(token, token, 1)])
         return conn.execute(select(Ticket.pk).where(*scope, found).limit(1)).first() is not None
 
     # A caller limited to queues: which words its queues hold, asked for every word in
     # one statement, held elsewhere or not, so the time taken does not tell it which
     # words other queues hold (asking only for words held somewhere did: issue 32).
-    in_scope = _held_in_scope(conn, held, scope, tokens) if scope else None
+    in_scope = _held_in_scope(conn, found_by, scope, tokens) if scope else None
+
+    def held(token: str) -> bool:
+        return counts.get(token, 0) > 0 and (in_scope is None or token in in_scope)
+
     corrections = MAX_CORRECTIONS
-    for token, typed in words:
-        holding = counts.get(token, 0)
-        if holding > 0 and (in_scope is None or token in in_scope):
-            query.words.append(Word(token, typed, idf_weight(total, holding)))
+    searched: set[frozenset[tuple[str, ...]]] = set()
+    for term in terms:
+        # each form held, its tokens rarest first (best-first reads a form by its first)
+        forms = tuple(
+            dict.fromkeys(
+                tuple(sorted(form, key=lambda t: (counts[t], t)))
+                for form in term.forms
+                if all(map(held, form))
+            )
+        )[:MAX_FORMS]
+        if forms:
+            if frozenset(forms) in searched:  # `login` and `log in` in one query
+                continue
+            searched.add(frozenset(forms))
+            weights = tuple(idf_weight(total, min(counts[t] for t in form)) for form in forms)
+            kept = {frozenset(form) for form in forms}
+            also = tuple(
+                entry
+                for entry, entry_forms in term.also
+                if any(frozenset(form) in kept for form in entry_forms)
+            )
+            several = len(forms) > 1
+            query.words.append(
+                Word(
+                    forms[0][0],
+                    term.typed,
+                    weights[0],
+                    forms=forms if several else (),
+                    weights=weights if several else (),
+                    also=also,
+                )
+            )
             continue
+        token, typed = term.token, term.typed
         # A word held only outside the scope is treated as one held nowhere.
         candidates = spelling_candidates(typed) if corrections > 0 else {}
         candidates.pop(token, None)
@@ -622,12 +684,21 @@ def _fts_match(query: Sequence[Word] | ColumnElement[str], every: bool = False) 
 
 
 def _match_text(dialect: str, words: Sequence[Word], every: bool = False) -> str:
-    """The engine's full-text query of ``words``: any of them (``every``: all)."""
-    if dialect == "sqlite":
-        return (" AND " if every else " OR ").join(
-            f'"{w.token}"' for w in words
-        )  # tokens hold no quotes
-    return (" & " if every else " | ").join(f"'{w.token}'" for w in words)
+    """The engine's full-text query of ``words``: any of them (``every``: all), a word
+    held by any of its forms, a form by all of its tokens."""
+    # tokens hold no quotes
+    quote, both, either = (
+        ('"{}"', " AND ", " OR ") if dialect == "sqlite" else ("'{}'", " & ", " | ")
+    )
+
+    def group(parts: list[str], joined: str) -> str:
+        return parts[0] if len(parts) == 1 else "(" + joined.join(parts) + ")"
+
+    held = [
+        group([group([quote.format(t) for t in form], both) for form, _ in w.searched], either)
+        for w in words
+    ]
+    return (both if every else either).join(held)
 
 
 def _candidates(dialect: str, words: Sequence[Word], every: bool = False) -> ColumnElement[bool]:
@@ -697,7 +768,7 @@ def sort_keys(
     holding every word are candidates (not with ``conversation``)."""
     if not words:
         return None, [Ticket.updated_at.label("recency"), Ticket.pk.label("pk")]
-    rank = _rank(dialect, len(words), sort, conversation).params(
+    rank = _rank(dialect, _shape(words), sort, conversation).params(
         rank_parameters(dialect, words, sort, conversation)
     )
     candidates = (
@@ -722,42 +793,69 @@ def _impact_sums(conversation: bool) -> list[int]:
     )
 
 
-@cache
-def _rank(dialect: str, count: int, sort: Sort, conversation: bool) -> ColumnElement[int]:
-    """The rank of a ticket for a query of ``count`` words, with the words as parameters
-    (``rank_parameters``): ``matched x MATCHED + score`` (see the module docstring;
-    ``score`` is 0 for ``sort="newest"``), one integer, so each word is looked up once
-    per ticket (a simple CASE evaluates its operand once). With ``conversation`` a word
-    in any of the ticket's comments counts as well. Built once per shape: a search then
-    pays neither for building the expression nor for SQLAlchemy's cache key of a new one."""
-    parts = []
-    for i in range(count):
-        token = bindparam(f"rank_word{i}", type_=String)
-        places = [
-            (_has(dialect, Ticket.search_subject, token), SUBJECT_WEIGHT),
-            (_has(dialect, Ticket.search_body, token), BODY_WEIGHT),
-        ]
-        if conversation:
-            places.append(
-                (_commented(dialect, bindparam(f"rank_match{i}", type_=String)), COMMENT_WEIGHT)
+@lru_cache(maxsize=256)
+def _rank(
+    dialect: str, shape: tuple[tuple[int, ...], ...], sort: Sort, conversation: bool
+) -> ColumnElement[int]:
+    """The rank of a ticket for a query of words of this ``shape`` (``_shape``), with
+    the words as parameters (``rank_parameters``): ``matched x MATCHED + score`` (see
+    the module docstring; ``score`` is 0 for ``sort="newest"``), one integer, so each
+    word is looked up once per ticket (a simple CASE evaluates its operand once). A word
+    of several forms scores as its best form in the ticket (each form at its own
+    weight). With ``conversation`` a word in any of the ticket's comments counts as
+    well. Built once per shape: a search then pays neither for building the expression
+    nor for SQLAlchemy's cache key of a new one."""
+    # max(a, b) and min(a, b) are scalar in SQLite
+    best, least = (func.max, func.min) if dialect == "sqlite" else (func.greatest, func.least)
+    parts: list[ColumnElement[int]] = []
+    for i, forms in enumerate(shape):
+        comment = (
+            _commented(dialect, bindparam(f"rank_match{i}", type_=String)) if conversation else None
+        )
+        found: list[ColumnElement[bool]] = []
+        scores = []
+        for f, size in enumerate(forms):
+            tokens = [bindparam(f"rank_word{i}_{f}_{k}", type_=String) for k in range(size)]
+            held_in = [
+                ([_has(dialect, Ticket.search_subject, t) for t in tokens], SUBJECT_WEIGHT),
+                ([_has(dialect, Ticket.search_body, t) for t in tokens], BODY_WEIGHT),
+            ]
+            where: ColumnElement[int]
+            if size == 1:
+                places = [(held[0], weight) for held, weight in held_in]
+                where = sum(
+                    (case((held, weight), else_=0) for held, weight in places[1:]),
+                    case((places[0][0], places[0][1]), else_=0),
+                )
+                found += [held for held, _ in places]
+            else:
+                # a form of several tokens is held at the impact of its weakest token
+                # (so its tickets are the intersections of its tokens' posting lists)
+                where = least(
+                    *(
+                        case((held_in[0][0][k], SUBJECT_WEIGHT), else_=0)
+                        + case((held_in[1][0][k], BODY_WEIGHT), else_=0)
+                        for k in range(size)
+                    )
+                )
+                found.append(and_(*(or_(held_in[0][0][k], held_in[1][0][k]) for k in range(size))))
+            if comment is not None:
+                where = where + case((comment, COMMENT_WEIGHT), else_=0)
+                found.append(comment)
+            scores.append(
+                case(
+                    {
+                        n: bindparam(f"rank_score{i}_{f}_{n}", type_=Integer)
+                        for n in _impact_sums(conversation)
+                    },
+                    value=where,
+                    else_=0,
+                )
             )
         if sort == "newest":
-            parts.append(case((or_(*(found for found, _ in places)), MATCHED), else_=0))
-            continue
-        where = sum(
-            (case((found, weight), else_=0) for found, weight in places[1:]),
-            case((places[0][0], places[0][1]), else_=0),
-        )
-        parts.append(
-            case(
-                {
-                    n: bindparam(f"rank_score{i}_{n}", type_=Integer)
-                    for n in _impact_sums(conversation)
-                },
-                value=where,
-                else_=0,
-            )
-        )
+            parts.append(case((or_(*dict.fromkeys(found)), MATCHED), else_=0))
+        else:
+            parts.append(scores[0] if len(scores) == 1 else best(*scores))
     return sum(parts[1:], parts[0])
 
 
@@ -767,25 +865,29 @@ def rank_parameters(
     """The parameters of ``_rank`` for ``words``."""
     values: dict[str, Any] = {}
     for i, w in enumerate(words):
-        values[f"rank_word{i}"] = f" {w.token} "
         if conversation:
             values[f"rank_match{i}"] = _match_text(dialect, [w])
-        if sort == "relevance":
-            values.update(
-                {f"rank_score{i}_{n}": MATCHED + n * w.weight for n in _impact_sums(conversation)}
-            )
+        for f, (form, weight) in enumerate(w.searched):
+            values.update({f"rank_word{i}_{f}_{k}": f" {t} " for k, t in enumerate(form)})
+            if sort == "relevance":
+                values.update(
+                    {
+                        f"rank_score{i}_{f}_{n}": MATCHED + n * weight
+                        for n in _impact_sums(conversation)
+                    }
+                )
     return values
 
 
 @lru_cache(maxsize=256)
 def _by_key_statement(
-    dialect: str, count: int, names: tuple[str, ...], filters: SearchFilters
+    dialect: str, shape: tuple[tuple[int, ...], ...], names: tuple[str, ...], filters: SearchFilters
 ) -> Select[Any]:
     """The tickets' columns ``names`` and the relevance sort key over their own text
     (parameters from ``rank_parameters``) of the tickets whose keys are ``pks`` (an
     expanding parameter), among those ``filters`` leave."""
     keys: list[Label[Any]] = [
-        _rank(dialect, count, "relevance", False).label("rank"),
+        _rank(dialect, shape, "relevance", False).label("rank"),
         recency("relevance").label("recency"),
         Ticket.pk.label("pk"),
     ]
@@ -803,7 +905,9 @@ def _read_page(
     pks: Sequence[int],
 ) -> Sequence[Row[Any]]:
     """``columns`` and the relevance sort key of the tickets ``pks``, best first."""
-    stmt = _by_key_statement(dialect, len(words), tuple(c.name for c in columns), SearchFilters())
+    stmt = _by_key_statement(
+        dialect, _shape(words), tuple(c.name for c in columns), SearchFilters()
+    )
     rows = conn.execute(
         stmt, {**rank_parameters(dialect, words, "relevance"), "pks": list(pks)}
     ).all()
@@ -939,14 +1043,23 @@ def _postings_statement(after: bool) -> Select[Any]:
 
 @dataclass
 class _Holders:
-    """A word's postings, read best first (impact, then newest) in batches."""
+    """The postings of a form of a word, read best first (impact, then newest) in
+    batches: of its token, or of the first token of a form of several (which holds
+    every ticket holding the form, each at an impact at least the form's)."""
 
-    word: Word
+    token: str
+    weight: int
     last: tuple[int, datetime, int] | None = None
     done: bool = False
 
+    def bound(self) -> tuple[int, datetime, int]:
+        """The best score in this word, then (``created_at``, key), of a ticket not yet read
+        on this list (call once read from)."""
+        assert self.last is not None
+        return (self.weight * self.last[0], *self.last[1:])
+
     def read(self, conn: Connection, n: int) -> Sequence[Row[Any]]:
-        params = {"term": self.word.token, "n": n}
+        params = {"term": self.token, "n": n}
         if self.last is not None:
             params.update(zip(("impact", "at", "pk"), self.last))
         rows = conn.execute(_postings_statement(self.last is not None), params).all()
@@ -1270,18 +1383,34 @@ def every_word_page(
         return None
     counted = _list_sizes(
         conn,
-        [(w.token, impact) for w in words for impact in _STORED_IMPACTS],
+        [
+            (t, impact)
+            for t in dict.fromkeys(t for w in words for t in w.tokens)
+            for impact in _STORED_IMPACTS
+        ],
         first,
         oldest=dialect != "postgresql",
     )  # PostgreSQL merges long lists instead
     sizes = {key: size for key, (size, _) in counted.items()}
-    held = [[i for i in _STORED_IMPACTS if sizes[(w.token, i)]] for w in words]
-    if math.prod(len(impacts) for impacts in held) > _GROUPS:
+    # Each word's choices, (its lists, its score): each form at each impact; a form of
+    # several tokens at each combination of its tokens' impacts (held at its weakest).
+    choices = [
+        [
+            (tuple(zip(form, impacts)), weight * min(impacts))
+            for form, weight in w.searched
+            for impacts in product(_STORED_IMPACTS, repeat=len(form))
+            if all(sizes[key] for key in zip(form, impacts))
+        ]
+        for w in words
+    ]
+    if math.prod(map(len, choices)) > _GROUPS:
         return None
+    # A ticket holding a word by several forms is in a group for each: the first read
+    # (its best, as the rank scores it) is kept.
     groups = sorted(
         (
-            (sum(w.weight * i for w, i in zip(words, impacts)), impacts)
-            for impacts in product(*held)
+            (sum(score for _, score in chosen), [key for lists, _ in chosen for key in lists])
+            for chosen in product(*choices)
         ),
         reverse=True,
     )
@@ -1329,9 +1458,7 @@ def every_word_page(
         for index, (score, impacts) in enumerate(groups):
             if skip is not None and score > skip:
                 continue
-            lists = sorted(
-                ((w.token, i) for w, i in zip(words, impacts)), key=lambda key: sizes[key]
-            )
+            lists = sorted(dict.fromkeys(impacts), key=lambda key: sizes[key])
             rows: Sequence[Row[datetime, int]] = []
             if sizes[lists[0]] >= first and dialect == "postgresql":
                 # Only long lists, on PostgreSQL: merged (``_merge_only``), each read as far as
@@ -1370,7 +1497,10 @@ def every_word_page(
                 if spent > budget:
                     return None
                 rows = newest(lists, score)
-            found = sorted(found + [(score, at, pk) for at, pk in rows], reverse=True)[:limit]
+            kept: dict[int, tuple[int, datetime, int]] = {}
+            for key in sorted(found + [(score, at, pk) for at, pk in rows], reverse=True):
+                kept.setdefault(key[2], key)
+            found = list(kept.values())[:limit]
             if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
                 break
         else:
@@ -1410,10 +1540,10 @@ def best_first_page(
     how deep the page lies in the postings, not how many tickets hold the words.
     ``after`` and ``limit`` as for ``build_page``; None once more than ``budget``
     postings were read without settling the page."""
-    scored = _by_key_statement(dialect, len(words), (), filters)
+    scored = _by_key_statement(dialect, _shape(words), (), filters)
     ranking = rank_parameters(dialect, words, "relevance")
     bound_after = None if after is None else (after.rank, after.updated_at, after.pk)
-    holders = [_Holders(w) for w in words]
+    holders = [[_Holders(form[0], weight) for form, weight in w.searched] for w in words]
     best: list[tuple[Any, ...]] = []
     seen: set[int] = set()
     batch = max(FIRST_BATCH, limit)
@@ -1421,7 +1551,9 @@ def best_first_page(
     while True:
         if budget is not None and read_so_far > budget:
             return None
-        read = [pk for h in holders if not h.done for *_, pk in h.read(conn, batch)]
+        read = [
+            pk for lists in holders for h in lists if not h.done for *_, pk in h.read(conn, batch)
+        ]
         read_so_far += len(read)
         fresh = [
             pk for pk in dict.fromkeys(read) if pk not in seen
@@ -1429,14 +1561,23 @@ def best_first_page(
         seen.update(fresh)
         for start in range(0, len(fresh), _EVALUATED):
             rows = conn.execute(scored, {**ranking, "pks": fresh[start : start + _EVALUATED]})
-            best.extend(k for k in map(tuple, rows) if bound_after is None or k < bound_after)
+            # a form of several tokens is read by its first: a ticket holding only that
+            # token holds no word (rank 0)
+            best.extend(
+                k
+                for k in map(tuple, rows)
+                if k[0] >= MATCHED and (bound_after is None or k < bound_after)
+            )
         best = sorted(best, reverse=True)[:limit]
-        unread = [h for h in holders if not h.done]
-        if not unread:
+        unread = [[h for h in lists if not h.done] for lists in holders]
+        if not any(unread):
             break
         if len(best) == limit:
-            rank = sum(MATCHED + h.word.weight * h.last[0] for h in unread if h.last is not None)
-            newest = min(h.last[1:] for h in unread if h.last is not None)
+            # a ticket not yet read scores at most each word's best bound (a word of
+            # several forms: its best form's), and is no newer than each bound's post
+            bounds = [max(h.bound() for h in lists) for lists in unread if lists]
+            rank = sum(MATCHED + score for score, *_ in bounds)
+            newest = min(tuple(b[1:]) for b in bounds)
             if best[-1] >= (rank, *newest):
                 break
         batch = min(2 * batch, LAST_BATCH)
@@ -1451,7 +1592,7 @@ def matched_in(
     """Where the query's words were found in each ticket of ``rows`` (which hold ``id``,
     ``search_subject`` and ``search_body``): ``{ticket id: ["subject", "body", "comment"]}``,
     in that order, only the places holding a word. One read of the tickets' comments."""
-    tokens = [w.token for w in words]
+    tokens = list(dict.fromkeys(t for w in words for t in w.tokens))
     ids = [r._mapping["id"] for r in rows]
     commented: set[str] = set()
     if tokens and ids:
@@ -1471,7 +1612,7 @@ def matched_in(
         places = [
             name
             for name, text in (("subject", m["search_subject"]), ("body", m["search_body"]))
-            if any(f" {t} " in text for t in tokens)
+            if any(all(f" {t} " in text for t in form) for w in words for form, _ in w.searched)
         ]
         out[m["id"]] = places + (["comment"] if m["id"] in commented else [])
     return out
@@ -1511,6 +1652,8 @@ def explain(
     for w in query.words:
         if w.instead:
             notes.append(f"No {holder} contains '{w.typed}'; searched '{w.instead}' instead.")
+        if w.also:
+            notes.append(f"'{w.typed}' was also searched as its synonyms {_quoted(w.also)}.")
     if query.missing and query.words:
         notes.append(f"No {holder} contains {_quoted(query.missing)}; left out of the search.")
     if query.has_words and not query.words:
