@@ -102,9 +102,8 @@ async def search_tickets_v2(
 ) -> ToolResult:
     """Search tickets by words in subject and body. Best match first: tickets with all
     the words, then most; subject above body; newer first on ties (sort=newest: the
-    best matches newest first). Case, accents, word endings, common words,
-    one-letter typos, compounds apart or joined and synonyms are handled; ids like
-    INV-20931 match whole or by parts. Empty
+    best matches newest first). Case, accents, word endings, common words, typos,
+    compounds and synonyms are handled; ids like INV-20931 match whole or by parts. Empty
     query: newest first. Filters: AND; queue, owner, customer ignore case; an
     unknown queue is an error listing yours. `note` explains thin or empty results.
     Next page: pass next_cursor as cursor, same arguments (null: last page). Pages
