@@ -119,6 +119,7 @@ from ticket_server.tickets.models import (
 
 Sort = Literal["relevance", "newest", "due"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
+OTHER_FORM = 90  # % of the weight of a query word as typed that another form weighs at most
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
 MAX_NEIGHBOURS = 5  # a typo's most frequent known neighbours tried, for a caller limited to queues
 MATCHED = (
@@ -595,6 +596,9 @@ def analyze_query(
                 continue
             searched.add(frozenset(forms))
             weights = tuple(idf_weight(total, min(counts[t] for t in form)) for form in forms)
+            if all(map(held, term.forms[0])):  # the words as typed come first, others equal
+                own = weights[0]
+                weights = (own, *(max(1, min(w, own * OTHER_FORM // 100)) for w in weights[1:]))
             kept = {frozenset(form) for form in forms}
             also = tuple(
                 entry
