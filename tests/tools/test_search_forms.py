@@ -187,3 +187,34 @@ async def test_the_words_as_typed_rank_above_other_forms(
         "SUP-9710002",
         "SUP-9710001",
     ]
+
+
+async def test_a_query_of_many_synonyms_is_bounded(settings: Settings, tmp_path: Path) -> None:
+    """Sixteen words each with seven synonyms that tickets hold: at most
+    MAX_QUERY_FORMS forms are searched, the first words keeping theirs, and the search
+    answers as any other."""
+    from ticket_server.tickets.search import MAX_QUERY_FORMS, analyze_query
+
+    words = (
+        "refund invoice account customer export password email login payment card report "
+        "error access team user support"
+    ).split()
+    common = ["please", "help", "issue", "problem", "thanks", "update", "request"]
+    mine = tmp_path / "synonyms.toml"
+    mine.write_text(
+        "groups = [" + ", ".join(str([w, *common]) for w in words).replace("'", '"') + "]\n",
+        encoding="utf-8",
+    )
+    query = " ".join(words)
+    repo = open_repository(settings)
+    analyzed = await repo.read(
+        lambda conn: analyze_query(conn, query, False, (), load_synonyms(mine))
+    )
+    await repo.aclose()
+    forms = [len(w.searched) for w in analyzed.words]
+    assert len(forms) == 16 and sum(forms) == MAX_QUERY_FORMS, forms
+    assert forms[:3] == [8, 8, 8] and forms[-1] == 1
+    configured = settings.model_copy(update={"search_synonyms": mine})
+    async with Client(build_server(configured)) as mcp:
+        result = await search(mcp, query=query)
+    assert result.is_error is False and result.structured_content["tickets"]

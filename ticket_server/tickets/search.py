@@ -119,6 +119,7 @@ from ticket_server.tickets.models import (
 
 Sort = Literal["relevance", "newest", "due"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
+MAX_QUERY_FORMS = 40  # forms searched for all the words of a query together
 OTHER_FORM = 90  # % of the weight of a query word as typed that another form weighs at most
 MAX_CORRECTIONS = 3  # unknown words of one query looked up for a typo (each ~1,000 candidates)
 MAX_NEIGHBOURS = 5  # a typo's most frequent known neighbours tried, for a caller limited to queues
@@ -582,6 +583,7 @@ def analyze_query(
 
     corrections = MAX_CORRECTIONS
     searched: set[frozenset[tuple[str, ...]]] = set()
+    room = MAX_QUERY_FORMS - len(terms)  # other forms, for the first words that have them
     for term in terms:
         # each form held, its tokens rarest first (best-first reads a form by its first)
         forms = tuple(
@@ -590,7 +592,8 @@ def analyze_query(
                 for form in term.forms
                 if all(map(held, form))
             )
-        )[:MAX_FORMS]
+        )[: 1 + max(0, min(MAX_FORMS - 1, room))]
+        room -= len(forms) - 1
         if forms:
             if frozenset(forms) in searched:  # `login` and `log in` in one query
                 continue
@@ -1381,8 +1384,10 @@ def every_word_page(
     2006), exact here: every group scoring above the page's end is read to its end. The
     page is checked against the tickets' rows and the same SQL rank as ``build_page``:
     a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
-    if len(words) < 2 or (
-        after is not None and (after.rank is None or after.rank < len(words) * MATCHED)
+    if (
+        len(words) < 2
+        or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED))
+        or math.prod(sum(3 ** len(form) for form, _ in w.searched) for w in words) > _GROUPS
     ):
         return None
     counted = _list_sizes(
