@@ -251,17 +251,18 @@ def render(r: dict[str, Any]) -> str:
             if engine not in rel:
                 continue
             x = rel[engine]
-            met = x["hit5"] >= 0.95 and x["ndcg10"] >= a["ndcg10"]
+            # issue 37: hit@5 >= 98% and nDCG@10 above the anchor on the whole set
+            met = x["hit5"] >= 0.98 and x["ndcg10"] >= a["ndcg10"]
             out.append(
                 f"| 7 | relevance {engine}: hit@5 / nDCG@10 ({rel['queries']} queries) | "
                 f"{x['hit5']:.1%} / {x['ndcg10']:.3f} | anchor {a['hit5']:.1%} / {a['ndcg10']:.3f} | "
-                f"{x['ndcg10'] / a['ndcg10']:.2f}x nDCG | hit@5 >= 95%, nDCG@10 >= anchor | {_ok(met)} |"
+                f"{x['ndcg10'] / a['ndcg10']:.2f}x nDCG | hit@5 >= 98%, nDCG@10 >= anchor | {_ok(met)} |"
             )
             head = f"{engine} hit@5 {x['hit5']:.1%}, nDCG@10 {x['ndcg10']:.3f}, missed at 5: " + (
                 ", ".join(f"`{q}`" for q in x["misses"]) or "none"
             )
-            if x["hit5"] < 0.95:
-                head += f" (hit@5 short of 95% by {0.95 - x['hit5']:.1%})"
+            if x["hit5"] < 0.98:
+                head += f" (hit@5 short of 98% by {0.98 - x['hit5']:.1%})"
             if x["ndcg10"] < a["ndcg10"]:
                 head += f" (nDCG@10 short of the anchor by {a['ndcg10'] - x['ndcg10']:.3f})"
             rel_heads.append((head, met))
@@ -430,7 +431,8 @@ def render(r: dict[str, Any]) -> str:
             "",
             f"{rel['queries']} queries written as agents and models type them (bench/relevance/queries.toml: "
             "natural phrases, plurals, one-letter typos, identifiers such as `INV-20931` / `20931` / "
-            "`INV 20931` / `req_...` / an IP address, and accented or Japanese words of the sample), "
+            "`INV 20931` / `req_...` / an IP address, accented or Japanese words of the sample, and "
+            "30 paraphrases in other words than the tickets', written for issue 37 before any tuning), "
             f"each judged by a rule over the {rel['sample']:,}-ticket sample (seed/) expanded into "
             "ticket ids (bench/relevance/judgments.json, `python -m bench.relevance.judge`); the set "
             "was written, and the anchor and the former search measured, before any tuning. Ours: "
@@ -439,15 +441,20 @@ def render(r: dict[str, Any]) -> str:
             "subject and body, the query's words OR-ed, `ORDER BY bm25`. hit@5: a relevant ticket "
             "among the first five; nDCG@10 with binary relevance.",
             "",
-            "| engine | hit@5 | nDCG@10 | missed at 5 |",
-            "|---|---|---|---|",
+            "| engine | hit@5 | nDCG@10 | the paraphrases: hit@5 / nDCG@10 | missed at 5 |",
+            "|---|---|---|---|---|",
         ]
         for name in ("anchor", "sqlite", "postgresql"):
             if name in rel:
                 x = rel[name]
                 label = "anchor: FTS5 porter, OR, bm25" if name == "anchor" else name
+                paraphrases = (
+                    f"{x['paraphrase_hit5']:.1%} / {x['paraphrase_ndcg10']:.3f}"
+                    if "paraphrase_hit5" in x
+                    else "not measured"
+                )
                 out.append(
-                    f"| {label} | {x['hit5']:.1%} | {x['ndcg10']:.3f} | "
+                    f"| {label} | {x['hit5']:.1%} | {x['ndcg10']:.3f} | {paraphrases} | "
                     + (", ".join(f"`{q}`" for q in x["misses"]) or "none")
                     + " |"
                 )
