@@ -355,6 +355,7 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
         relevance_page,
         row_position,
     )
+    from ticket_server.tickets.synonyms import load_synonyms
 
     columns = [Ticket.__table__.c.id]
     queries = [
@@ -376,6 +377,8 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
         SearchFilters(queue=("billing",), priorities=("high",)),
     ]
 
+    synonyms = load_synonyms()  # the default list, as a server searches
+
     def compare(conn) -> dict[str, list]:
         nonlocal found_by_groups
         dialect, differ, compared = conn.dialect.name, {}, 0
@@ -383,7 +386,7 @@ async def test_best_first_pages_are_the_exact_pages(settings: Settings) -> None:
             for i, filters in enumerate(filterings):
                 if i and n % 2:  # the filtered searches: every other query
                     continue
-                words = analyze_query(conn, q, False, filters.scope()).words
+                words = analyze_query(conn, q, False, filters.scope(), synonyms).words
                 if not best_first_applies(words, filters, "relevance", False, None):
                     continue
                 after = None

@@ -57,6 +57,10 @@ def test_a_compound_is_searched_in_each_of_its_forms() -> None:
     assert forms("INV-20931") == [(("inv_20931",), ("inv", "20931"), ("inv20931",))]
     # a part that is not searched alone (`e`) makes no form of the parts
     assert forms("e-mail") == [(("email",),)]
+    # without a letter (an IP address, a time) only whole: apart, its numbers would find
+    # other addresses
+    assert forms("198.51.100.7") == [(("198_51_100_7",),)]
+    assert forms("10:30") == [(("10_30",),)]
 
 
 def test_synonyms_add_their_forms_and_a_phrase_takes_its_words_as_one() -> None:
@@ -74,17 +78,31 @@ def test_synonyms_add_their_forms_and_a_phrase_takes_its_words_as_one() -> None:
     (charged,) = query_terms("charged me twice", groups)
     assert ("doubl", "charg") in charged.forms
     assert [w.typed for w in query_terms("log files in", groups)] == ["log", "files"]
+    # a phrase with a stop word, typed: written solid first, then as its words
+    (log_in,) = query_terms("log in", groups)
+    assert log_in.forms[:2] == (("login",), ("log",))
+    # a verb and its particle written solid: `locked out` is found by `lockout`
+    (lockout,) = query_terms("lockout", groups)
+    assert ("lock",) not in lockout.forms
+    assert ("lockout",) in next(iter(query_terms("locked out", groups))).forms
+    # an entry's parts apart are not added to another entry's query: `2-step` would
+    # find any ticket holding `2` and `step`
+    (two_fa,) = query_terms("2fa", groups)
+    assert ("two", "step") not in two_fa.forms and ("twostep",) in two_fa.forms
 
 
 def test_the_synonyms_file_is_checked_in_one_sentence() -> None:
-    assert synonym_groups('groups = [["refund", "money back"]]') == [["refund", "money back"]]
+    (group,) = synonym_groups('groups = [["refund", "money back"]]')
+    assert [p.text for p in group] == ["refund", "money back"]
     assert synonym_groups("") == []
     for text, says in [
         ("groups = [", "not TOML"),
+        ('grups = [["refund", "money back"]]', "unknown key 'grups'"),
         ('groups = "refund"', "list of lists"),
         ('groups = [["refund"]]', "two entries"),
         ('groups = [["refund", 3]]', "strings"),
         ('groups = [["refund", "the of"]]', "no word"),
+        ('groups = [["refund", "money back"], ["Refunds", "credit"]]', "written twice"),
     ]:
         with pytest.raises(ValueError, match=says):
             synonym_groups(text)
@@ -190,20 +208,26 @@ async def test_the_words_as_typed_rank_above_other_forms(
 
 
 async def test_a_query_of_many_synonyms_is_bounded(settings: Settings, tmp_path: Path) -> None:
-    """Sixteen words each with seven synonyms that tickets hold: at most
+    """Sixteen words, six of them with seven synonyms that tickets hold: at most
     MAX_QUERY_FORMS forms are searched, the first words keeping theirs, and the search
     answers as any other."""
     from ticket_server.tickets.search import MAX_QUERY_FORMS, analyze_query
 
-    words = (
-        "refund invoice account customer export password email login payment card report "
-        "error access team user support"
-    ).split()
-    common = ["please", "help", "issue", "problem", "thanks", "update", "request"]
+    groups = [
+        "team agent please customer account next support call",
+        "thank someone plan kind best take check anything",
+        "else going records good last billing days finance",
+        "right great screenshot duplicate success help raise annoying",
+        "shows works update dear page invoice changed closed",
+        "hello shared confirmed missing nothing automatically stuck users",
+    ]
     mine = tmp_path / "synonyms.toml"
     mine.write_text(
-        "groups = [" + ", ".join(str([w, *common]) for w in words).replace("'", '"') + "]\n",
+        "groups = [" + ", ".join(str(g.split()) for g in groups).replace("'", '"') + "]\n",
         encoding="utf-8",
+    )
+    words = [g.split()[0] for g in groups] + (
+        "link colleague contact every still earlier find scheduled office request".split()
     )
     query = " ".join(words)
     repo = open_repository(settings)
@@ -218,3 +242,45 @@ async def test_a_query_of_many_synonyms_is_bounded(settings: Settings, tmp_path:
     async with Client(build_server(configured)) as mcp:
         result = await search(mcp, query=query)
     assert result.is_error is False and result.structured_content["tickets"]
+
+
+async def test_a_comment_in_a_synonym_ranks_below_one_as_typed(
+    client: Client, settings: Settings
+) -> None:
+    """search_in=conversation: each form's comment match counts at that form's weight, so
+    a ticket whose comment says `reimbursement` ranks below one whose comment says
+    `refund` for the query `refund` (the older first, the newer otherwise winning ties)."""
+    repo = open_repository(settings)
+    await repo.add_all(
+        [
+            ticket("SUP-9720001", "Dingo seats", when=WHEN),
+            ticket("SUP-9720002", "Dingo seats", when=WHEN + timedelta(1)),
+        ],
+        comments=[
+            {
+                "ticket_id": id_,
+                "author": "Dana Customer",
+                "author_type": "customer",
+                "visibility": "public",
+                "body": f"We asked for a {word} last week.",
+                "created_at": WHEN + timedelta(2),
+            }
+            for id_, word in (("SUP-9720001", "refund"), ("SUP-9720002", "reimbursement"))
+        ],
+    )
+    await repo.aclose()
+    result = await search(client, query="dingo refund", search_in="conversation", limit=2)
+    assert [t["id"] for t in result.structured_content["tickets"]] == [
+        "SUP-9720001",
+        "SUP-9720002",
+    ]
+
+
+async def test_a_word_found_only_in_other_forms_says_so(client: Client) -> None:
+    """The sample holds `refund` but never `reimbursement`: the note says the word as
+    typed was found nowhere and which synonyms were searched."""
+    result = await search(client, query="reimbursement")
+    assert result.structured_content["tickets"]
+    assert result.structured_content["note"] == (
+        "No ticket contains 'reimbursement' as typed; searched its synonyms 'refund'."
+    )

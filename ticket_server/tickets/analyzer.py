@@ -2,7 +2,8 @@
 
 Tickets are analyzed here when they are written (``index_tokens``), and the engines index
 the resulting tokens with a trivial tokenizer; a query is analyzed by the same rules
-(``query_words``), so both engines see identical tokens. The rules:
+(``query_terms``, which also gives each word its other forms: compounds apart or solid,
+synonyms), so both engines see identical tokens. The rules:
 
 - Unicode folding: NFKD, combining marks dropped, ``casefold`` (``Straße`` ->
   ``strasse``, ``Łódź`` -> ``lodz``, ``São`` -> ``sao``); apostrophes dropped
@@ -28,7 +29,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import Stemmer
 
@@ -168,6 +169,7 @@ def search_text(tokens: list[str]) -> str:
 
 MAX_FORMS = 8  # forms of one query word searched, its own first (those some ticket holds)
 _SEGMENTS = re.compile(r"[^\W\d_]+|\d+")
+_NUMBERS = re.compile(r"[\d\W_]+")  # an IP address, a time, a version: no letter
 
 
 @dataclass(frozen=True)
@@ -189,12 +191,37 @@ class QueryWord:
 @dataclass(frozen=True)
 class Phrase:
     """A synonym list entry: its chunks' keys (``_key``), whether it holds a stop word,
-    its forms and its text."""
+    the forms it adds to a query holding another entry of its group, and its text.
+    ``own``: the forms of the entry when a query holds it (its words as typed)."""
 
     keys: tuple[str, ...]
     has_stop: bool
     forms: tuple[tuple[str, ...], ...]
+    own: tuple[tuple[str, ...], ...]
     text: str
+
+
+@dataclass(frozen=True)
+class Synonyms:
+    """Groups of synonym entries (``phrase``), with each entry found by its first key,
+    longest entries first (``query_terms`` looks an entry up at each chunk)."""
+
+    groups: tuple[tuple[Phrase, ...], ...] = ()
+    starting: dict[str, tuple[tuple[Phrase, tuple[Phrase, ...]], ...]] = field(
+        default_factory=dict, compare=False
+    )
+
+    @classmethod
+    def of(cls, groups: Iterable[Iterable[Phrase]]) -> Synonyms:
+        kept = tuple(tuple(g) for g in groups)
+        starting: dict[str, list[tuple[Phrase, tuple[Phrase, ...]]]] = {}
+        for group in kept:
+            for entry in group:
+                starting.setdefault(entry.keys[0], []).append((entry, group))
+        return cls(
+            kept,
+            {k: tuple(sorted(v, key=lambda e: -len(e[0].keys))) for k, v in starting.items()},
+        )
 
 
 def _key(chunk: str) -> str:
@@ -205,7 +232,9 @@ def _key(chunk: str) -> str:
 def _chunk_forms(chunk: str) -> list[QueryWord]:
     """The query words of one chunk with the other forms of a compound: a hyphenated or
     joined chunk is also found with its parts apart (``auto-renewal``: ``auto`` and
-    ``renew``; ``soc2``: ``soc`` and ``2``) and written solid (``soc-2``: ``soc2``)."""
+    ``renew``; ``soc2``: ``soc`` and ``2``) and written solid (``soc-2``: ``soc2``). A
+    chunk without a letter (an IP address, a time) is searched whole only: its numbers
+    apart would find other addresses."""
     whole, parts = _chunk(chunk)
     # `subject:invoice` is search-engine field syntax a model may type: words, not
     # one joined word (an identifier keeps its colon: `10:30`, `a1:b2`).
@@ -218,6 +247,8 @@ def _chunk_forms(chunk: str) -> list[QueryWord]:
             if len(segments) == 2 and len(apart) == 2:
                 return [QueryWord(chunk, ((tokens[0],), tuple(apart)))]
         return [QueryWord(chunk, ((t,),)) for t in tokens]
+    if _NUMBERS.fullmatch(chunk):
+        return [QueryWord(chunk, ((whole,),))]
     raw = _PART.findall(chunk)
     forms: list[tuple[str, ...]] = [(whole,)]
     if len(parts) == len(raw) >= 2:
@@ -228,58 +259,68 @@ def _chunk_forms(chunk: str) -> list[QueryWord]:
     return [QueryWord(chunk, tuple(dict.fromkeys(forms)))]
 
 
+def _solid(first: str, second: str) -> list[tuple[str, ...]]:
+    """Two neighbouring chunks of letters or digits written as one word (``auto
+    renewal``: ``autorenew``; ``log in``: ``login``; ``locked out``: ``lockout`` too)."""
+    if not (_PART.fullmatch(first) and _PART.fullmatch(second)):
+        return []
+    joined = [_word(first + second)]
+    if second in STOP_WORDS:  # a verb and its particle: `locked out`, `logged in`
+        joined.append(_word(_stem(first) + second))
+    return [(t,) for t in dict.fromkeys(joined) if t]
+
+
 def phrase(text: str) -> Phrase | None:
     """A synonym list entry analyzed (None when it holds no word that is searched)."""
     chunks = _CHUNK.findall(fold(text))
     words = [w for c in chunks for w in _chunk_forms(c)]
     if not words:
         return None
-    # One word: its forms; several: all of them. Two chunks also written solid (`login`
-    # for `log in`), and a phrase holding a stop word that way only when it has that form:
-    # with the stop word left out, `log in` would add every ticket on logs to `login`.
-    forms = words[0].forms if len(words) == 1 else (tuple(dict.fromkeys(w.token for w in words)),)
-    solid = (
-        _word("".join(chunks)) if len(chunks) == 2 and all(map(_PART.fullmatch, chunks)) else None
-    )
     stop = any(c in STOP_WORDS for c in chunks)
-    if solid:
-        forms = ((solid,),) if stop else _distinct([*forms, (solid,)])
-    return Phrase(tuple(_key(c) for c in chunks), stop, forms, text)
+    solid = _solid(*chunks) if len(chunks) == 2 else []
+    # As typed: one word's forms, or all of its words, and two chunks written solid.
+    own = words[0].forms if len(words) == 1 else (tuple(dict.fromkeys(w.token for w in words)),)
+    own = _distinct([*solid, *own] if stop else [*own, *solid])
+    # Added to a query holding another entry: a word's whole and solid forms, not its parts
+    # apart anywhere in a ticket (`2-step` would find any ticket with `2` and `step`); a
+    # phrase holding a stop word only written solid (`log in` left as `log` would add
+    # every ticket on logs to `login`).
+    if stop:
+        forms = tuple(solid)
+    elif len(words) == 1:
+        forms = tuple(f for f in own if len(f) == 1)
+    else:
+        forms = own
+    return Phrase(tuple(_key(c) for c in chunks), stop, forms, own, text)
 
 
-def query_terms(query: str, synonyms: Sequence[Sequence[Phrase]] = ()) -> list[QueryWord]:
+def query_terms(query: str, synonyms: Synonyms | None = None) -> list[QueryWord]:
     """The distinct words of a query (all of them: the caller keeps the first
     ``MAX_WORDS``), stop words left out, each with the forms a ticket may hold it by:
     its own first, then a compound's other forms (``_chunk_forms``), two neighbouring
-    chunks written solid (``auto renewal``: ``autorenew``; ``log in``: ``login``;
-    ``SOC 2``: ``soc2``), and the forms of its ``synonyms`` (groups of analyzed
-    entries, ``phrase``). A synonym of several chunks takes the words it covers as one
-    (``money back``). Forms are candidates: the search keeps those some ticket holds."""
+    chunks written solid (``_solid``: ``SOC 2``, ``soc2``), and the forms of the other
+    entries of its ``synonyms`` group. A synonym of several chunks takes the words it
+    covers as one (``money back``); one holding a stop word is searched first as written
+    solid (``log in``: ``login``, then ``log``). Forms are candidates: the search keeps
+    those some ticket holds."""
     chunks = _CHUNK.findall(fold(query))
     per_chunk = [_chunk_forms(c) for c in chunks]
     keys = [_key(c) for c in chunks]
     # two neighbouring chunks written solid, a form of the words of both
     extra: list[list[tuple[str, ...]]] = [[] for _ in chunks]
     for i in range(len(chunks) - 1):
-        a, b = chunks[i], chunks[i + 1]
-        if not (_PART.fullmatch(a) and _PART.fullmatch(b)):
-            continue
-        solid = _word(a + b)
-        if solid is None:
-            continue
-        extra[i].append((solid,))
-        extra[i + 1].append((solid,))
+        joined = _solid(chunks[i], chunks[i + 1])
+        extra[i] += joined
+        extra[i + 1] += joined
     # synonyms: the longest entry matching at each chunk, stop words passed over
-    covered: dict[int, tuple[int, Sequence[Phrase], Phrase]] = {}
-    entries = sorted(
-        ((p, group) for group in synonyms for p in group), key=lambda e: -len(e[0].keys)
-    )
+    covered: dict[int, tuple[int, Phrase, tuple[Phrase, ...]]] = {}
+    starting = synonyms.starting if synonyms is not None else {}
     i = 0
     while i < len(chunks):
-        for entry, group in entries:
+        for entry, group in starting.get(keys[i], ()):
             end = _match(entry, keys, chunks, i)
             if end is not None:
-                covered[i] = (end, group, entry)
+                covered[i] = (end, entry, group)
                 i = end
                 break
         else:
@@ -287,27 +328,26 @@ def query_terms(query: str, synonyms: Sequence[Sequence[Phrase]] = ()) -> list[Q
     out: dict[tuple[str, ...], QueryWord] = {}
     i = 0
     while i < len(chunks):
-        if i in covered:
-            end, group, entry = covered[i]
-            own = [w for c in per_chunk[i:end] for w in c]
-            typed = " ".join(chunks[i:end])
-            if len(own) == 1:
-                forms = [*own[0].forms, *extra[i]]
-            elif own:
-                forms = [*entry.forms]
-            else:
-                forms = []
-            others = [p for p in group if p is not entry]
-            forms += [f for p in others for f in p.forms]
-            if forms:
-                word = QueryWord(typed, _distinct(forms), tuple((p.text, p.forms) for p in others))
-                out.setdefault(word.forms[0], word)
-            i = end
+        if i not in covered:
+            for word in per_chunk[i]:
+                distinct = _distinct([*word.forms, *extra[i]])
+                out.setdefault(distinct[0], QueryWord(word.typed, distinct))
+            i += 1
             continue
-        for word in per_chunk[i]:
-            distinct = _distinct([*word.forms, *extra[i]])
-            out.setdefault(distinct[0], QueryWord(word.typed, distinct))
-        i += 1
+        end, entry, group = covered[i]
+        own = [w for c in per_chunk[i:end] for w in c]
+        if len(own) == 1 and not entry.has_stop:
+            forms = [*own[0].forms, *extra[i]]
+        else:
+            forms = [*entry.own, *(f for w in own for f in w.forms if len(own) == 1)]
+        # the other entries (not those written as this one: `double charge`, `double charged`)
+        others = [p for p in group if p.keys != entry.keys]
+        forms += [f for p in others for f in p.forms]
+        word = QueryWord(
+            " ".join(chunks[i:end]), _distinct(forms), tuple((p.text, p.forms) for p in others)
+        )
+        out.setdefault(word.forms[0], word)
+        i = end
     return list(out.values())
 
 

@@ -98,7 +98,7 @@ from sqlalchemy.sql.selectable import Subquery
 from ticket_server.tickets.analyzer import (
     MAX_FORMS,
     MAX_WORDS,
-    Phrase,
+    Synonyms,
     fold,
     has_words,
     index_tokens,
@@ -462,6 +462,8 @@ class Word:
     forms: tuple[tuple[str, ...], ...] = ()
     weights: tuple[int, ...] = ()
     also: tuple[str, ...] = ()
+    as_typed: bool = True
+    """False when no ticket holds the word as typed, only another of its forms."""
 
     @property
     def searched(self) -> tuple[tuple[tuple[str, ...], int], ...]:
@@ -544,7 +546,7 @@ def analyze_query(
     text: str,
     conversation: bool = False,
     scope: Sequence[ColumnElement[bool]] = (),
-    synonyms: Sequence[Sequence[Phrase]] = (),
+    synonyms: Synonyms | None = None,
 ) -> Query:
     """``text`` analyzed and weighed against ``search_terms`` (one read; one more per
     word no ticket holds, for its one-letter neighbours, for the first
@@ -599,11 +601,12 @@ def analyze_query(
                 continue
             searched.add(frozenset(forms))
             weights = tuple(idf_weight(total, min(counts[t] for t in form)) for form in forms)
-            if all(map(held, term.forms[0])):  # the words as typed come first, others equal
+            own_held = all(map(held, term.forms[0]))
+            if own_held:  # the words as typed come first, others equal
                 own = weights[0]
                 weights = (own, *(max(1, min(w, own * OTHER_FORM // 100)) for w in weights[1:]))
-            kept = {frozenset(form) for form in forms}
-            also = tuple(
+            kept = {frozenset(form) for form in forms} - {frozenset(term.forms[0])}
+            also = tuple(  # the synonyms searched, of those that add another form
                 entry
                 for entry, entry_forms in term.also
                 if any(frozenset(form) in kept for form in entry_forms)
@@ -617,6 +620,7 @@ def analyze_query(
                     forms=forms if several else (),
                     weights=weights if several else (),
                     also=also,
+                    as_typed=own_held,
                 )
             )
             continue
@@ -816,9 +820,6 @@ def _rank(
     best, least = (func.max, func.min) if dialect == "sqlite" else (func.greatest, func.least)
     parts: list[ColumnElement[int]] = []
     for i, forms in enumerate(shape):
-        comment = (
-            _commented(dialect, bindparam(f"rank_match{i}", type_=String)) if conversation else None
-        )
         found: list[ColumnElement[bool]] = []
         scores = []
         for f, size in enumerate(forms):
@@ -846,7 +847,8 @@ def _rank(
                     )
                 )
                 found.append(and_(*(or_(held_in[0][0][k], held_in[1][0][k]) for k in range(size))))
-            if comment is not None:
+            if conversation:  # a comment holding this form
+                comment = _commented(dialect, bindparam(f"rank_match{i}_{f}", type_=String))
                 where = where + case((comment, COMMENT_WEIGHT), else_=0)
                 found.append(comment)
             scores.append(
@@ -872,9 +874,10 @@ def rank_parameters(
     """The parameters of ``_rank`` for ``words``."""
     values: dict[str, Any] = {}
     for i, w in enumerate(words):
-        if conversation:
-            values[f"rank_match{i}"] = _match_text(dialect, [w])
         for f, (form, weight) in enumerate(w.searched):
+            if conversation:
+                one = Word(form[0], w.typed, weight, forms=(form,), weights=(weight,))
+                values[f"rank_match{i}_{f}"] = _match_text(dialect, [one])
             values.update({f"rank_word{i}_{f}_{k}": f" {t} " for k, t in enumerate(form)})
             if sort == "relevance":
                 values.update(
@@ -1661,7 +1664,12 @@ def explain(
     for w in query.words:
         if w.instead:
             notes.append(f"No {holder} contains '{w.typed}'; searched '{w.instead}' instead.")
-        if w.also:
+        if not w.as_typed:
+            notes.append(
+                f"No {holder} contains '{w.typed}' as typed; searched "
+                + (f"its synonyms {_quoted(w.also)}." if w.also else "it written another way.")
+            )
+        elif w.also:
             notes.append(f"'{w.typed}' was also searched as its synonyms {_quoted(w.also)}.")
     if query.missing and query.words:
         notes.append(f"No {holder} contains {_quoted(query.missing)}; left out of the search.")

@@ -3,7 +3,7 @@ the same in a support ticket, read from a TOML file of the shape of ``synonyms.t
 beside this module (the default list; ``TICKET_SERVER_SEARCH_SYNONYMS`` names a
 deployment's own). A query holding one entry of a group also finds the tickets holding
 another (``analyzer.query_terms``); tickets are indexed as written, so a new list takes
-effect when the server starts, with no reindex."""
+effect when the server process starts (it is read once per process), with no reindex."""
 
 from __future__ import annotations
 
@@ -11,40 +11,56 @@ import tomllib
 from functools import cache
 from pathlib import Path
 
-from ticket_server.tickets.analyzer import Phrase, phrase
+from ticket_server.tickets.analyzer import Phrase, Synonyms, phrase
 
 DEFAULT_SYNONYMS = Path(__file__).with_name("synonyms.toml")
+MAX_ENTRIES = 10_000  # entries of a synonyms file (each query looks entries up by word)
 
-Synonyms = tuple[tuple[Phrase, ...], ...]
 
-
-def synonym_groups(text: str) -> list[list[str]]:
-    """The ``groups`` of a synonyms file's text: a list of lists of two or more strings.
-    Raises ValueError with one sentence naming what is wrong (TOML syntax, a group
-    that is not a list of strings, an entry with no word that is searched)."""
+def synonym_groups(text: str) -> list[list[Phrase]]:
+    """The analyzed ``groups`` of a synonyms file's text: a list of lists of two or more
+    strings, nothing else at the top. Raises ValueError with one sentence naming what is
+    wrong (TOML syntax, another key, a group that is not a list of strings, an entry
+    with no word that is searched, an entry written twice, too many entries)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"it is not TOML ({exc})") from None
+    unknown = sorted(set(data) - {"groups"})
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}: the file holds `groups` only")
     groups = data.get("groups", [])
     if not isinstance(groups, list):
         raise ValueError("`groups` must be a list of lists of words and phrases")
+    if sum(len(g) for g in groups if isinstance(g, list)) > MAX_ENTRIES:
+        raise ValueError(f"it holds more than {MAX_ENTRIES:,} entries")
+    out: list[list[Phrase]] = []
+    seen: dict[tuple[str, ...], str] = {}
     for n, group in enumerate(groups, 1):
         if not (isinstance(group, list) and all(isinstance(e, str) for e in group)):
             raise ValueError(f"group {n} must be a list of words and phrases (strings)")
         if len(group) < 2:
             raise ValueError(f"group {n} must list two entries or more")
+        analyzed = []
         for entry in group:
-            if phrase(entry) is None:
+            p = phrase(entry)
+            if p is None:
                 raise ValueError(
                     f"{entry!r} (group {n}) holds no word that is searched (only stop words?)"
                 )
-    return groups
+            if p.keys in seen:
+                raise ValueError(
+                    f"{entry!r} (group {n}) is written twice in the file (as {seen[p.keys]!r}); "
+                    "an entry belongs to one group"
+                )
+            seen[p.keys] = entry
+            analyzed.append(p)
+        out.append(analyzed)
+    return out
 
 
 @cache
 def load_synonyms(path: Path | None = None) -> Synonyms:
-    """The analyzed groups of the synonyms file at ``path`` (None: the default list).
-    Raises ValueError (``synonym_groups``) or OSError when it cannot be read."""
-    groups = synonym_groups((path or DEFAULT_SYNONYMS).read_text("utf-8"))
-    return tuple(tuple(p for e in group if (p := phrase(e)) is not None) for group in groups)
+    """The synonyms of the file at ``path`` (None: the default list), read once per
+    process. Raises ValueError (``synonym_groups``) or OSError when it cannot be read."""
+    return Synonyms.of(synonym_groups((path or DEFAULT_SYNONYMS).read_text("utf-8")))
