@@ -1114,7 +1114,10 @@ def relevance_page(
         filters,
         after,
         limit,
-        budget=EVERY_WORD_BUDGET if budget is None else budget,
+        # other forms of a word bring lists of their own: twice the budget for them
+        budget=EVERY_WORD_BUDGET * (2 if any(len(w.searched) > 1 for w in words) else 1)
+        if budget is None
+        else budget,
     )
     if rows is not None:
         return rows
@@ -1144,9 +1147,9 @@ def relevance_page(
 EVERY_WORD_BUDGET = (
     16_384  # postings read from the smallest lists of a search of the tickets holding every word
 )
-_GROUPS = (
-    3**5
-)  # groups of impacts a search of the tickets holding every word may have (5 words, each anywhere)
+# groups of impacts a search of the tickets holding every word may have (7 words, or words
+# of several forms, each anywhere; each group is read only while the page is not full)
+_GROUPS = 3**7
 MERGE_RATIO = (
     6  # SQLite merges long lists that hold at most this many times the postings of the smallest
 )
