@@ -29,7 +29,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import Stemmer
 
@@ -203,24 +203,20 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Synonyms:
-    """Groups of synonym entries (``phrase``), with each entry found by its first key,
-    longest entries first (``query_terms`` looks an entry up at each chunk)."""
+    """Groups of synonym entries (``phrase``): ``starting`` holds each entry with its
+    group under the entry's first key, longest entries first (``query_terms`` looks
+    entries up at each chunk)."""
 
-    groups: tuple[tuple[Phrase, ...], ...] = ()
-    starting: dict[str, tuple[tuple[Phrase, tuple[Phrase, ...]], ...]] = field(
-        default_factory=dict, compare=False
-    )
+    starting: dict[str, tuple[tuple[Phrase, tuple[Phrase, ...]], ...]]
 
     @classmethod
     def of(cls, groups: Iterable[Iterable[Phrase]]) -> Synonyms:
-        kept = tuple(tuple(g) for g in groups)
         starting: dict[str, list[tuple[Phrase, tuple[Phrase, ...]]]] = {}
-        for group in kept:
+        for group in map(tuple, groups):
             for entry in group:
                 starting.setdefault(entry.keys[0], []).append((entry, group))
         return cls(
-            kept,
-            {k: tuple(sorted(v, key=lambda e: -len(e[0].keys))) for k, v in starting.items()},
+            {k: tuple(sorted(v, key=lambda e: -len(e[0].keys))) for k, v in starting.items()}
         )
 
 
@@ -338,8 +334,10 @@ def query_terms(query: str, synonyms: Synonyms | None = None) -> list[QueryWord]
         own = [w for c in per_chunk[i:end] for w in c]
         if len(own) == 1 and not entry.has_stop:
             forms = [*own[0].forms, *extra[i]]
+        elif len(own) == 1:  # `log in`: written solid first, then its word (`log`)
+            forms = [*entry.own, *own[0].forms]
         else:
-            forms = [*entry.own, *(f for w in own for f in w.forms if len(own) == 1)]
+            forms = [*entry.own]
         # the other entries (not those written as this one: `double charge`, `double charged`)
         others = [p for p in group if p.keys != entry.keys]
         forms += [f for p in others for f in p.forms]

@@ -146,8 +146,8 @@ class TicketRepository:
     def __init__(self, storage: Storage, synonyms: Path | None = None) -> None:
         self.storage = storage
         self.synonyms = synonyms
-        """The query synonyms file of search (None: the default list), read at the first
-        search (``tickets.synonyms``)."""
+        """The query synonyms file of search (None: the default list), read once per
+        process, at its first search (``tickets.synonyms``; ``serve`` checks it first)."""
 
     @property
     def dialect(self) -> str:
@@ -408,9 +408,10 @@ class TicketRepository:
         from ticket_server.tickets.synonyms import load_synonyms
 
         dialect = self.dialect
-        synonyms = load_synonyms(self.synonyms)
 
         def read(conn: Connection) -> SearchResult:
+            # read once per process, here in the executor's thread (not the event loop's)
+            synonyms = load_synonyms(self.synonyms)
             analyzed = analyze_query(conn, query, conversation, filters.scope(), synonyms)
             if analyzed.has_words and not analyzed.words:
                 return SearchResult(

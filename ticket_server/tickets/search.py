@@ -697,19 +697,22 @@ def _fts_match(query: Sequence[Word] | ColumnElement[str], every: bool = False) 
 def _match_text(dialect: str, words: Sequence[Word], every: bool = False) -> str:
     """The engine's full-text query of ``words``: any of them (``every``: all), a word
     held by any of its forms, a form by all of its tokens."""
-    # tokens hold no quotes
-    quote, both, either = (
-        ('"{}"', " AND ", " OR ") if dialect == "sqlite" else ("'{}'", " & ", " | ")
-    )
-
-    def group(parts: list[str], joined: str) -> str:
-        return parts[0] if len(parts) == 1 else "(" + joined.join(parts) + ")"
-
-    held = [
-        group([group([quote.format(t) for t in form], both) for form, _ in w.searched], either)
-        for w in words
-    ]
+    both, either = _OPERATORS[dialect == "sqlite"]
+    held = [_grouped([_form_text(dialect, form) for form, _ in w.searched], either) for w in words]
     return (both if every else either).join(held)
+
+
+_OPERATORS = {True: (" AND ", " OR "), False: (" & ", " | ")}  # SQLite's FTS5, or not
+
+
+def _form_text(dialect: str, form: Sequence[str]) -> str:
+    """The engine's full-text query of one form: all of its tokens (tokens hold no quotes)."""
+    quote = '"{}"' if dialect == "sqlite" else "'{}'"
+    return _grouped([quote.format(t) for t in form], _OPERATORS[dialect == "sqlite"][0])
+
+
+def _grouped(parts: list[str], joined: str) -> str:
+    return parts[0] if len(parts) == 1 else "(" + joined.join(parts) + ")"
 
 
 def _candidates(dialect: str, words: Sequence[Word], every: bool = False) -> ColumnElement[bool]:
@@ -813,7 +816,7 @@ def _rank(
     the module docstring; ``score`` is 0 for ``sort="newest"``), one integer, so each
     word is looked up once per ticket (a simple CASE evaluates its operand once). A word
     of several forms scores as its best form in the ticket (each form at its own
-    weight). With ``conversation`` a word in any of the ticket's comments counts as
+    weight). With ``conversation`` a form in any of the ticket's comments counts as
     well. Built once per shape: a search then pays neither for building the expression
     nor for SQLAlchemy's cache key of a new one."""
     # max(a, b) and min(a, b) are scalar in SQLite
@@ -824,29 +827,16 @@ def _rank(
         scores = []
         for f, size in enumerate(forms):
             tokens = [bindparam(f"rank_word{i}_{f}_{k}", type_=String) for k in range(size)]
-            held_in = [
-                ([_has(dialect, Ticket.search_subject, t) for t in tokens], SUBJECT_WEIGHT),
-                ([_has(dialect, Ticket.search_body, t) for t in tokens], BODY_WEIGHT),
+            in_subject = [_has(dialect, Ticket.search_subject, t) for t in tokens]
+            in_body = [_has(dialect, Ticket.search_body, t) for t in tokens]
+            impacts = [
+                case((s, SUBJECT_WEIGHT), else_=0) + case((b, BODY_WEIGHT), else_=0)
+                for s, b in zip(in_subject, in_body)
             ]
-            where: ColumnElement[int]
-            if size == 1:
-                places = [(held[0], weight) for held, weight in held_in]
-                where = sum(
-                    (case((held, weight), else_=0) for held, weight in places[1:]),
-                    case((places[0][0], places[0][1]), else_=0),
-                )
-                found += [held for held, _ in places]
-            else:
-                # a form of several tokens is held at the impact of its weakest token
-                # (so its tickets are the intersections of its tokens' posting lists)
-                where = least(
-                    *(
-                        case((held_in[0][0][k], SUBJECT_WEIGHT), else_=0)
-                        + case((held_in[1][0][k], BODY_WEIGHT), else_=0)
-                        for k in range(size)
-                    )
-                )
-                found.append(and_(*(or_(held_in[0][0][k], held_in[1][0][k]) for k in range(size))))
+            # a form of several tokens is held at the impact of its weakest token (so its
+            # tickets are the intersections of its tokens' posting lists)
+            where: ColumnElement[int] = impacts[0] if size == 1 else least(*impacts)
+            found.append(and_(*(or_(s, b) for s, b in zip(in_subject, in_body))))
             if conversation:  # a comment holding this form
                 comment = _commented(dialect, bindparam(f"rank_match{i}_{f}", type_=String))
                 where = where + case((comment, COMMENT_WEIGHT), else_=0)
@@ -876,8 +866,7 @@ def rank_parameters(
     for i, w in enumerate(words):
         for f, (form, weight) in enumerate(w.searched):
             if conversation:
-                one = Word(form[0], w.typed, weight, forms=(form,), weights=(weight,))
-                values[f"rank_match{i}_{f}"] = _match_text(dialect, [one])
+                values[f"rank_match{i}_{f}"] = _form_text(dialect, form)
             values.update({f"rank_word{i}_{f}_{k}": f" {t} " for k, t in enumerate(form)})
             if sort == "relevance":
                 values.update(
