@@ -1,7 +1,8 @@
 """``tickets.classification.apply_classification`` as the tool that opens a ticket calls
 it, inside its own transaction: a required field of the ticket's queue must be given
-(``opening=True``), a check without a time writes nothing, and a refusal leaves the
-transaction to roll back whole."""
+(``opening=True``, on a ticket holding no tags or values yet, as a just-opened one), a
+check without a time writes nothing, and a refusal leaves the transaction to roll back
+whole."""
 
 from __future__ import annotations
 
@@ -18,7 +19,22 @@ from ticket_server.tickets.classification import (
     apply_classification,
     read_classification,
 )
+from ticket_server.tickets.classification_models import TicketFieldValue, TicketTag
 from ticket_server.tickets.models import Ticket
+
+
+def _bare(conn: Connection, queue: str) -> tuple[int, str]:
+    """A ticket of ``queue`` with no tags and no field values, as one just opened."""
+    row = conn.execute(
+        select(Ticket.pk, Ticket.queue)
+        .where(
+            Ticket.queue == queue,
+            Ticket.pk.not_in(select(TicketFieldValue.ticket_pk)),
+            Ticket.pk.not_in(select(TicketTag.ticket_pk)),
+        )
+        .limit(1)
+    ).one()
+    return row.pk, row.queue
 
 
 async def test_opening_needs_the_required_fields_of_its_queue(settings: Settings) -> None:
@@ -33,9 +49,7 @@ async def test_opening_needs_the_required_fields_of_its_queue(settings: Settings
             ),
             {"yes": True, "now": now},
         )
-        pk, queue = conn.execute(
-            select(Ticket.pk, Ticket.queue).where(Ticket.queue == "billing").limit(1)
-        ).one()
+        pk, queue = _bare(conn, "billing")
         before = read_classification(conn, [pk])[pk]
         with pytest.raises(RequiredFieldMissing, match="required field\\(s\\) product"):
             apply_classification(
@@ -69,13 +83,11 @@ async def test_opening_needs_the_required_fields_of_its_queue(settings: Settings
         )
         assert read_classification(conn, [pk])[pk] == done.after
         # Another queue's ticket does not need it.
-        other = conn.execute(
-            select(Ticket.pk, Ticket.queue).where(Ticket.queue == "support").limit(1)
-        ).one()
+        other_pk, other_queue = _bare(conn, "support")
         apply_classification(
             conn,
-            other.pk,
-            other.queue,
+            other_pk,
+            other_queue,
             ClassificationChange(),
             free_tags=False,
             now=now,

@@ -326,9 +326,10 @@ async def seed(
                         extra={"written": added},
                     )
                 if count is None and path is None:
-                    for name in ("comments", "events"):
-                        for batch in _batches(sample_records(name)):
-                            await conn.run_sync(insert_tickets, [], **{name: batch})
+                    for batch in _batches(sample_records("comments")):
+                        await conn.run_sync(insert_tickets, [], batch)
+                    for batch in _batches(sample_records("events")):
+                        await conn.run_sync(insert_tickets, [], (), batch)
                     await conn.run_sync(fold_all_term_deltas)
                 # The sample's tags and custom fields; on the sample's or generated tickets.
                 await conn.run_sync(seed_classification, path is None and added > 0)

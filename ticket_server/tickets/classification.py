@@ -297,8 +297,9 @@ def apply_classification(
 ) -> ClassificationDiff:
     """Check ``change`` to the ticket ``ticket_pk`` (in ``queue``) and, when ``now`` is
     given, make it in ``conn``'s transaction (free tags join the vocabulary then).
-    ``opening``: the ticket is being opened, so every required field of its queue must
-    have a value and an empty change is no refusal. Returns the ticket's classification
+    ``opening``: the ticket is being opened (it has no tags or values yet, so none are
+    read), every required field of its queue must have a value and an empty change is no
+    refusal. Returns the ticket's classification
     before and after; ``NoChange`` when nothing would change (not when opening);
     ``ClassificationRefused`` as the module docstring says."""
     adding = list(dict.fromkeys(fold_tag(t) for t in change.add_tags))
@@ -308,13 +309,19 @@ def apply_classification(
         raise ClassificationRefused(
             f"Tag {both[0]!r} is both added and removed; name it once. Nothing was changed."
         )
-    before = read_classification(conn, [ticket_pk])[ticket_pk]
+    before = (
+        Classification((), {}) if opening else read_classification(conn, [ticket_pk])[ticket_pk]
+    )
     known = {
         r.name: r
-        for r in conn.execute(
-            select(_TAGS.c.id, _TAGS.c.name, _TAGS.c.active).where(
-                _TAGS.c.name.in_(adding + removing)
+        for r in (
+            conn.execute(
+                select(_TAGS.c.id, _TAGS.c.name, _TAGS.c.active).where(
+                    _TAGS.c.name.in_(adding + removing)
+                )
             )
+            if adding or removing
+            else ()
         )
     }
     new_tags = [t for t in adding if t not in before.tags]
@@ -419,11 +426,12 @@ def apply_classification(
             )
         )
     for definition, value in chosen.values():
-        conn.execute(
-            delete(_VALUES).where(
-                _VALUES.c.ticket_pk == ticket_pk, _VALUES.c.field_id == definition.id
+        if not opening:
+            conn.execute(
+                delete(_VALUES).where(
+                    _VALUES.c.ticket_pk == ticket_pk, _VALUES.c.field_id == definition.id
+                )
             )
-        )
         if value is not None:
             conn.execute(
                 insert(_VALUES).values(

@@ -268,6 +268,7 @@ class TicketOpening:
                         "updated_at": now,
                     }
                 ],
+                references_exist=True,  # the queue and organisation were checked above
             )
             if apply is not None:
                 apply(conn, new_id)

@@ -549,16 +549,20 @@ def insert_tickets(
     tickets: Iterable[dict[str, Any]],
     comments: Iterable[dict[str, Any]] = (),
     events: Iterable[dict[str, Any]] = (),
+    *,
+    references_exist: bool = False,
 ) -> int:
     """Insert tickets (dicts of column values) with their search columns (``search_terms``
     follows), then comments and events (each names its ticket by ``ticket_id``, already
     stored or among ``tickets``), on ``conn``, in the caller's transaction. Returns how
-    many tickets."""
+    many tickets. ``references_exist``: the caller has checked that every queue and
+    organisation the tickets name exists; otherwise the missing ones are made."""
     from ticket_server.tickets.directory import ensure_references
     from ticket_server.tickets.search import comment_search_bodies, search_columns
 
     rows = [{**t, **search_columns(t["subject"], t["body"])} for t in tickets]
-    ensure_references(conn, rows)  # their queues and organisations (foreign keys, 0012)
+    if not references_exist:
+        ensure_references(conn, rows)  # their queues and organisations (foreign keys, 0012)
     written = _write_text(conn, rows, insert_rows=True) if rows else 0
     comment_rows = list(comments)
     if comment_rows:
@@ -572,9 +576,9 @@ def insert_tickets(
         conn.execute(insert(TicketEvent), event_rows)
     from ticket_server.tickets import sla_store
 
-    sla_store.refresh(
-        conn, {r["ticket_id"] for r in (*comment_rows, *event_rows)} | {r["id"] for r in rows}
-    )
+    with_history = {r["ticket_id"] for r in (*comment_rows, *event_rows)}
+    new = {r["id"] for r in rows}
+    sla_store.refresh(conn, with_history | new, no_history=new - with_history)
     return written
 
 
@@ -589,19 +593,17 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     delta: Counter[str] = Counter()
     written: list[dict[str, Any]] = []
     if insert_rows:
-        conn.execute(insert(Ticket), rows)
-        keys: dict[str, tuple[int, Any]] = {}  # the keys the database gave
-        for start in range(0, len(rows), 5000):
-            ids = [r["id"] for r in rows[start : start + 5000]]
-            found = conn.execute(
-                select(_TICKETS.c.id, _TICKETS.c.pk, _TICKETS.c.created_at).where(
-                    _TICKETS.c.id.in_(ids)
-                )
-            )
-            keys.update((r.id, (r.pk, r.created_at)) for r in found)
+        # The postings name the key and creation time the database gave, returned in the
+        # rows' order.
+        given = conn.execute(
+            insert(Ticket).returning(
+                _TICKETS.c.pk, _TICKETS.c.created_at, sort_by_parameter_order=True
+            ),
+            rows,
+        )
         written = [
-            {**r, "pk": keys[r["id"]][0], "created_at": keys[r["id"]][1]} for r in rows
-        ]  # the postings name the key and creation time the database holds
+            {**r, "pk": k.pk, "created_at": k.created_at} for r, k in zip(rows, given, strict=True)
+        ]
     for row in [] if insert_rows else rows:
         old = (
             conn.execute(

@@ -6,7 +6,7 @@ repository's ``read`` / ``transaction``; filters are ``tickets.search.SearchFilt
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -84,29 +84,38 @@ def replace_policy(conn: Connection, policy: Policy) -> tuple[int, int]:
     return len(calendars), len(targets) + len(plan_targets)
 
 
-def _facts(conn: Connection, tickets: Any, rows: Sequence[Any]) -> dict[str, TicketFacts]:
+def _facts(
+    conn: Connection, tickets: Any, rows: Sequence[Any], history: bool = True
+) -> dict[str, TicketFacts]:
     """The facts of ``rows`` (id, created_at, status, queue, priority), whose ids are
-    what the subquery ``tickets`` selects."""
+    what the subquery ``tickets`` selects. ``history=False``: they have no events or
+    comments (inserted in this transaction without any), so neither is read."""
     changes: dict[str, list[Change]] = defaultdict(list)
-    events = (
-        select(_E.c.ticket_id, _E.c.field, _E.c.old_value, _E.c.new_value, _E.c.created_at)
-        .where(_E.c.ticket_id.in_(tickets), _E.c.field.in_((EventField.STATUS, EventField.QUEUE)))
-        .order_by(_E.c.ticket_id, _E.c.created_at, _E.c.pk)
-    )
-    for e in conn.execute(events):
-        changes[e.ticket_id].append(Change(str(e.field), e.old_value, e.new_value, e.created_at))
-    replies = (
-        select(_C.c.ticket_id, func.min(_C.c.created_at).label("first"))
-        .where(
-            _C.c.ticket_id.in_(tickets),
-            _C.c.author_type == AuthorType.AGENT,
-            _C.c.visibility == Visibility.PUBLIC,
+    first: dict[str, datetime] = {}
+    if history:
+        events = (
+            select(_E.c.ticket_id, _E.c.field, _E.c.old_value, _E.c.new_value, _E.c.created_at)
+            .where(
+                _E.c.ticket_id.in_(tickets),
+                _E.c.field.in_((EventField.STATUS, EventField.QUEUE)),
+            )
+            .order_by(_E.c.ticket_id, _E.c.created_at, _E.c.pk)
         )
-        .group_by(_C.c.ticket_id)
-    )
-    first = {r.ticket_id: r.first for r in conn.execute(replies)}
-    # MIN() of a timestamp comes back as text on SQLite (the column type is lost).
-    first = {k: _utc(v) for k, v in first.items()}
+        for e in conn.execute(events):
+            changes[e.ticket_id].append(
+                Change(str(e.field), e.old_value, e.new_value, e.created_at)
+            )
+        replies = (
+            select(_C.c.ticket_id, func.min(_C.c.created_at).label("first"))
+            .where(
+                _C.c.ticket_id.in_(tickets),
+                _C.c.author_type == AuthorType.AGENT,
+                _C.c.visibility == Visibility.PUBLIC,
+            )
+            .group_by(_C.c.ticket_id)
+        )
+        # MIN() of a timestamp comes back as text on SQLite (the column type is lost).
+        first = {r.ticket_id: _utc(r.first) for r in conn.execute(replies)}
     return {
         r.id: TicketFacts(
             created_at=r.created_at,
@@ -194,20 +203,27 @@ def _settled(facts: TicketFacts) -> datetime:
     return max(moments) + timedelta(seconds=1)
 
 
-def refresh(conn: Connection, ticket_ids: Iterable[str], policy: Policy | None = None) -> int:
+def refresh(
+    conn: Connection,
+    ticket_ids: Iterable[str],
+    policy: Policy | None = None,
+    *,
+    no_history: Collection[str] = (),
+) -> int:
     """Store the SLA columns of ``ticket_ids`` (in the caller's transaction): called
     by every write that changes what a state is derived from (status, queue, priority,
-    a public agent reply, the ticket itself) and by a policy change. Returns how many
-    tickets were written."""
+    a public agent reply, the ticket itself) and by a policy change. ``no_history``: ids
+    among them known to have no events or comments (inserted in this transaction without
+    any). Returns how many tickets were written."""
     ids = sorted(set(ticket_ids))
     if not ids:
         return 0
     policy = policy if policy is not None else load_policy(conn)
-    written = 0
+    bare, written = set(no_history), 0
     for start in range(0, len(ids), REFRESH_BATCH):
         chunk = ids[start : start + REFRESH_BATCH]
         rows = list(conn.execute(select(*_FACT_COLUMNS).where(_T.c.id.in_(chunk))))
-        facts = _facts(conn, chunk, rows)
+        facts = _facts(conn, chunk, rows, history=not bare.issuperset(chunk))
         values = [
             {"key": r.id, **{"new_" + k: v for k, v in columns.items()}}
             for r in rows
