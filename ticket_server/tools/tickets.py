@@ -32,10 +32,11 @@ POLICY = {"search_tickets_v2": ToolPolicy(expensive=True)}
 Name = Annotated[str, Field(max_length=64)]
 
 
+# One custom field a searched ticket must hold, with this value: a list of these rather
+# than a map of name to value, as OpenAI's strict mode takes no open objects. Not a
+# docstring: pydantic would publish it in the tool's schema, where the argument's own
+# description says what a model needs.
 class FieldFilter(BaseModel):
-    """One custom field a searched ticket must hold, with this value (a list of these
-    rather than a map of name to value: OpenAI's strict mode takes no open objects)."""
-
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1, max_length=64)]
