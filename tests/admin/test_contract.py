@@ -92,6 +92,17 @@ def change(live: dict, name: str, edit) -> dict:
             ("additive", "maximum 50 -> 100"),
         ),
         (lambda t: t.update(description="Better words."), ("additive", "description changed")),
+        # an argument's description is read by a model as the tool's is
+        (
+            lambda t: t["inputSchema"]["properties"]["query"].update(description="Other words."),
+            ("additive", "description changed"),
+        ),
+        (
+            lambda t: t["inputSchema"]["properties"]["fields"]["anyOf"][0]["items"].update(
+                description="A field and its value."
+            ),
+            ("additive", "description changed"),
+        ),
         # breaking
         (
             lambda t: (

@@ -126,6 +126,10 @@ def compare_schema(
         else:
             add("breaking", f"output type changed {sorted(old_t)} -> {sorted(new_t)}")
 
+    # A model reads an argument's or field's description as it reads the tool's.
+    if where and old.get("description") != new.get("description"):
+        add("additive", "description changed")
+
     old_e, new_e = _enum(old), _enum(new)
     if old_e is not None and old_e != new_e:
         widened = new_e is None or new_e > old_e
