@@ -4,6 +4,7 @@ PostgreSQL; the synonyms file and its mistakes."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -159,6 +160,29 @@ async def test_a_deployment_list_replaces_the_default_without_a_reindex(
             assert await ids(client, query="zorblax", limit=1) == zorblax
             note = (await search(client, query="2FA quokka")).structured_content["note"] or ""
             assert ("'two-factor'" in note) is default_used
+
+
+async def test_a_server_built_with_an_unreadable_synonyms_file_still_searches(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past ``serve``'s check (a server built in process): the search answers without
+    synonyms, and the operator's log names the file and the reason at each search."""
+    await _add_tickets(settings)
+    bad = tmp_path / "synonyms.toml"
+    bad.write_text('groups = [["refund"]]\n', encoding="utf-8")
+    for path, says in [(bad, "group 1 must list two entries"), (tmp_path / "no.toml", "No such")]:
+        configured = settings.model_copy(update={"search_synonyms": path})
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="ticket_server.tickets.synonyms"):
+            async with Client(build_server(configured)) as client:
+                found = await search(client, query="quokka reimbursement", limit=3)
+                refund = await search(client, query="quokka refund", limit=3)
+        assert not found.is_error and not refund.is_error
+        assert found.structured_content["tickets"][0]["id"] == "SUP-9700007"
+        # no synonyms: `refund` does not find the reimbursement ticket by all its words
+        assert "No ticket matches all" in (refund.structured_content["note"] or "")
+        logged = [r.getMessage() for r in caplog.records]
+        assert len(logged) == 2 and all(str(path) in m and says in m for m in logged)
 
 
 def test_serve_names_the_setting_of_a_bad_synonyms_file(tmp_path: Path) -> None:

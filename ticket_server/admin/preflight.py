@@ -33,15 +33,10 @@ def require_readable_synonyms(settings: Settings) -> None:
     list of groups, said before anything is served rather than at the first search."""
     if settings.search_synonyms is None:
         return
-    from ticket_server.tickets.synonyms import load_synonyms
+    from ticket_server.tickets.synonyms import unreadable
 
-    try:
-        load_synonyms(settings.search_synonyms)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-    except ValueError as exc:
-        reason = str(exc)
-    else:
+    reason = unreadable(settings.search_synonyms)
+    if reason is None:
         return
     raise CommandError(
         f"serve: TICKET_SERVER_SEARCH_SYNONYMS={settings.search_synonyms}: {reason}; "

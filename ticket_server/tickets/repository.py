@@ -405,13 +405,13 @@ class TicketRepository:
             relevance_page,
             row_position,
         )
-        from ticket_server.tickets.synonyms import load_synonyms
+        from ticket_server.tickets.synonyms import search_synonyms
 
         dialect = self.dialect
 
         def read(conn: Connection) -> SearchResult:
             # read once per process, here in the executor's thread (not the event loop's)
-            synonyms = load_synonyms(self.synonyms)
+            synonyms = search_synonyms(self.synonyms)
             analyzed = analyze_query(conn, query, conversation, filters.scope(), synonyms)
             if analyzed.has_words and not analyzed.words:
                 return SearchResult(

@@ -7,11 +7,14 @@ effect when the server process starts (it is read once per process), with no rei
 
 from __future__ import annotations
 
+import logging
 import tomllib
 from functools import cache
 from pathlib import Path
 
 from ticket_server.tickets.analyzer import Phrase, Synonyms, phrase
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SYNONYMS = Path(__file__).with_name("synonyms.toml")
 MAX_ENTRIES = 10_000  # entries of a synonyms file (each query looks entries up by word)
@@ -64,3 +67,30 @@ def load_synonyms(path: Path | None = None) -> Synonyms:
     """The synonyms of the file at ``path`` (None: the default list), read once per
     process. Raises ValueError (``synonym_groups``) or OSError when it cannot be read."""
     return Synonyms.of(synonym_groups((path or DEFAULT_SYNONYMS).read_text("utf-8")))
+
+
+def unreadable(path: Path | None) -> str | None:
+    """Why the synonyms file at ``path`` cannot be used, in one sentence; None when it
+    reads (``load_synonyms``)."""
+    try:
+        load_synonyms(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def search_synonyms(path: Path | None) -> Synonyms:
+    """The synonyms a search uses: ``load_synonyms(path)``, or none when the file cannot
+    be read, the reason logged (stderr) at each search. The search still answers, as it
+    did before the list existed. ``serve`` refuses such a file before it starts
+    (``admin.preflight``); a server built in process gets here."""
+    reason = unreadable(path)
+    if reason is None:
+        return load_synonyms(path)
+    log.error(
+        f"search synonyms file {path} unreadable ({reason}); searching without synonyms; "
+        "fix it or unset TICKET_SERVER_SEARCH_SYNONYMS"
+    )
+    return Synonyms({})
