@@ -593,16 +593,35 @@ def _write_text(conn: Connection, rows: list[dict[str, Any]], *, insert_rows: bo
     delta: Counter[str] = Counter()
     written: list[dict[str, Any]] = []
     if insert_rows:
-        # The postings name the key and creation time the database gave, returned in the
-        # rows' order.
-        given = conn.execute(
-            insert(Ticket).returning(
-                _TICKETS.c.pk, _TICKETS.c.created_at, sort_by_parameter_order=True
-            ),
-            rows,
-        )
+        # The postings name the key and creation time the database gave. PostgreSQL
+        # returns them from the INSERT, in the rows' order (a round trip fewer). SQLite
+        # reads them after it: SQLAlchemy can order its RETURNING only one row per
+        # statement, which would undo the batch, and a read there is no round trip (and
+        # needs no SQLite 3.35).
+        if conn.dialect.name == "postgresql":
+            given = conn.execute(
+                insert(Ticket).returning(
+                    _TICKETS.c.id,
+                    _TICKETS.c.pk,
+                    _TICKETS.c.created_at,
+                    sort_by_parameter_order=True,
+                ),
+                rows,
+            ).all()
+        else:
+            conn.execute(insert(Ticket), rows)
+            given = [
+                key
+                for start in range(0, len(rows), 5000)
+                for key in conn.execute(
+                    select(_TICKETS.c.id, _TICKETS.c.pk, _TICKETS.c.created_at).where(
+                        _TICKETS.c.id.in_([r["id"] for r in rows[start : start + 5000]])
+                    )
+                )
+            ]
+        keys = {k.id: k for k in given}
         written = [
-            {**r, "pk": k.pk, "created_at": k.created_at} for r, k in zip(rows, given, strict=True)
+            {**r, "pk": keys[r["id"]].pk, "created_at": keys[r["id"]].created_at} for r in rows
         ]
     for row in [] if insert_rows else rows:
         old = (
