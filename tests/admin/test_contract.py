@@ -103,6 +103,12 @@ def change(live: dict, name: str, edit) -> dict:
             ),
             ("additive", "description changed"),
         ),
+        (
+            lambda t: t["inputSchema"]["properties"]["queue"]["anyOf"][0].update(
+                description="A queue's name."
+            ),
+            ("additive", "description changed"),
+        ),
         # breaking
         (
             lambda t: (

@@ -100,6 +100,11 @@ def _main(schema: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((v for v in _variants(schema) if v.get("type") == kind), None)
 
 
+def _descriptions(schema: dict[str, Any]) -> list[Any]:
+    variants = schema.get("anyOf") or schema.get("oneOf") or []
+    return [schema.get("description"), *(v.get("description") for v in variants)]
+
+
 def _enum(schema: dict[str, Any]) -> set[Any] | None:
     values = [v for variant in _variants(schema) for v in variant.get("enum", [])]
     return set(map(json.dumps, values)) if values else None
@@ -126,8 +131,9 @@ def compare_schema(
         else:
             add("breaking", f"output type changed {sorted(old_t)} -> {sorted(new_t)}")
 
-    # A model reads an argument's or field's description as it reads the tool's.
-    if where and old.get("description") != new.get("description"):
+    # A model reads an argument's or field's description (or a variant's) as it reads the
+    # tool's.
+    if where and _descriptions(old) != _descriptions(new):
         add("additive", "description changed")
 
     old_e, new_e = _enum(old), _enum(new)
