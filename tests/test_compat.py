@@ -4,6 +4,8 @@ installed versions: an upgrade that renames or reshapes one fails here, by name.
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 
 import uvicorn
 from fastmcp import Client, Context, FastMCP
@@ -206,3 +208,35 @@ def test_stream_sessions_flag_clears_json_responses_of_transports_made_under_it(
     assert streamed.is_json_response_enabled is False
     source = inspect.getsource(StreamableHTTPServerTransport)
     assert source.count("self.is_json_response_enabled") >= 3  # POST handler, router, metadata
+
+
+def test_a_server_starts_without_importing_requests() -> None:
+    """``compat.dereference_refs`` imports ``jsonref`` with ``requests`` hidden: a built
+    server has neither ``requests`` nor its dependencies in memory, and ``jsonref`` holds
+    no ``requests`` (remote ``$ref``s, which FastMCP strips anyway, are all it would
+    fetch). The second part checks that the shim is still needed: ``jsonref`` imported
+    alone still imports ``requests``; when it stops, drop the shim."""
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from ticket_server.server import build_server; "
+            "from ticket_server.settings import Settings; "
+            "build_server(Settings(database_url='sqlite+aiosqlite:///unused.db')); "
+            "print(sorted(m for m in ('requests', 'urllib3', 'charset_normalizer') "
+            "if m in sys.modules), sys.modules['jsonref'].requests)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert built.stdout.split() == ["[]", "None"], built.stdout
+    alone = subprocess.run(
+        [sys.executable, "-c", "import sys, jsonref; print('requests' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert alone.stdout.strip() == "True"

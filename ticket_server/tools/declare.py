@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from fastmcp.tools import Tool
-from fastmcp.utilities.json_schema import dereference_refs
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 from ticket_server.access.policy import READ_SCOPE, WRITE_SCOPE
+from ticket_server.compat import dereference_refs
 from ticket_server.tools import READ_ONLY
 from ticket_server.tools.arguments import drop_null_defaults
 from ticket_server.tools.outputs import output_schema
@@ -21,7 +21,7 @@ from ticket_server.tools.outputs import output_schema
 
 def _published(tool: Tool) -> Tool:
     """``tool`` as it is listed: the ``$ref``s of its input and output schemas inlined,
-    by FastMCP's own function, once per process (what its ``dereference_schemas``, off in
+    by FastMCP's own function (``compat.dereference_refs``), once per process (what its ``dereference_schemas``, off in
     ``build_server``, would redo on every tools/list), and no ``"default": null`` in its
     input schema (``arguments.drop_null_defaults``)."""
     drop_null_defaults(tool)
