@@ -55,6 +55,8 @@ POLICY = {"get_attachment": ToolPolicy(expensive=True)}
 """What the call pipeline applies to this module's tools (``access/policy.py``)."""
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from ticket_server.settings import Settings
     from ticket_server.tickets.attachments import Attaching, AttachmentRecord
     from ticket_server.tickets.blobstore import BlobStore
@@ -278,12 +280,12 @@ class AttachmentRead(AttachmentInfo):
     truncated: bool = False
 
 
-async def attachment_list(repo: TicketRepository, ticket_id: str) -> dict[str, Any]:
-    """The ``attachments`` of a full ticket read (the caller may see the ticket)."""
+def attachment_list(conn: Connection, ticket_id: str) -> dict[str, Any]:
+    """The ``attachments`` of a full ticket read (the caller may see the ticket), read on
+    ``conn``."""
     from ticket_server.tickets.attachments import ticket_attachments
 
-    with domain_errors():
-        found, total = await repo.read(lambda conn: ticket_attachments(conn, ticket_id, LISTED))
+    found, total = ticket_attachments(conn, ticket_id, LISTED)
     return AttachmentList(
         items=[info(r) for r in found], total=total, truncated=total > len(found)
     ).model_dump(mode="json")

@@ -31,7 +31,6 @@ POLICY = {"count_tickets": ToolPolicy(expensive=True)}
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository
     from ticket_server.tickets.search import SearchFilters
-    from ticket_server.tickets.sla import SlaState
 
 QUEUE_URI = "tickets://queue/{}"
 MAX_GROUPS = 100
@@ -114,13 +113,6 @@ async def count(
         if len(groups) > MAX_GROUPS
         else None,
     )
-
-
-async def ticket_sla(repo: TicketRepository, ticket_id: str, now: datetime) -> SlaState | None:
-    from ticket_server.tickets import sla_store
-
-    with domain_errors():
-        return await repo.read(lambda conn: sla_store.ticket_sla(conn, ticket_id, now))
 
 
 def _brief(row: Any) -> dict[str, Any]:

@@ -20,23 +20,19 @@ if TYPE_CHECKING:
 MAX_FILTERS = 10
 
 
-async def classification_json(
-    repo: TicketRepository, ticket_id: str, wanted: set[str]
-) -> dict[str, Any]:
-    """``tags`` and/or ``custom_fields`` (those in ``wanted``) of the ticket ``ticket_id``."""
+def classification_json(conn: Connection, ticket_id: str, wanted: set[str]) -> dict[str, Any]:
+    """``tags`` and/or ``custom_fields`` (those in ``wanted``) of the ticket ``ticket_id``,
+    read on ``conn``."""
     from sqlalchemy import select
 
     from ticket_server.tickets.classification import read_classification
     from ticket_server.tickets.models import Ticket
 
-    def read(conn: Connection) -> dict[str, Any]:
-        pk = conn.execute(select(Ticket.pk).where(Ticket.id == ticket_id)).scalar()
-        if pk is None:
-            return {}
-        found = read_classification(conn, [pk])[pk].as_json()
-        return {k: v for k, v in found.items() if k in wanted}
-
-    return await repo.read(read)
+    pk = conn.execute(select(Ticket.pk).where(Ticket.id == ticket_id)).scalar()
+    if pk is None:
+        return {}
+    found = read_classification(conn, [pk])[pk].as_json()
+    return {k: v for k, v in found.items() if k in wanted}
 
 
 def fit_page(

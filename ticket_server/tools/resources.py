@@ -23,7 +23,7 @@ from ticket_server.tools.full_read import (
     meta_for,
     read_customer,
     read_ticket,
-    sla_json,
+    ticket_extras,
     ticket_json,
 )
 from ticket_server.tools.services import Services, current_services
@@ -52,15 +52,12 @@ async def read_ticket_resource(
     id: str, services: Services = Depends(current_services)
 ) -> ResourceResult:
     """``tickets://ticket/{id}``: the whole ticket, as ``get_ticket`` with every field."""
-    from ticket_server.tools.attachments import attachment_list
-
     repo = services.repository
     with domain_errors():
         view = await read_ticket(repo, id, current_queues())
     if view is None:
         raise missing(TICKET_URI.format(id))
-    sla = await sla_json(repo, view.ticket.id, set(TICKET_FIELDS), services.now)
-    files = await attachment_list(repo, view.ticket.id)
+    sla, files, _ = await ticket_extras(repo, view.ticket.id, {"sla", "attachments"}, services.now)
     cursor_for = comment_cursors(services.cursors, view.ticket.id)
     return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla, attachments=files))
 
