@@ -312,18 +312,15 @@ def apply_classification(
     before = (
         Classification((), {}) if opening else read_classification(conn, [ticket_pk])[ticket_pk]
     )
-    known = {
-        r.name: r
-        for r in (
-            conn.execute(
-                select(_TAGS.c.id, _TAGS.c.name, _TAGS.c.active).where(
-                    _TAGS.c.name.in_(adding + removing)
-                )
-            )
-            if adding or removing
-            else ()
+    named = adding + removing
+    tag_rows = (
+        conn.execute(
+            select(_TAGS.c.id, _TAGS.c.name, _TAGS.c.active).where(_TAGS.c.name.in_(named))
         )
-    }
+        if named
+        else ()
+    )
+    known = {r.name: r for r in tag_rows}
     new_tags = [t for t in adding if t not in before.tags]
     for tag in new_tags:
         row = known.get(tag)

@@ -21,9 +21,9 @@ from ticket_server.tools.outputs import output_schema
 
 def _published(tool: Tool) -> Tool:
     """``tool`` as it is listed: the ``$ref``s of its input and output schemas inlined,
-    by FastMCP's own function (``compat.dereference_refs``), once per process (what its ``dereference_schemas``, off in
-    ``build_server``, would redo on every tools/list), and no ``"default": null`` in its
-    input schema (``arguments.drop_null_defaults``)."""
+    by FastMCP's own function (``compat.dereference_refs``), once per process (what its
+    ``dereference_schemas``, off in ``build_server``, would redo on every tools/list), and
+    no ``"default": null`` in its input schema (``arguments.drop_null_defaults``)."""
     drop_null_defaults(tool)
     update = {
         field: dereference_refs(schema)

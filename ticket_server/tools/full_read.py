@@ -473,20 +473,21 @@ def _link(uri: str, name: str) -> ResourceLink:
     return ResourceLink(type="resource_link", uri=uri, name=name, mimeType="application/json")
 
 
+Extras = tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]
+"""What a full read adds to a ticket's view, as JSON: ``(sla state, attachments, tags
+and custom fields)``; None (or ``{}``) for those not asked for."""
+
+
 async def ticket_extras(
     repo: TicketRepository, ticket_id: str, fields: set[str], now: Now
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]:
-    """What a full read adds to the ticket's view, as JSON, for the ``fields`` that ask
-    for it, in one read: ``(sla state, attachments, tags and custom fields)``; None (or
-    ``{}``) for those not asked for."""
+) -> Extras:
+    """The ``Extras`` of ``ticket_id`` that ``fields`` ask for, in one read."""
     from ticket_server.tickets import sla_store
     from ticket_server.tools.attachments import attachment_list
 
     at = now()
 
-    def read(
-        conn: Connection,
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]:
+    def read(conn: Connection) -> Extras:
         state = sla_store.ticket_sla(conn, ticket_id, at) if "sla" in fields else None
         return (
             state.model_dump(mode="json") if state is not None else None,
