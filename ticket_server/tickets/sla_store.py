@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from ticket_server.tickets.classification_models import Tag, TicketTag
 from ticket_server.tickets.domain import (
@@ -329,14 +329,21 @@ class Counts:
 
 def _younger_than(now: datetime) -> list[Any]:
     """Per age bound, the count of the group's tickets created after ``now`` - bound:
-    sums beside ``count()`` rather than a GROUP BY on a bucket expression, which made the
+    tallies beside ``count()`` rather than a GROUP BY on a bucket expression, which made the
     engine sort every matching row (a temporary B-tree on SQLite) where the index order
     of the group's columns serves alone."""
     return [
-        func.sum(case((_T.c.created_at > now - bound, 1), else_=0)).label(f"younger_{i}")
+        _tally(_T.c.created_at > now - bound).label(f"younger_{i}")
         for i, (_, bound) in enumerate(AGE_BUCKETS)
         if bound is not None
     ]
+
+
+def _tally(condition: Any) -> Any:
+    """``count(*) FILTER (WHERE condition)``: the rows of a group that meet ``condition``
+    (SQLite 3.30+, PostgreSQL 9.4+), which both engines run with less work per row than
+    ``sum(CASE WHEN ... THEN 1 ELSE 0 END)`` (bench/ANALYSIS.md, issue 34)."""
+    return func.count().filter(condition)
 
 
 def _ages(row: Any) -> dict[str, int]:
@@ -365,15 +372,17 @@ def count(
         )
         source = _T.outerjoin(tags, tags.c.ticket_pk == _T.c.pk)
         columns.append(tags.c.name)
-    unknown_case = func.sum(case((_T.c.sla_covered.is_(None), 1), else_=0))
+    # Tickets whose SLA columns are not derived yet (sla_covered null): count(*) less
+    # count(sla_covered), which costs less than a third conditional tally.
+    covered = func.count(_T.c.sla_covered)
     stmt = (
         select(
             *columns,
             func.count().label("n"),
             *_younger_than(now),
-            func.sum(case((breached_now(now), 1), else_=0)).label("late"),
-            func.sum(case((_T.c.sla_covered.is_(False), 1), else_=0)).label("without"),
-            unknown_case.label("unknown"),
+            _tally(breached_now(now)).label("late"),
+            _tally(_T.c.sla_covered.is_(False)).label("without"),
+            covered.label("covered"),
         )
         .select_from(source)
         .where(*filters.conditions())
@@ -392,13 +401,13 @@ def count(
             breached=int(row["late"] or 0),
             without_sla=int(row["without"] or 0),
         )
-        unknown += int(row["unknown"] or 0)
+        unknown += row["n"] - row["covered"]
         total += row["n"]
     if "tag" in keys:  # each ticket once
         once = conn.execute(
-            select(func.count(), unknown_case).select_from(_T).where(*filters.conditions())
+            select(func.count(), covered).select_from(_T).where(*filters.conditions())
         ).one()
-        total, unknown = int(once[0]), int(once[1] or 0)
+        total, unknown = int(once[0]), int(once[0]) - int(once[1])
     note = None
     if unknown:
         note = (
