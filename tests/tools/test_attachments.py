@@ -242,3 +242,44 @@ async def test_a_large_image_is_downscaled(settings: Settings, agent) -> None:
         read = await client.call_tool("get_attachment", {"attachment_id": pdf[0][0]})
         assert read.structured_content["content"] == "resource"
         assert read.content[1].resource.blob
+
+
+def _bytes_held(prefix: bytes) -> int:
+    """How many bytes objects longer than ``prefix`` that start with it are held by the
+    process's containers (dicts, lists, tuples), after a full collection."""
+    import gc
+
+    gc.collect()
+    held = 0
+    for container in gc.get_objects():
+        if isinstance(container, dict):
+            values: Any = container.values()
+        elif isinstance(container, list | tuple):
+            values = container
+        else:
+            continue
+        for value in values:
+            if type(value) is bytes and len(value) > len(prefix) and value.startswith(prefix):
+                held += 1
+    return held
+
+
+async def test_the_server_keeps_no_copy_of_an_uploaded_file(settings: Settings, agent) -> None:
+    """Once the write is done, no object of the server holds the file's bytes: the chunks
+    were written as execution parameters (SQLAlchemy's statement cache kept the first
+    statement of each shape with the values in it: a customer's file in memory until
+    the process ends)."""
+    billing = await ticket_in(settings, "billing")
+    prefix = f"keep no copy {hashlib.sha256(billing.encode()).hexdigest()}\n".encode()
+    encoded = b64(prefix + b"a line of the exported log\n" * 48_000)  # 1.3 MB: two chunks
+    async with Client(agent) as client:
+        result = await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "Export attached.",
+                "attachments": [{"name": "export.bin", "content_base64": encoded}],
+            },
+        )
+        assert result.structured_content["attachments"][0]["size"] == len(prefix) + 1_296_000
+        assert _bytes_held(prefix) == 0

@@ -63,11 +63,12 @@ class DatabaseStore:
     def keep(self, conn: Connection, sha256: str, data: bytes) -> None:
         view = memoryview(data)
         for seq, start in enumerate(range(0, max(len(view), 1), CHUNK_BYTES)):
-            # One chunk copied at a time: a statement never carries the whole file.
+            # One chunk copied at a time: a statement never carries the whole file. The
+            # values go as execution parameters, not in the statement: SQLAlchemy's
+            # statement cache keeps the first statement of each shape, with its values.
             conn.execute(
-                insert(_CHUNKS).values(
-                    sha256=sha256, seq=seq, data=bytes(view[start : start + CHUNK_BYTES])
-                )
+                insert(_CHUNKS),
+                {"sha256": sha256, "seq": seq, "data": bytes(view[start : start + CHUNK_BYTES])},
             )
 
     async def read(self, sha256: str, size: int) -> bytes:
