@@ -238,6 +238,7 @@ def test_c14_invalid_utf8_is_a_parse_error_and_nothing_runs(db_path: Path) -> No
         )
         refused = raw.read()
         assert refused["id"] is None and refused["error"]["code"] == -32700
+        assert "not UTF-8" in refused["error"]["message"], "said as over HTTP"
         raw.send(
             {
                 "jsonrpc": "2.0",

@@ -1,10 +1,14 @@
 """The stdio transport: FastMCP's ``run_stdio_async``, with three additions.
 
-- Malformed frames are answered as JSON-RPC 2.0 requires (``transports.frames``): the
-  SDK's stdio reader drops a line it cannot parse without a word, so a client that sent
-  one would wait for an answer that never comes. Blank lines are skipped. A line that
-  is not UTF-8 is a Parse error (RFC 8259 section 8.1: JSON text is UTF-8), as over
-  HTTP: the SDK's reader would replace the bytes with U+FFFD and run the request.
+- stdin is read here, not by the SDK's reader (the SDK's ``stdio_server`` writes stdout):
+  - malformed frames are answered as JSON-RPC 2.0 requires (``transports.frames``),
+    where the SDK's reader drops a line it cannot parse without a word, so a client
+    that sent one would wait for an answer that never comes. Blank lines are skipped.
+    A line that is not UTF-8 is a Parse error (RFC 8259 section 8.1: JSON text is
+    UTF-8), as over HTTP: the SDK's reader would replace the bytes with U+FFFD;
+  - each line is parsed once, from its bytes, and dropped before the request runs: a
+    file uploaded as base64 is then held once by the parsed arguments, where the SDK's
+    reader holds the line's text until the next line comes, beside its own parse.
 - The start-up checks (the database is at the migration head, the configured stdio caller
   exists unrevoked) run in-process beside the start: ``initialize`` may be answered
   first, tools/list and tools/call wait for them. A failed check ends the process with
@@ -20,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+import pydantic_core
 from fastmcp import FastMCP
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
@@ -40,6 +44,7 @@ from mcp.types import (
     JSONRPCRequest,
     JSONRPCResponse,
     RequestId,
+    jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
 
@@ -54,64 +59,54 @@ class CheckFailed(Exception):
     """A start-up check failed; the message (one line) says what to fix."""
 
 
-def frame_error(exc: Exception) -> ErrorData | None:
-    """The JSON-RPC error for a line the transport could not read; None to skip it."""
-    if not isinstance(exc, ValidationError):
-        return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.NOT_A_MESSAGE}")
-    errors = exc.errors(include_url=False)
-    raw = errors[0].get("input") if errors else None
-    if isinstance(raw, (str, bytes)) and not raw.strip():
-        return None  # a blank line: nothing was sent
-    if raw == NULL_ID:
-        return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.NULL_ID}")
-    if any(e.get("type") == "json_invalid" for e in errors):  # the SDK's JSON parser said so
-        return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
-    message, _ = frames.parse(raw) if isinstance(raw, (str, bytes)) else (raw, None)
-    return ErrorData(
-        code=INVALID_REQUEST,
-        message=f"Invalid Request: {frames.problem(message) or frames.NOT_A_MESSAGE}",
-    )
-
-
-NOT_UTF8 = "\x00 not UTF-8\n"  # a line no JSON parser accepts, answered -32700
-NULL_ID = "\x00 null id\n"  # stands for a request with "id": null, answered -32600
-_NULL_ID = re.compile(r'"id"\s*:\s*null')
-
-
-def _null_id_request(line: str) -> bool:
-    """A request whose id is null (JSON-RPC 2.0 allows none; MCP forbids null): the
-    SDK would read it as a notification and never answer."""
-    if _NULL_ID.search(line) is None:
-        return False
-    message, parse_error = frames.parse(line)
-    return (
-        parse_error is None
-        and isinstance(message, dict)
-        and "method" in message
-        and message.get("id", 0) is None
-    )
-
-
-class StrictUtf8Lines:
-    """stdin as text lines for the SDK's stdio reader, each decoded as strict UTF-8; a
-    line that is not becomes ``NOT_UTF8``, never a request with replaced characters, and
-    a request with a null id becomes ``NULL_ID``, never a notification."""
-
-    def __init__(self, raw: Any) -> None:
-        self.raw = anyio.wrap_file(raw)
-
-    def __aiter__(self) -> StrictUtf8Lines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self.raw.readline()
-        if not line:
-            raise StopAsyncIteration
+def read_frame(line: bytes) -> SessionMessage | ErrorData | None:
+    """The message one stdin line holds; the JSON-RPC error that answers a line holding
+    none (sent with ``"id": null``); None for a blank line. The JSON is parsed once,
+    into plain values, then validated as a message: ``validate_json`` on the line, as
+    the SDK's reader does, tries each kind of message on the text and can copy a long
+    string once per kind."""
+    if not line.strip():
+        return None
+    try:
+        value = pydantic_core.from_json(line)
+    except ValueError:
         try:
-            text = line.decode("utf-8")
+            line.decode("utf-8")
         except UnicodeDecodeError:
-            return NOT_UTF8
-        return NULL_ID if _null_id_request(text) else text
+            return ErrorData(code=PARSE_ERROR, message=frames.NOT_UTF8)
+        return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
+    if isinstance(value, dict) and "method" in value and "id" in value and value["id"] is None:
+        # JSON-RPC 2.0 allows a null id; MCP forbids it, and the SDK would read the
+        # request as a notification and never answer it.
+        return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.NULL_ID}")
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_python(value, by_name=False))
+    except ValidationError:
+        return ErrorData(
+            code=INVALID_REQUEST,
+            message=f"Invalid Request: {frames.problem(value) or frames.NOT_A_MESSAGE}",
+        )
+
+
+async def stdin_frames(raw: Any) -> AsyncIterator[SessionMessage | ErrorData]:
+    """``read_frame`` of each line of the binary stream ``raw`` until it ends; no line is
+    held while its message is handled."""
+    stdin = anyio.wrap_file(raw)
+    while True:
+        line = await stdin.readline()
+        if not line:
+            return
+        frame = read_frame(line)
+        del line  # an upload's base64 lives on in the parsed arguments alone
+        if frame is not None:
+            yield frame
+
+
+async def _no_lines() -> AsyncIterator[str]:
+    """The stdin given to the SDK's ``stdio_server``, whose writer alone is used."""
+    nothing: tuple[str, ...] = ()
+    for line in nothing:
+        yield line
 
 
 class InFlight:
@@ -163,36 +158,31 @@ async def run_stdio(mcp: FastMCP, drain_seconds: float = 30.0) -> None:
 
     token = set_transport("stdio")
     try:
-        stdin = StrictUtf8Lines(sys.stdin.buffer)
-        async with compat.lifespan(mcp), stdio_server(stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        async with compat.lifespan(mcp), stdio_server(_no_lines()) as (unused, write_stream):  # type: ignore[arg-type]
+            await unused.aclose()
             to_server, from_relay = compat.context_streams(0)
             to_client, from_server = compat.context_streams(0)
             pending = InFlight()
 
             async def relay() -> None:
                 async with to_server:
-                    async for item in read_stream:
-                        if not isinstance(item, Exception):
-                            message = item.message
-                            if isinstance(message, JSONRPCRequest) and not pending.begin(
-                                message.id
-                            ):
-                                await write_stream.send(SessionMessage(duplicate_id(message.id)))
-                                continue
-                            if (
-                                isinstance(message, JSONRPCNotification)
-                                and message.method == "notifications/cancelled"
-                            ):  # a cancelled request is never answered
-                                pending.end(cancelled_request_id_from_params(message.params))
-                            await to_server.send(item)
+                    async for frame in stdin_frames(sys.stdin.buffer):
+                        if isinstance(frame, ErrorData):
+                            log.warning("unreadable stdio frame", extra={"code": frame.code})
+                            await write_stream.send(
+                                SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=frame))
+                            )
                             continue
-                        error = frame_error(item)
-                        if error is None:
+                        message = frame.message
+                        if isinstance(message, JSONRPCRequest) and not pending.begin(message.id):
+                            await write_stream.send(SessionMessage(duplicate_id(message.id)))
                             continue
-                        log.warning("unreadable stdio frame", extra={"code": error.code})
-                        await write_stream.send(
-                            SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
-                        )
+                        if (
+                            isinstance(message, JSONRPCNotification)
+                            and message.method == "notifications/cancelled"
+                        ):  # a cancelled request is never answered
+                            pending.end(cancelled_request_id_from_params(message.params))
+                        await to_server.send(frame)
                     # End of input: answer what is running before the server stops.
                     with anyio.move_on_after(drain_seconds):
                         await pending.drained.wait()
