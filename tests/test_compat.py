@@ -3,10 +3,13 @@ installed versions: an upgrade that renames or reshapes one fails here, by name.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
 import subprocess
 import sys
 
+import pytest
 import uvicorn
 from fastmcp import Client, Context, FastMCP
 from mcp.shared.message import SessionMessage
@@ -240,3 +243,36 @@ def test_a_server_starts_without_importing_requests() -> None:
         check=True,
     )
     assert alone.stdout.strip() == "True"
+
+
+_REQUEST: contextvars.ContextVar[object] = contextvars.ContextVar("request")
+
+
+def _timers_holding(loop: asyncio.AbstractEventLoop, value: object) -> int:
+    """The loop's scheduled timers (cancelled ones included) whose context holds ``value``
+    in ``_REQUEST``."""
+    scheduled = loop._scheduled  # type: ignore[attr-defined]
+    return sum(1 for h in scheduled if h._context is not None and h._context.get(_REQUEST) is value)
+
+
+async def test_a_cancelled_timer_keeps_its_context_and_deadline_schedules_outside_it() -> None:
+    """asyncio keeps a cancelled timer, and the context it was scheduled in, until its due
+    time: the reason for ``compat.deadline``. This fails the day asyncio stops keeping
+    the context; ``deadline`` can then be plain ``asyncio.timeout``."""
+    loop = asyncio.get_running_loop()
+    # A live timer due first stays at the heap's top, as a server's always do (the
+    # loop drops cancelled timers only from the top).
+    live = loop.call_later(300, lambda: None)
+    request = object()
+    _REQUEST.set(request)
+    async with asyncio.timeout(600):
+        await asyncio.sleep(0)
+    assert _timers_holding(loop, request) == 1, "asyncio's own timeout keeps the context"
+    async with compat.deadline(600) as timeout:
+        compat.reschedule(timeout, 900)
+        await asyncio.sleep(0)
+    assert _timers_holding(loop, request) == 1, "compat.deadline's timers hold none of it"
+    live.cancel()
+    with pytest.raises(TimeoutError):
+        async with compat.deadline(0.01):
+            await asyncio.sleep(1)

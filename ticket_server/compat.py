@@ -1,4 +1,5 @@
-"""Every touch of FastMCP, MCP SDK, uvicorn and `limits` internals, in one place.
+"""Every touch of FastMCP, MCP SDK, uvicorn and `limits` internals, in one place, and the
+one workaround of an asyncio behaviour (``deadline``).
 
 Each function here leans on something its library does not promise (a private
 attribute, an undocumented hook). ``tests/test_compat.py`` checks each one against the
@@ -8,9 +9,11 @@ a strange fault somewhere else.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import signal
-from collections.abc import Collection, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Collection, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -273,3 +276,24 @@ def stream_sessions_when() -> Any:  # -> contextvars.ContextVar[bool]
     StreamableHTTPServerTransport.__init__ = init  # type: ignore[method-assign]
     _stream_sessions = flag
     return flag
+
+
+@asynccontextmanager
+async def deadline(seconds: float) -> AsyncIterator[asyncio.Timeout]:
+    """``asyncio.timeout(seconds)`` whose timer is scheduled outside the caller's context.
+
+    A timer handle keeps the context it was scheduled in until its due time, even once
+    cancelled: ``Handle.cancel`` drops the callback, not the context, and the loop drops a
+    cancelled handle only when it reaches the top of its heap (CPython 3.11-3.13). Made in
+    a request's context, the deadline of every call held the request (its arguments, a
+    10 MB upload's base64 included) for the whole timeout after the call ended."""
+    async with asyncio.timeout(None) as timeout:
+        reschedule(timeout, seconds)
+        yield timeout
+
+
+def reschedule(timeout: asyncio.Timeout, seconds: float) -> None:
+    """``timeout`` due ``seconds`` from now, its timer scheduled in an empty context
+    (``deadline`` says why)."""
+    when = asyncio.get_running_loop().time() + seconds
+    contextvars.Context().run(timeout.reschedule, when)

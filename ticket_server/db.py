@@ -96,6 +96,11 @@ def create_engine(
     elif url.get_backend_name() == "postgresql":
         connect_args["timeout"] = settings.database_timeout
         connect_args["command_timeout"] = settings.database_timeout
+        # asyncpg expires its cached statements by a timer per entry, made in the context
+        # of the request that first ran the statement: that request (its arguments, an
+        # upload's base64 included) stayed in memory for the timer's 300 s. The cache
+        # stays bounded by its size (100 statements per connection).
+        connect_args["max_cached_statement_lifetime"] = 0
     engine = create_async_engine(
         url,
         connect_args=connect_args,

@@ -50,6 +50,7 @@ from mcp import types as mt
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError as PydanticValidationError
 
+from ticket_server import compat
 from ticket_server.access.audit import redact, result_size, sensitive_fields, storable
 from ticket_server.access.callers import SCOPE, Caller, RegistryUnavailable
 from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
@@ -489,7 +490,7 @@ class CallPipeline(Middleware):
             name = call.record.caller.name
             turn = self.shares.setdefault(name, asyncio.Semaphore(self.share))
         try:
-            async with asyncio.timeout(self.deadline) as call.record.deadline, turn:
+            async with compat.deadline(self.deadline) as call.record.deadline, turn:
                 result = await call_next(call.context)
         except ValidationError as exc:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)

@@ -5,11 +5,12 @@ repository, search) is imported on the first query."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from enum import StrEnum
+
+from ticket_server import compat
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ async def bounded(
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        async with asyncio.timeout(timeout):
+        async with compat.deadline(timeout):
             yield
     except (SQLAlchemyError, OSError, TimeoutError) as exc:
         log.error(f"{what} unavailable", exc_info=exc)

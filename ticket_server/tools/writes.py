@@ -24,7 +24,6 @@ capability) gets an ``isError`` and nothing is written.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import inspect
 import json
@@ -50,6 +49,7 @@ from mcp.types import (
 )
 from pydantic import BaseModel, Field
 
+from ticket_server import compat
 from ticket_server.access.context import current_call
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.access.sealing import SignedClaims
@@ -342,7 +342,7 @@ class Writer:
         if record is not None and record.deadline is not None:
             # The person's time is not the tool's: the call may wait for the answer as long
             # as a 2026-07-28 confirmation's request state lives.
-            record.deadline.reschedule(asyncio.get_running_loop().time() + CONFIRM_SECONDS)
+            compat.reschedule(record.deadline, CONFIRM_SECONDS)
         session = ctx.session
         if not session.can_send_request:
             _note(f"confirmation unavailable ({action})")
