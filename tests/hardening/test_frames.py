@@ -39,9 +39,9 @@ UNREADABLE = [  # (frame, the code JSON-RPC names)
     (b"null", -32600),
     (b'{"jsonrpc":"2.0","id":7}', -32600),
 ]
-# Ids MCP forbids (null, float, bool, object, array): the SDK reads such a frame as a
-# notification (no reply) or refuses it; either way nothing breaks and nothing hangs.
-ODD_IDS = [b"null", b"1.5", b"true", b'{"a":1}', b"[1]"]
+# Ids MCP forbids (null, a fraction, a whole number written as one, a boolean, an object,
+# an array): the SDK would read such a request as a notification and never answer it.
+ODD_IDS = [b"null", b"1.5", b"1.0", b"true", b'{"a":1}', b"[1]"]
 
 
 def _tools_call(request_id: int | str, arguments: dict) -> dict:
@@ -73,6 +73,8 @@ def test_stdio_frames_get_the_error_the_spec_names(db_path: Path) -> None:
             assert "result" in raw.read_until_id(1000 + n), "the next valid request is answered"
         for n, odd in enumerate(ODD_IDS):
             raw.send(b'{"jsonrpc":"2.0","id":' + odd + b',"method":"ping"}')
+            refused = raw.read()  # answered at once, as over HTTP
+            assert refused["id"] is None and refused["error"]["code"] == -32600, (odd, refused)
             raw.send({"jsonrpc": "2.0", "id": 2000 + n, "method": "tools/list"})
             assert "result" in raw.read_until_id(2000 + n)
         raw.send({"jsonrpc": "2.0", "id": 9, "method": "no/such/method"})

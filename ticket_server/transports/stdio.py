@@ -65,7 +65,7 @@ def read_frame(line: bytes) -> SessionMessage | ErrorData | None:
     into plain values, then validated as a message: ``validate_json`` on the line, as
     the SDK's reader does, tries each kind of message on the text and can copy a long
     string once per kind."""
-    if not line.strip():
+    if not line.strip(b" \t\r\n"):  # JSON's whitespace (RFC 8259 section 2)
         return None
     try:
         value = pydantic_core.from_json(line)
@@ -75,10 +75,12 @@ def read_frame(line: bytes) -> SessionMessage | ErrorData | None:
         except UnicodeDecodeError:
             return ErrorData(code=PARSE_ERROR, message=frames.NOT_UTF8)
         return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
-    if isinstance(value, dict) and "method" in value and "id" in value and value["id"] is None:
-        # JSON-RPC 2.0 allows a null id; MCP forbids it, and the SDK would read the
-        # request as a notification and never answer it.
-        return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {frames.NULL_ID}")
+    if isinstance(value, dict) and "method" in value and "id" in value:
+        # An id MCP forbids (null, a fraction, a boolean, an object): the SDK would read
+        # the request as a notification and never answer it. Refused as over HTTP.
+        problem = frames.problem(value)
+        if problem is not None:
+            return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {problem}")
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_python(value, by_name=False))
     except ValidationError:
