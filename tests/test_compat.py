@@ -260,8 +260,9 @@ async def test_a_cancelled_timer_keeps_its_context_and_deadline_schedules_outsid
     time: the reason for ``compat.deadline``. This fails the day asyncio stops keeping
     the context; ``deadline`` can then be plain ``asyncio.timeout``."""
     loop = asyncio.get_running_loop()
-    # A live timer due first stays at the heap's top, as a server's always do (the
-    # loop drops cancelled timers only from the top).
+    # A live timer due first stays at the heap's top, as a server's always do: the loop
+    # drops cancelled timers from the top, or all at once when they are over half of
+    # more than 100.
     live = loop.call_later(300, lambda: None)
     request = object()
     _REQUEST.set(request)

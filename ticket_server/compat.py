@@ -282,11 +282,12 @@ def stream_sessions_when() -> Any:  # -> contextvars.ContextVar[bool]
 async def deadline(seconds: float) -> AsyncIterator[asyncio.Timeout]:
     """``asyncio.timeout(seconds)`` whose timer is scheduled outside the caller's context.
 
-    A timer handle keeps the context it was scheduled in until its due time, even once
-    cancelled: ``Handle.cancel`` drops the callback, not the context, and the loop drops a
-    cancelled handle only when it reaches the top of its heap (CPython 3.11-3.13). Made in
-    a request's context, the deadline of every call held the request (its arguments, a
-    10 MB upload's base64 included) for the whole timeout after the call ended."""
+    A timer handle keeps the context it was scheduled in until the loop drops it, even
+    once cancelled: ``Handle.cancel`` drops the callback, not the context. The loop drops
+    a cancelled handle when it reaches the top of the timer heap, or when cancelled ones
+    are over half of more than 100 scheduled (CPython 3.11-3.13). Made in a request's
+    context, the deadline of every call held the request (its arguments, a 10 MB
+    upload's base64 included) for up to the whole timeout after the call ended."""
     async with asyncio.timeout(None) as timeout:
         reschedule(timeout, seconds)
         yield timeout

@@ -1,5 +1,5 @@
 """Faults and HTTP security: a locked database answered in bounded time and recovered
-without a restart (C05 b, the lock variant); a token in the query string is refused
+without a restart (C05 b, the lock variant), a call past the tool deadline; a token in the query string is refused
 and never logged; the Authorization header never reaches the logs."""
 
 from __future__ import annotations
@@ -56,6 +56,38 @@ async def test_c05b_locked_database_answers_unavailable_then_recovers(
         finally:
             holder.rollback()
             holder.close()
+        result = await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        assert result.is_error is False, result_text(result)
+
+
+async def test_a_call_past_the_tool_deadline_is_answered_and_the_next_one_served(
+    db_path: Path, settings: Settings
+) -> None:
+    """The tool deadline (``compat.deadline``) fires before a longer database timeout: a
+    call whose read waits on a lock past ``tool_timeout`` is stopped and answered "took
+    longer than", with nothing changed; the next call, once the lock is gone, succeeds."""
+    server = build_server(
+        settings.model_copy(
+            update={"tool_timeout": 0.5, "database_timeout": 10.0, "sqlite_journal_mode": "delete"}
+        )
+    )
+    async with Client(server, mode="2026-07-28") as client:
+        assert (
+            await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        ).is_error is False
+        holder = sqlite3.connect(db_path, timeout=0)
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            started = time.monotonic()
+            result = await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+            elapsed = time.monotonic() - started
+        finally:
+            holder.rollback()
+            holder.close()
+        assert result.is_error is True, result
+        assert "took longer than 0.5 seconds" in result_text(result), result_text(result)
+        assert elapsed < 5, f"answered after {elapsed:.1f}s, not at the tool deadline"
         result = await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert result.is_error is False, result_text(result)
 
