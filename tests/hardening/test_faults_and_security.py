@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2 as httpx
@@ -19,6 +21,19 @@ from ticket_server.server import build_server
 from ticket_server.settings import Settings
 
 pytestmark = pytest.mark.sqlite_only
+
+
+@contextmanager
+def exclusive_lock(db_path: Path) -> Iterator[None]:
+    """Another connection's exclusive lock on the SQLite file while the block runs."""
+    holder = sqlite3.connect(db_path, timeout=0)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
 
 
 async def test_c05b_locked_database_answers_unavailable_then_recovers(
@@ -36,10 +51,7 @@ async def test_c05b_locked_database_answers_unavailable_then_recovers(
         assert (
             await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         ).is_error is False
-        holder = sqlite3.connect(db_path, timeout=0)
-        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
-        holder.execute("BEGIN EXCLUSIVE")
-        try:
+        with exclusive_lock(db_path):
             for tool, arguments in [
                 ("get_ticket_status_v2", {"ticket_id": "SUP-4412"}),
                 ("search_tickets_v2", {"query": "invoice"}),
@@ -53,9 +65,6 @@ async def test_c05b_locked_database_answers_unavailable_then_recovers(
                 assert "ticket database is unavailable" in text
                 assert_no_leak_beyond_echo(text, arguments)
                 assert elapsed < 15, f"{tool} took {elapsed:.1f}s while the database was locked"
-        finally:
-            holder.rollback()
-            holder.close()
         result = await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         assert result.is_error is False, result_text(result)
 
@@ -75,16 +84,10 @@ async def test_a_call_past_the_tool_deadline_is_answered_and_the_next_one_served
         assert (
             await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
         ).is_error is False
-        holder = sqlite3.connect(db_path, timeout=0)
-        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
-        holder.execute("BEGIN EXCLUSIVE")
-        try:
+        with exclusive_lock(db_path):
             started = time.monotonic()
             result = await client.call_tool_mcp("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
             elapsed = time.monotonic() - started
-        finally:
-            holder.rollback()
-            holder.close()
         assert result.is_error is True, result
         assert "took longer than 0.5 seconds" in result_text(result), result_text(result)
         assert elapsed < 5, f"answered after {elapsed:.1f}s, not at the tool deadline"
