@@ -277,3 +277,21 @@ async def test_a_cancelled_timer_keeps_its_context_and_deadline_schedules_outsid
     with pytest.raises(TimeoutError):
         async with compat.deadline(0.01):
             await asyncio.sleep(1)
+
+
+async def test_asyncpg_connections_open_in_a_context_of_their_own() -> None:
+    """SQLAlchemy's asyncpg adapter still takes ``async_creator_fn`` in place of
+    ``asyncpg.connect`` (what ``db.py`` gives it), and ``connect_apart`` runs the
+    connect in an empty context, with the arguments it was given."""
+    from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_dbapi
+
+    assert 'kw.pop("async_creator_fn"' in inspect.getsource(AsyncAdapt_asyncpg_dbapi.connect)
+    seen: list[object] = []
+
+    async def connect(*args: object, **kwargs: object) -> object:
+        seen.append(_REQUEST.get(None))
+        return (args, kwargs)
+
+    _REQUEST.set(object())
+    got = await compat.connect_apart(connect)("dsn", timeout=5)
+    assert got == (("dsn",), {"timeout": 5}) and seen == [None]

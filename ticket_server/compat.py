@@ -1,5 +1,5 @@
-"""Every touch of FastMCP, MCP SDK, uvicorn and `limits` internals, in one place, and the
-one workaround of an asyncio behaviour (``deadline``).
+"""Every touch of FastMCP, MCP SDK, SQLAlchemy, uvicorn and `limits` internals, in one
+place, and the workarounds of an asyncio behaviour (``deadline``, ``connect_apart``).
 
 Each function here leans on something its library does not promise (a private
 attribute, an undocumented hook). ``tests/test_compat.py`` checks each one against the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import signal
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -298,3 +298,24 @@ def reschedule(timeout: asyncio.Timeout, seconds: float) -> None:
     (``deadline`` says why)."""
     when = asyncio.get_running_loop().time() + seconds
     contextvars.Context().run(timeout.reschedule, when)
+
+
+def connect_apart(
+    connect: Callable[..., Coroutine[Any, Any, Any]],
+) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """``connect`` run in a task of its own, in an empty context: given to SQLAlchemy's
+    asyncpg dialect as ``async_creator_fn`` (a connect argument its DBAPI adapter takes
+    in place of ``asyncpg.connect``, with the same arguments).
+
+    A connection's socket reader is a loop handle made in the context current when the
+    connection opens, kept as long as the connection lives (``deadline`` says why that
+    matters): a pool connection opened for a call kept that call's request, arguments
+    included, until the connection closed."""
+
+    async def connect_in_empty_context(*args: Any, **kwargs: Any) -> Any:
+        task: asyncio.Task[Any] = asyncio.create_task(
+            connect(*args, **kwargs), context=contextvars.Context()
+        )
+        return await task
+
+    return connect_in_empty_context

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ticket_server import compat
 from ticket_server.settings import Settings
 
 if TYPE_CHECKING:
@@ -101,6 +102,9 @@ def create_engine(
         # upload's base64 included) stayed in memory for the timer's 300 s. The cache
         # stays bounded by its size (100 statements per connection).
         connect_args["max_cached_statement_lifetime"] = 0
+        import asyncpg  # type: ignore[import-untyped]
+
+        connect_args["async_creator_fn"] = compat.connect_apart(asyncpg.connect)
     engine = create_async_engine(
         url,
         connect_args=connect_args,

@@ -296,11 +296,10 @@ async def test_a_finished_call_keeps_none_of_its_arguments(
 ) -> None:
     """Once a call has ended (and another one after it), the server holds nothing of its
     arguments. Each call's deadline timer used to keep the request's context, arguments
-    included, for the whole tool timeout (30 s) after the call (``compat.deadline``), and
-    on PostgreSQL asyncpg's statement cache for 300 s. Still kept, and so worked around
-    here: asyncpg's per-query timer keeps it for the database timeout (the check waits
-    that long), and a database connection's socket keeps the context of the call that
-    opened it (a first call opens it)."""
+    included, for the whole tool timeout (30 s) after the call (``compat.deadline``); on
+    PostgreSQL, asyncpg's statement cache for 300 s, and the socket of a connection the
+    call opened for the connection's life (``compat.connect_apart``). Still kept, so the
+    check waits that long: asyncpg's per-query timer, for the database timeout."""
     import asyncio
 
     billing = await ticket_in(settings, "billing")
@@ -314,7 +313,6 @@ async def test_a_finished_call_keeps_none_of_its_arguments(
         database_timeout=1.0,
     )
     async with Client(server) as client:
-        await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})
         for n in range(3):
             await client.call_tool(
                 "add_internal_note",
