@@ -295,3 +295,18 @@ async def test_asyncpg_connections_open_in_a_context_of_their_own() -> None:
     _REQUEST.set(object())
     got = await compat.connect_apart(connect)("dsn", timeout=5)
     assert got == (("dsn",), {"timeout": 5}) and seen == [None]
+
+
+def test_redis_pools_make_their_connections_from_connection_class() -> None:
+    """``redis_connections_apart`` replaces a redis-py asyncio pool's ``connection_class``:
+    the pool must still make each connection from it, and a connection still open its
+    socket through ``connect_check_health``."""
+    from redis.asyncio import BlockingConnectionPool, Connection
+
+    assert "self.connection_class(" in inspect.getsource(BlockingConnectionPool.make_connection)
+    assert "connect_check_health" in inspect.getsource(Connection.connect)
+    assert "connect_check_health" in inspect.getsource(Connection.send_packed_command)
+    pool = BlockingConnectionPool.from_url("redis://127.0.0.1:1/0")
+    compat.redis_connections_apart(pool)
+    made = pool.make_connection()
+    assert isinstance(made, Connection) and type(made).__name__ == "ConnectionApart"

@@ -1,5 +1,6 @@
-"""Every touch of FastMCP, MCP SDK, SQLAlchemy, uvicorn and `limits` internals, in one
-place, and the workarounds of an asyncio behaviour (``deadline``, ``connect_apart``).
+"""Every touch of FastMCP, MCP SDK, SQLAlchemy, redis-py, uvicorn and `limits` internals,
+in one place, and the workarounds of an asyncio behaviour (``deadline``, ``connect_apart``,
+``redis_connections_apart``).
 
 Each function here leans on something its library does not promise (a private
 attribute, an undocumented hook). ``tests/test_compat.py`` checks each one against the
@@ -319,3 +320,22 @@ def connect_apart(
         return await task
 
     return connect_in_empty_context
+
+
+def redis_connections_apart(pool: Any) -> None:
+    """Make the connections of redis-py's asyncio ``pool`` open their sockets in a task
+    of their own, in an empty context (``connect_apart`` says why): its
+    ``connection_class`` becomes a subclass whose ``connect_check_health``, the one way
+    a connection opens its socket, runs apart."""
+    base: type[Any] = pool.connection_class
+
+    class ConnectionApart(base):  # type: ignore[misc]
+        async def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+            if self.is_connected:
+                return
+            opening = super().connect_check_health(*args, **kwargs)
+            task: asyncio.Task[None] = asyncio.create_task(opening, context=contextvars.Context())
+            await task
+
+    ConnectionApart.__name__ = ConnectionApart.__qualname__ = f"{base.__name__}Apart"
+    pool.connection_class = ConnectionApart

@@ -17,6 +17,7 @@ from fastmcp import Client
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any
+from tests.services import redis_server, redis_url  # noqa: F401  (fixtures)
 from tests.tools.test_writes import _sql, ticket_in
 from ticket_server.admin.sample_files import sample_csv, sample_pdf, sample_png
 from ticket_server.settings import Settings
@@ -291,15 +292,9 @@ async def test_the_server_keeps_no_copy_of_an_uploaded_file(settings: Settings, 
         assert _held(prefix) == 0
 
 
-async def test_a_finished_call_keeps_none_of_its_arguments(
-    settings: Settings, agent, server_as
-) -> None:
-    """Once a call has ended (and another one after it), the server holds nothing of its
-    arguments. Each call's deadline timer used to keep the request's context, arguments
-    included, for the whole tool timeout (30 s) after the call (``compat.deadline``); on
-    PostgreSQL, asyncpg's statement cache for 300 s, and the socket of a connection the
-    call opened for the connection's life (``compat.connect_apart``). Still kept, so the
-    check waits that long: asyncpg's per-query timer, for the database timeout."""
+async def _calls_then_held(settings: Settings, server_as, wait: float, **overrides: Any) -> int:
+    """Three notes with the same 0.4 MB attachment, then, ``wait`` seconds later, one
+    lookup: how many copies of the attachment's base64 the process still holds."""
     import asyncio
 
     billing = await ticket_in(settings, "billing")
@@ -311,6 +306,7 @@ async def test_a_finished_call_keeps_none_of_its_arguments(
         attachment_max_bytes=2_000_000,
         attachment_ticket_max_bytes=3_000_000,
         database_timeout=1.0,
+        **overrides,
     )
     async with Client(server) as client:
         for n in range(3):
@@ -323,6 +319,28 @@ async def test_a_finished_call_keeps_none_of_its_arguments(
                 },
             )
         del encoded
-        await asyncio.sleep(1.2)  # past asyncpg's timers (the database timeout)
+        await asyncio.sleep(wait)
         await client.call_tool("get_ticket_status_v2", {"ticket_id": billing})
-        assert _held(marker) == 0
+        return _held(marker)
+
+
+async def test_a_finished_call_keeps_none_of_its_arguments(
+    settings: Settings, agent, server_as
+) -> None:
+    """Once a call has ended (and another one after it), the server holds nothing of its
+    arguments. Each call's deadline timer used to keep the request's context, arguments
+    included, for the whole tool timeout (30 s) after the call (``compat.deadline``); on
+    PostgreSQL, asyncpg's statement cache for 300 s, and the socket of a connection the
+    call opened for the connection's life (``compat.connect_apart``). Still kept, so the
+    check waits that long: asyncpg's per-query timer, for the database timeout."""
+    assert await _calls_then_held(settings, server_as, 1.2) == 0
+
+
+@pytest.mark.sqlite_only  # the rate limiter's storage is the subject
+async def test_a_redis_connection_keeps_none_of_the_call_that_opened_it(
+    settings: Settings, agent, server_as, redis_url: str
+) -> None:
+    """With the rate limits in Redis, the limiter's connection (opened by the first call)
+    keeps nothing of that call (``compat.redis_connections_apart``). Still kept, so the
+    check waits that long: redis-py's read timer, for its 2 s socket timeout."""
+    assert await _calls_then_held(settings, server_as, 2.2, rate_limit_storage_url=redis_url) == 0

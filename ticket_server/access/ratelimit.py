@@ -59,6 +59,9 @@ def async_storage(url: str) -> AsyncStorage:
             socket_connect_timeout=STORAGE_TIMEOUT_SECONDS,
             socket_timeout=STORAGE_TIMEOUT_SECONDS,
         )
+        from ticket_server import compat
+
+        compat.redis_connections_apart(pool)  # no connection keeps the call that opened it
         storage = storage_from_string(
             f"async+{url}",
             implementation="redispy",
