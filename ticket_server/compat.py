@@ -331,11 +331,8 @@ def redis_connections_apart(pool: Any) -> None:
 
     class ConnectionApart(base):  # type: ignore[misc]
         async def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
-            if self.is_connected:
-                return
-            opening = super().connect_check_health(*args, **kwargs)
-            task: asyncio.Task[None] = asyncio.create_task(opening, context=contextvars.Context())
-            await task
+            if not self.is_connected:
+                await connect_apart(super().connect_check_health)(*args, **kwargs)
 
     ConnectionApart.__name__ = ConnectionApart.__qualname__ = f"{base.__name__}Apart"
     pool.connection_class = ConnectionApart

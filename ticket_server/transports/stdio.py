@@ -75,19 +75,15 @@ def read_frame(line: bytes) -> SessionMessage | ErrorData | None:
         except UnicodeDecodeError:
             return ErrorData(code=PARSE_ERROR, message=frames.NOT_UTF8)
         return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
-    if isinstance(value, dict) and "method" in value and "id" in value:
-        # An id MCP forbids (null, a fraction, a boolean, an object): the SDK would read
-        # the request as a notification and never answer it. Refused as over HTTP.
-        problem = frames.problem(value)
-        if problem is not None:
-            return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {problem}")
-    try:
-        return SessionMessage(jsonrpc_message_adapter.validate_python(value, by_name=False))
-    except ValidationError:
-        return ErrorData(
-            code=INVALID_REQUEST,
-            message=f"Invalid Request: {frames.problem(value) or frames.NOT_A_MESSAGE}",
-        )
+    # HTTP's check first: it also refuses an id MCP forbids (null, a fraction, a boolean,
+    # an object), with which the SDK would read a request as a notification, unanswered.
+    problem = frames.problem(value)
+    if problem is None:
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except ValidationError:
+            problem = frames.NOT_A_MESSAGE
+    return ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: {problem}")
 
 
 async def stdin_frames(raw: Any) -> AsyncIterator[SessionMessage | ErrorData]:
