@@ -6,7 +6,9 @@ caller floods at its limits, over HTTP on the 2,400-ticket sample (SQLite):
    16-word conversation searches at once, of words only other queues hold, in a loop;
 2. refused: the same caller tries 4x its cap at once, so most of its calls are refused;
 3. tokenless: `--connections` (default 64) clients post without a token as fast as
-   they can.
+   they can;
+4. unlimited: a second billing-only caller whose limits are out of the way runs
+   `--cap` searches at once, so that only its share (`--share`) holds it back.
 
 The load generator is one process per flood, beside the server and the measuring
 client on the same machine. Target: in each flood the second caller's p99 is at most 3x
@@ -25,7 +27,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from bench.caller_cap import call
 from bench.common import PYTHON, free_port, log, median, percentile, server_process, sqlite_url
@@ -33,30 +37,51 @@ from bench.common import PYTHON, free_port, log, median, percentile, server_proc
 TARGET = 3.0
 
 
-def _flood(kind: str, url: str, token: str, query: str, workers: int, stop_at: float) -> None:
-    """Run in its own process: ``workers`` threads sending until ``stop_at``."""
+def _flood(
+    kind: str, url: str, token: str, query: str, workers: int, stop_at: Any, answers: Any
+) -> None:
+    """Run in its own process: ``workers`` threads sending until ``stop_at`` (a shared
+    time.time() value the parent moves); then put on
+    ``answers`` how many of each answer came back (HTTP status, and for a 200 whether the
+    call was served or refused with an isError)."""
     import httpx2 as httpx
+
+    seen: Counter[str] = Counter()
 
     def loop(n: int) -> None:
         with httpx.Client(timeout=120) as http:
             i = 0
-            while time.time() < stop_at:
+            while time.time() < stop_at.value:
                 i += 1
-                if kind == "tokenless":
-                    http.post(
-                        url,
-                        json={"jsonrpc": "2.0", "id": i, "method": "ping"},
-                        headers={"Accept": "application/json", "Content-Type": "application/json"},
-                    )
-                else:
-                    arguments = {"query": query, "search_in": "conversation", "limit": 50}
-                    call(http, url, token, n * 1_000_000 + i, "search_tickets_v2", arguments)
+                try:
+                    if kind == "tokenless":
+                        answer = http.post(
+                            url,
+                            json={"jsonrpc": "2.0", "id": i, "method": "ping"},
+                            headers={
+                                "Accept": "application/json",
+                                "Content-Type": "application/json",
+                            },
+                        )
+                    else:
+                        arguments = {"query": query, "search_in": "conversation", "limit": 50}
+                        answer = call(
+                            http, url, token, n * 1_000_000 + i, "search_tickets_v2", arguments
+                        )
+                except httpx.TransportError as exc:
+                    seen[type(exc).__name__] += 1
+                    continue
+                label = str(answer.status_code)
+                if answer.status_code == 200:
+                    label += " isError" if '"isError":true' in answer.text else " served"
+                seen[label] += 1
 
     threads = [threading.Thread(target=loop, args=(n,), daemon=True) for n in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    answers.put(dict(seen))
 
 
 def _measure(
@@ -141,7 +166,9 @@ def run(count: int, cap: int, connections: int, share: int) -> None:
 
         # The flooder keeps the default limits; the second caller's are out of the way.
         flooder = add("flooder", "--queue", "billing")
-        other = add("other", "--tool-limit", "100000/minute", "--http-limit", "100000/minute")
+        generous = ("--tool-limit", "100000/minute", "--http-limit", "100000/minute")
+        heavy = add("heavy", "--queue", "billing", *generous)
+        other = add("other", *generous)
         query = _words_only_other_queues_hold(db)
         with sqlite3.connect(db) as con:
             ticket = con.execute("SELECT id FROM tickets ORDER BY pk DESC LIMIT 1").fetchone()[0]
@@ -151,19 +178,25 @@ def run(count: int, cap: int, connections: int, share: int) -> None:
         with server_process([exe, "serve", "--transport", "http", "--port", str(port)], env, url):
             _measure(url, base, other, ticket, 20)  # warm
             figures = {"quiet": _measure(url, base, other, ticket, count)}
-            for kind, workers in (
-                ("searches", cap),
-                ("refused", 4 * cap),
-                ("tokenless", connections),
+            sent: dict[str, tuple[dict[str, int], float]] = {}
+            for phase, kind, token, workers in (
+                ("searches", "searches", flooder, cap),
+                ("refused", "searches", flooder, 4 * cap),
+                ("tokenless", "tokenless", flooder, connections),
+                ("unlimited", "searches", heavy, cap),
             ):
-                stop_at = time.time() + 600
-                flood = multiprocessing.get_context("spawn").Process(
-                    target=_flood, args=(kind, url, flooder, query, workers, stop_at)
+                spawn = multiprocessing.get_context("spawn")
+                answers = spawn.Queue()
+                stop = spawn.Value("d", time.time() + 600)
+                started = time.time()
+                flood = spawn.Process(
+                    target=_flood, args=(kind, url, token, query, workers, stop, answers)
                 )
                 flood.start()
                 time.sleep(2)  # the flood at full strength first
-                figures[kind] = _measure(url, base, other, ticket, count)
-                flood.terminate()
+                figures[phase] = _measure(url, base, other, ticket, count)
+                stop.value = time.time()
+                sent[phase] = (answers.get(timeout=180), time.time() - started)
                 flood.join()
                 time.sleep(2)
     quiet_p99 = percentile(figures["quiet"][0], 0.99)
@@ -183,6 +216,9 @@ def run(count: int, cap: int, connections: int, share: int) -> None:
             f"   /healthz p50 {median(health) * 1000:6.1f} ms  p99 "
             f"{percentile(health, 0.99) * 1000:7.1f} ms{verdict}"
         )
+    for kind, (seen, seconds) in sent.items():
+        rates = ", ".join(f"{label} {n / seconds:.0f}/s" for label, n in sorted(seen.items()))
+        log(f"  {kind:9}  the flood was answered: {rates}")
 
 
 def main() -> None:

@@ -55,6 +55,7 @@ from ticket_server.access.audit import redact, result_size, sensitive_fields, st
 from ticket_server.access.callers import SCOPE, Caller, RegistryUnavailable
 from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
 from ticket_server.access.identity import Identity
+from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.policy import READ_SCOPE, WRITE_SCOPE, ToolPolicy, policy_of
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.tools.arguments import whole_numbers
@@ -126,6 +127,7 @@ class CallPipeline(Middleware):
         deadline: float,
         concurrency: int = 8,
         share: int = 2,
+        pace: RefusalPace | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
         offered: frozenset[str] | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
@@ -134,7 +136,8 @@ class CallPipeline(Middleware):
         start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
         the most calls of one caller running at once; ``share`` the most of its
         expensive calls (``ToolPolicy.expensive``, and every write) doing their work at
-        once; ``offered`` the names of the tools the deployment's toolsets offer (None:
+        once; ``pace``, when given, the turns at which an HTTP caller's rate-limit and
+        busy refusals are answered (``access/pacing.py``); ``offered`` the names of the tools the deployment's toolsets offer (None:
         every tool); ``policies`` what each tool declared (``access/policy.py``)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.offered = offered
@@ -144,6 +147,7 @@ class CallPipeline(Middleware):
         self.running: dict[str, int] = {}
         self.share = share
         self.shares: dict[str, asyncio.Semaphore] = {}  # caller -> its expensive work
+        self.pace = pace
         self.ready = ready
         self.policies: Mapping[str, ToolPolicy] = policies or {}
         # name -> (tool, its policy, its sensitive arguments): see ``find_tool``.
@@ -410,6 +414,7 @@ class CallPipeline(Middleware):
         retry = refusal.meta.get("dev.ticket-server/rate-limit", {}).get("retry_after_seconds")
         detail = None if refusal.storage_unavailable else f"{cause.value}; retry in {retry}s"
         record.fail(Outcome.RATE_LIMITED, cause, detail)
+        await self._paced(call)
         return _refusal(refusal.text, refusal.meta)
 
     async def authorize(self, call: ToolCall) -> None:
@@ -466,6 +471,7 @@ class CallPipeline(Middleware):
         caller = call.record.caller.name
         if self.running.get(caller, 0) >= self.concurrency:
             call.record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
+            await self._paced(call)
             return _refusal(
                 f"This caller already has {self.concurrency} calls running; nothing was done. "
                 "Wait for one to finish, then retry."
@@ -504,6 +510,13 @@ class CallPipeline(Middleware):
         if call.deprecation is not None:
             result.meta = {**(result.meta or {}), **call.deprecation.meta()}
         return result
+
+    async def _paced(self, call: ToolCall) -> None:
+        """Wait for the turn of an HTTP caller's refusal. Over stdio the one client is
+        alone: no other caller waits behind its refusals."""
+        caller = call.record.caller
+        if self.pace is not None and caller is not None and call.record.transport == "http":
+            await self.pace.turn(f"caller:{caller.name}")
 
     def _observe(self, record: CallRecord) -> None:
         record.duration_ms = round((monotonic() - record.started) * 1000, 3)

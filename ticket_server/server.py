@@ -21,6 +21,7 @@ from ticket_server import __version__, compat
 from ticket_server.access.audit import AuditWriter
 from ticket_server.access.callers import CallerStore, open_store
 from ticket_server.access.identity import Identity
+from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.access.sealing import Keys, RequestStateSeal, Use, server_secret
 from ticket_server.pipeline import CallPipeline
@@ -114,6 +115,9 @@ class Runtime:
     versions: ToolVersions
     keys: Keys
     """The subkeys of the server's one secret, one per use (``access/sealing.py``)."""
+    pace: RefusalPace
+    """Turns of each HTTP caller's (and token-less address's) refusals: the gate's 401
+    and 429, the pipeline's rate-limit and busy refusals (``access/pacing.py``)."""
     cursor_warning: str | None = None
     folding: asyncio.Task[None] | None = field(default=None, init=False)
 
@@ -194,6 +198,7 @@ def build_runtime(settings: Settings, *, clock: Clock = utc_today, metrics: bool
         metrics=counted,
         versions=versions,
         keys=Keys(secret),
+        pace=RefusalPace(settings.refusals_per_second),
         cursor_warning=warning,
     )
 
@@ -254,6 +259,7 @@ def build_server(
         deadline=rt.settings.tool_timeout,
         concurrency=rt.settings.caller_concurrency,
         share=rt.settings.caller_share,
+        pace=rt.pace,
         ready=ready,
         offered=offered(rt.settings.toolsets),
         policies={

@@ -434,6 +434,14 @@ class Settings(BaseSettings):
         "take the event loop or the database from the others.",
     )
 
+    refusals_per_second: float = Field(
+        default=10,
+        ge=0,
+        description="HTTP: most 401 and 429 answers a second to one caller, or to one client "
+        "address without a valid token; more wait their turn (at most 3 s), so a client "
+        "retrying at once cannot keep the server busy refusing it. 0: answered at once.",
+    )
+
     metrics_token: SecretStr | None = Field(
         default=None,
         description="GET /metrics requires `Authorization: Bearer <this>`; unset: /metrics "

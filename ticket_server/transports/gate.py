@@ -9,14 +9,15 @@ served (``forward``):
                        the client to drop its token);
 3. ``authenticated``   no valid token: 401, before a byte of the body is read (a request
                        without a token costs almost nothing), or 429 once its client
-                       address is past the HTTP limit;
+                       address is past the HTTP limit; paced per address (``pacing.py``);
 4. ``declared_size``   a declared body over ``max_request_bytes``: 413, unread;
 5. ``media_type``      an ``Accept`` or ``Content-Type`` no JSON answer fits: 406 / 415;
 6. ``read_body``       the caller's HTTP limit counted, then the body read within
                        ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
 7. ``parse``           at most ``frames.MAX_MESSAGE_TOKENS`` JSON tokens (413, told
                        before it is parsed), in UTF-8 (400, -32700);
-8. ``within_limit``    the caller's HTTP limit: 429 with ``Retry-After`` (and the id);
+8. ``within_limit``    the caller's HTTP limit: 429 with ``Retry-After`` (and the id),
+                       paced per caller (``pacing.py``);
 9. ``well_formed``     one JSON-RPC message (400, -32600), a tools/call with usable
                        params (400, -32602);
 then legacy sessions (``sessions.LegacySessions``) or, stateless, the app itself.
@@ -125,6 +126,7 @@ class McpGate:
         self.max_bytes, self.read_timeout = settings.max_request_bytes, settings.http_read_timeout
         self.stateful = not settings.stateless_http
         self.stream = compat.stream_sessions_when()
+        self.pace = runtime.pace
         self.stages: tuple[Stage, ...] = (
             self.one_credential,
             self.token_checked,
@@ -191,7 +193,9 @@ class McpGate:
         r.caller = caller_from_access_token(r.access) if r.access is not None else None
         if r.caller is not None:
             return None
-        verdict = await self.limiter.hit(address_key(r.scope))
+        key = address_key(r.scope)
+        verdict = await self.limiter.hit(key)
+        waited = await self.pace.turn(key)
         if verdict.allowed:
             answer, outcome, cause = (
                 unauthorized(r.headers, self.metadata_url),
@@ -199,7 +203,7 @@ class McpGate:
                 Cause.UNAUTHENTICATED,
             )
         else:
-            answer = too_many(verdict, None, by_caller=False)
+            answer = too_many(verdict.after(waited), None, by_caller=False)
             outcome, cause = Outcome.RATE_LIMITED, Cause.HTTP_LIMIT
         self.metrics.unauthenticated.labels(str(answer.status_code)).inc()
         self._unread(r, outcome, cause)
@@ -278,8 +282,10 @@ class McpGate:
         assert r.verdict is not None
         if r.verdict.allowed:
             return None
+        assert r.caller is not None
+        waited = await self.pace.turn(f"caller:{r.caller.name}")
         self._refused(r, Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
-        return too_many(r.verdict, r.request_id, by_caller=True)
+        return too_many(r.verdict.after(waited), r.request_id, by_caller=True)
 
     async def well_formed(self, r: GateRequest) -> Response | None:
         refusal = malformed(r.message, r.request_id) if r.post and r.parse_error is None else None

@@ -1,0 +1,98 @@
+"""Refusals answered at a pace (issue 32): a client that retries a refusal at once is
+answered no faster than `TICKET_SERVER_REFUSALS_PER_SECOND` a second, per caller or,
+without a valid token, per address, so it cannot keep the event loop busy refusing
+it. Checked on the turns themselves, then over a real HTTP server on loopback, where
+the refusals of one burst arrive spread over the time their turns take (a lower bound:
+answered at once, they would all arrive within milliseconds)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx2 as httpx
+
+from tests.access.conftest import MODERN_META, modern_call
+from tests.transports.conftest import add_caller, start_http_server, stop
+from ticket_server.access.pacing import HOLD_SECONDS, RefusalPace
+
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}}
+JSON = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/list",
+}
+
+
+def test_each_key_takes_turns_apart_and_waits_at_most_the_hold() -> None:
+    now = [100.0]
+    pace = RefusalPace(4, clock=lambda: now[0])  # turns 0.25 s apart
+    assert [pace.reserve("caller:a") for _ in range(3)] == [0.0, 0.25, 0.5]
+    assert pace.reserve("address:10.0.0.1") == 0.0  # another key: its own turns
+    now[0] += 10  # the turns have passed: answered at once again
+    assert pace.reserve("caller:a") == 0.0
+    waits = [pace.reserve("caller:a") for _ in range(40)]
+    assert max(waits) == HOLD_SECONDS and waits[-1] == HOLD_SECONDS
+    assert RefusalPace(0).reserve("caller:a") == RefusalPace(0).reserve("caller:a") == 0.0
+
+
+def _arrivals(send, count: int) -> tuple[list[float], list[httpx.Response]]:
+    """``count`` calls of ``send`` at once (one connection each): the seconds from the
+    start to each answer, in order, and the answers."""
+    started = time.monotonic()
+
+    def one(_: int) -> tuple[float, httpx.Response]:
+        answer = send()
+        return time.monotonic() - started, answer
+
+    with ThreadPoolExecutor(count) as pool:
+        done = sorted(pool.map(one, range(count)), key=lambda pair: pair[0])
+    return [t for t, _ in done], [a for _, a in done]
+
+
+def test_a_burst_of_refusals_is_answered_at_the_pace(db_path: Path, tmp_path: Path) -> None:
+    """Five refusals a second: a caller past its HTTP limit sending 6 requests at once
+    gets six 429s over at least a second (its turns 0.2 s apart), each still saying
+    when to retry; 6 requests without a token from one address get six 401s likewise.
+    Another caller is served meanwhile."""
+    flooder = add_caller(db_path, "flooder", http_rate_limit="1/minute")
+    other = add_caller(db_path, "other")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_REFUSALS_PER_SECOND="5")
+    try:
+        auth = {**JSON, "Authorization": f"Bearer {flooder}"}
+        assert httpx.post(server.url, json=LIST, headers=auth).status_code == 200
+        took, answers = _arrivals(lambda: httpx.post(server.url, json=LIST, headers=auth), 6)
+        assert [a.status_code for a in answers] == [429] * 6, [a.text for a in answers]
+        assert took[-1] >= 0.9, took
+        assert all(int(a.headers["retry-after"]) >= 1 for a in answers)
+
+        took, answers = _arrivals(lambda: httpx.post(server.url, json=LIST, headers=JSON), 6)
+        assert [a.status_code for a in answers] == [401] * 6, [a.text for a in answers]
+        assert took[-1] >= 0.9, took
+
+        served = httpx.post(
+            server.url, json=LIST, headers={**JSON, "Authorization": f"Bearer {other}"}
+        )
+        assert served.status_code == 200 and served.json()["result"]["tools"]
+    finally:
+        stop(server.process)
+
+
+def test_rate_limited_tool_calls_are_answered_at_the_pace(db_path: Path, tmp_path: Path) -> None:
+    """A caller past its tool limit (1 a minute) calling 5 times at once: one call is
+    answered (the ticket is unknown: an isError of its own) and the four refused (an
+    isError saying when to retry) arrive over at least 0.6 s, their turns 0.2 s apart."""
+    token = add_caller(db_path, "eager", tool_rate_limit="1/minute")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_REFUSALS_PER_SECOND="5")
+    try:
+        params = {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-1"}}
+        took, answers = _arrivals(lambda: modern_call(httpx, server.url, token, 1, params), 5)
+        texts = [a.json()["result"]["content"][0]["text"] for a in answers]
+        refused = [t for t in texts if t.startswith("Rate limit reached")]
+        assert len(refused) == 4, texts
+        assert all("retry in" in t for t in refused)
+        assert took[-1] >= 0.6, took
+    finally:
+        stop(server.process)
