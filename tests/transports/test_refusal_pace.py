@@ -96,3 +96,21 @@ def test_rate_limited_tool_calls_are_answered_at_the_pace(db_path: Path, tmp_pat
         assert took[-1] >= 0.6, took
     finally:
         stop(server.process)
+
+
+def test_serving_http_shortens_the_thread_switch_interval(monkeypatch, db_path: Path) -> None:
+    """`serve` (one process) and `create_app` (each of `--workers N`) let the event loop
+    have the GIL after 1 ms of a worker thread's Python, not CPython's 5 ms: the figure
+    is in bench/fairness.py. Nothing is served here: uvicorn's run is replaced."""
+    import sys
+    from types import SimpleNamespace
+
+    from ticket_server import compat
+    from ticket_server.settings import Settings
+    from ticket_server.transports import http
+
+    switched: list[float] = []
+    monkeypatch.setattr(sys, "setswitchinterval", switched.append)
+    monkeypatch.setattr(compat, "graceful_uvicorn_server", lambda _: SimpleNamespace(run=list))
+    http.serve(lambda *_: None, Settings(database_url=f"sqlite+aiosqlite:///{db_path}"))
+    assert switched == [http.SWITCH_INTERVAL] and http.SWITCH_INTERVAL < 0.005

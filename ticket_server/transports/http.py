@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import sys
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -141,11 +142,27 @@ def _header(scope: Scope, name: bytes) -> str:
     return next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == name), "")
 
 
+SWITCH_INTERVAL = 0.001
+"""Seconds a thread runs Python before it must let another have the GIL (CPython's
+default: 0.005)."""
+
+
+def prefer_the_event_loop() -> None:
+    """Shorten the interpreter's thread switch interval to ``SWITCH_INTERVAL``. Searches
+    and reads run in worker threads (``tickets/storage.py``) and share the GIL with the
+    event loop, which waited up to 5 ms for it at every step of every other request: on
+    2 cores, while one caller ran 2 searches at a time without pause, another caller's
+    lookups had p99 115-145 ms; with 1 ms, 20-29 ms, the searches as many a second
+    (``bench/fairness.py``, its "unlimited" phase)."""
+    sys.setswitchinterval(SWITCH_INTERVAL)
+
+
 def create_app() -> StarletteWithLifespan:
     """The app from the environment's settings: the factory each uvicorn worker calls
     (`ticket-server serve --transport http --workers N`, see ``export_to_workers``)."""
     from ticket_server.logging import configure_logging
 
+    prefer_the_event_loop()
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
     return build_http_app(build_runtime(settings))
@@ -294,6 +311,7 @@ def serve(app: ASGIApp, settings: Settings) -> None:
     pick the client address the per-address limit and /metrics see."""
     import uvicorn
 
+    prefer_the_event_loop()
     config = uvicorn.Config(
         app,
         host=settings.host,
