@@ -512,8 +512,7 @@ class CallPipeline(Middleware):
         return result
 
     async def _paced(self, call: ToolCall) -> None:
-        """Wait for the turn of an HTTP caller's refusal. Over stdio the one client is
-        alone: no other caller waits behind its refusals."""
+        """Wait for an HTTP caller's refusal's turn (over stdio the one client is alone)."""
         caller = call.record.caller
         if self.pace is not None and caller is not None and call.record.transport == "http":
             await self.pace.turn(f"caller:{caller.name}")

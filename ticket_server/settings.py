@@ -416,8 +416,7 @@ class Settings(BaseSettings):
     audit_retention_days: int = Field(
         default=90,
         ge=1,
-        description="Days of audit rows `ticket-server audit prune` keeps when run without "
-        "--older-than.",
+        description="Days of audit rows `ticket-server audit prune` keeps without --older-than.",
     )
     caller_concurrency: int = Field(
         default=8,
@@ -433,13 +432,11 @@ class Settings(BaseSettings):
         "caller's others wait their turn within the call deadline, so one caller cannot "
         "take the event loop or the database from the others.",
     )
-
     refusals_per_second: float = Field(
         default=10,
         ge=0,
-        description="HTTP: most 401 and 429 answers a second to one caller, or to one client "
-        "address without a valid token; more wait their turn (at most 3 s), so a client "
-        "retrying at once cannot keep the server busy refusing it. 0: answered at once.",
+        description="HTTP: most refusals (401, 429, rate limit) a second per caller, or per "
+        "address without a token; more wait their turn, at most 3 s. 0: at once.",
     )
 
     metrics_token: SecretStr | None = Field(
