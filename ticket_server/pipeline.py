@@ -136,9 +136,9 @@ class CallPipeline(Middleware):
         start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
         the most calls of one caller running at once; ``share`` the most of its
         expensive calls (``ToolPolicy.expensive``, and every write) doing their work at
-        once; ``pace``, when given, the turns at which an HTTP caller's rate-limit and
-        busy refusals are answered (``access/pacing.py``); ``offered`` the names of the tools the deployment's toolsets offer (None:
-        every tool); ``policies`` what each tool declared (``access/policy.py``)."""
+        once; ``pace`` the turns of HTTP callers' refusals (``access/pacing.py``);
+        ``offered`` the names of the tools the deployment's toolsets offer (None: every
+        tool); ``policies`` what each tool declared (``access/policy.py``)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.offered = offered
         self.observers = tuple(observers)
@@ -193,14 +193,13 @@ class CallPipeline(Middleware):
         answered whole, so no cursor was ever issued, and answering the first page would
         let a client page for ever. An empty or null cursor counts as none."""
         params = ctx.params
-        if ctx.method in LIST_METHODS and isinstance(params, Mapping):
-            cursor = params.get("cursor")
-            if cursor is not None and cursor != "":
-                raise MCPError(
-                    code=mt.INVALID_PARAMS,
-                    message=f"Invalid params: {ctx.method} is answered in one page and this "
-                    "server never issues a cursor for it; send it without `cursor`",
-                )
+        listing = ctx.method in LIST_METHODS and isinstance(params, Mapping)
+        if listing and params.get("cursor") not in (None, ""):
+            raise MCPError(
+                code=mt.INVALID_PARAMS,
+                message=f"Invalid params: {ctx.method} is answered in one page and this "
+                "server never issues a cursor for it; send it without `cursor`",
+            )
         return await call_next(ctx)
 
     # --- a tools/call refused as malformed before the pipeline ---------------------
@@ -359,8 +358,10 @@ class CallPipeline(Middleware):
                     return _recorded(call.record, refusal)
             return _recorded(call.record, await self.execute(call, call_next))
         except asyncio.CancelledError:
-            # notifications/cancelled, the client gone, or the server stopping: no answer.
-            call.record.fail(Outcome.CANCELLED)
+            # notifications/cancelled, the client gone, or the server stopping: no answer
+            # (a refusal whose client left while it waited its turn stays that refusal).
+            if call.record.outcome is Outcome.OK:
+                call.record.fail(Outcome.CANCELLED)
             raise
         except Exception as exc:  # ToolError (isError), NotFoundError (unknown or refused tool)
             _recorded_error(call.record, exc)
@@ -493,8 +494,7 @@ class CallPipeline(Middleware):
         assert call.tool is not None and call.record.caller is not None
         turn: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if call.policy.expensive:
-            name = call.record.caller.name
-            turn = self.shares.setdefault(name, asyncio.Semaphore(self.share))
+            turn = self.shares.setdefault(call.record.caller.name, asyncio.Semaphore(self.share))
         try:
             async with compat.deadline(self.deadline) as call.record.deadline, turn:
                 result = await call_next(call.context)

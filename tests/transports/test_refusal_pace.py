@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx2 as httpx
 
 from tests.access.conftest import MODERN_META, modern_call
-from tests.transports.conftest import add_caller, start_http_server, stop
+from tests.transports.conftest import add_caller, audit_records, start_http_server, stop
 from ticket_server.access.pacing import HOLD_SECONDS, RefusalPace
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}}
@@ -27,14 +28,19 @@ JSON = {
 
 
 def test_each_key_takes_turns_apart_and_waits_at_most_the_hold() -> None:
+    """Turns 0.25 s apart per key, the first at once; once the hold is full, a refusal
+    waits the hold and up to a second more, without pushing the turns further out."""
     now = [100.0]
-    pace = RefusalPace(4, clock=lambda: now[0])  # turns 0.25 s apart
+    pace = RefusalPace(4, clock=lambda: now[0])
     assert [pace.reserve("caller:a") for _ in range(3)] == [0.0, 0.25, 0.5]
     assert pace.reserve("address:10.0.0.1") == 0.0  # another key: its own turns
     now[0] += 10  # the turns have passed: answered at once again
-    assert pace.reserve("caller:a") == 0.0
-    waits = [pace.reserve("caller:a") for _ in range(40)]
-    assert max(waits) == HOLD_SECONDS and waits[-1] == HOLD_SECONDS
+    turns = [pace.reserve("caller:a") for _ in range(40)]
+    within = int(HOLD_SECONDS / 0.25) + 1
+    assert turns[:within] == [n * 0.25 for n in range(within)]
+    assert all(HOLD_SECONDS < wait < HOLD_SECONDS + 1 for wait in turns[within:])
+    now[0] += HOLD_SECONDS  # the last turn given is now: the next one comes after it
+    assert pace.reserve("caller:a") == 0.25
     assert RefusalPace(0).reserve("caller:a") == RefusalPace(0).reserve("caller:a") == 0.0
 
 
@@ -55,8 +61,8 @@ def _arrivals(send, count: int) -> tuple[list[float], list[httpx.Response]]:
 def test_a_burst_of_refusals_is_answered_at_the_pace(db_path: Path, tmp_path: Path) -> None:
     """Five refusals a second: a caller past its HTTP limit sending 6 requests at once
     gets six 429s over at least a second (its turns 0.2 s apart), each still saying
-    when to retry; 6 requests without a token from one address get six 401s likewise.
-    Another caller is served meanwhile."""
+    when to retry; 6 requests without a token from one address get six 401s likewise,
+    and six with two credentials six 400s. Another caller is served meanwhile."""
     flooder = add_caller(db_path, "flooder", http_rate_limit="1/minute")
     other = add_caller(db_path, "other")
     server = start_http_server(db_path, tmp_path, TICKET_SERVER_REFUSALS_PER_SECOND="5")
@@ -70,6 +76,13 @@ def test_a_burst_of_refusals_is_answered_at_the_pace(db_path: Path, tmp_path: Pa
 
         took, answers = _arrivals(lambda: httpx.post(server.url, json=LIST, headers=JSON), 6)
         assert [a.status_code for a in answers] == [401] * 6, [a.text for a in answers]
+        assert took[-1] >= 0.9, took
+
+        # Every refusal of the gate waits its turn: two credentials are a 400, at once
+        # before, without the address's limit or its pace (issue 32's attack).
+        twice = {**JSON, "Authorization": "Bearer a b"}
+        took, answers = _arrivals(lambda: httpx.post(server.url, json=LIST, headers=twice), 6)
+        assert [a.status_code for a in answers] == [400] * 6, [a.text for a in answers]
         assert took[-1] >= 0.9, took
 
         served = httpx.post(
@@ -98,12 +111,38 @@ def test_rate_limited_tool_calls_are_answered_at_the_pace(db_path: Path, tmp_pat
         stop(server.process)
 
 
+def test_a_refusal_whose_client_left_while_it_waited_stays_refused(
+    db_path: Path, tmp_path: Path
+) -> None:
+    """One refusal a second: a caller past its tool limit whose client gives up while
+    its refusal waits its turn is audited `rate_limited`, as answered, not `cancelled`."""
+    token = add_caller(db_path, "leaving", tool_rate_limit="1/minute")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_REFUSALS_PER_SECOND="1")
+    try:
+        params = {"name": "get_ticket_status_v2", "arguments": {"ticket_id": "SUP-1"}}
+        for _ in range(2):  # the one call of the minute, then a refusal answered at once
+            modern_call(httpx, server.url, token, 1, params)
+        impatient = SimpleNamespace(post=lambda *a, **k: httpx.post(*a, **{**k, "timeout": 0.3}))
+        try:
+            modern_call(impatient, server.url, token, 2, params)
+        except httpx.TimeoutException:
+            pass
+        else:
+            raise AssertionError("the third call was answered before its turn")
+        deadline = time.monotonic() + 10
+        while len(audit_records(server.logs())) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop(server.process)
+    outcomes = [r["outcome"] for r in audit_records(server.logs())]
+    assert outcomes == ["tool_error", "rate_limited", "rate_limited"], outcomes
+
+
 def test_serving_http_shortens_the_thread_switch_interval(monkeypatch, db_path: Path) -> None:
     """`serve` (one process) and `create_app` (each of `--workers N`) let the event loop
     have the GIL after 1 ms of a worker thread's Python, not CPython's 5 ms: the figure
     is in bench/fairness.py. Nothing is served here: uvicorn's run is replaced."""
     import sys
-    from types import SimpleNamespace
 
     from ticket_server import compat
     from ticket_server.settings import Settings

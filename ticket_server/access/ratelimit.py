@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -253,11 +253,6 @@ class HttpVerdict:
             "X-RateLimit-Reset": str(self.reset_seconds),
         }
         return headers if self.allowed else {**headers, "Retry-After": str(self.reset_seconds)}
-
-    def after(self, seconds: float) -> HttpVerdict:
-        """The verdict as it stands ``seconds`` later (a refusal held for its turn):
-        the window frees a request that much sooner, in at least 1 s."""
-        return replace(self, reset_seconds=max(1, self.reset_seconds - int(seconds)))
 
 
 class HttpLimiter:

@@ -9,18 +9,21 @@ served (``forward``):
                        the client to drop its token);
 3. ``authenticated``   no valid token: 401, before a byte of the body is read (a request
                        without a token costs almost nothing), or 429 once its client
-                       address is past the HTTP limit; paced per address (``pacing.py``);
+                       address is past the HTTP limit;
 4. ``declared_size``   a declared body over ``max_request_bytes``: 413, unread;
 5. ``media_type``      an ``Accept`` or ``Content-Type`` no JSON answer fits: 406 / 415;
 6. ``read_body``       the caller's HTTP limit counted, then the body read within
                        ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
 7. ``parse``           at most ``frames.MAX_MESSAGE_TOKENS`` JSON tokens (413, told
                        before it is parsed), in UTF-8 (400, -32700);
-8. ``within_limit``    the caller's HTTP limit: 429 with ``Retry-After`` (and the id),
-                       paced per caller (``pacing.py``);
+8. ``within_limit``    the caller's HTTP limit: 429 with ``Retry-After`` (and the id);
 9. ``well_formed``     one JSON-RPC message (400, -32600), a tools/call with usable
                        params (400, -32602);
 then legacy sessions (``sessions.LegacySessions``) or, stateless, the app itself.
+
+Each refusal but a 503 waits its turn (its caller's, or its address's without a valid
+token: ``access/pacing.py``), so a client that retries at once is answered at a pace
+instead of keeping the event loop busy refusing it.
 
 Each refusal is a JSON-RPC error body (``refusals.py``); a refused tools/call leaves its
 audit record, as the call pipeline's would. A request refused for want of a valid token
@@ -153,6 +156,8 @@ class McpGate:
         for stage in self.stages:
             refusal = await stage(request)
             if refusal is not None:
+                if refusal.status_code != 503:  # the server's failure, not the client's
+                    await self.pace.turn(_pace_key(request))
                 await refusal(scope, receive, send)
                 return
         await self.forward(request, send)
@@ -193,9 +198,7 @@ class McpGate:
         r.caller = caller_from_access_token(r.access) if r.access is not None else None
         if r.caller is not None:
             return None
-        key = address_key(r.scope)
-        verdict = await self.limiter.hit(key)
-        waited = await self.pace.turn(key)
+        verdict = await self.limiter.hit(address_key(r.scope))
         if verdict.allowed:
             answer, outcome, cause = (
                 unauthorized(r.headers, self.metadata_url),
@@ -203,7 +206,7 @@ class McpGate:
                 Cause.UNAUTHENTICATED,
             )
         else:
-            answer = too_many(verdict.after(waited), None, by_caller=False)
+            answer = too_many(verdict, None, by_caller=False)
             outcome, cause = Outcome.RATE_LIMITED, Cause.HTTP_LIMIT
         self.metrics.unauthenticated.labels(str(answer.status_code)).inc()
         self._unread(r, outcome, cause)
@@ -282,10 +285,8 @@ class McpGate:
         assert r.verdict is not None
         if r.verdict.allowed:
             return None
-        assert r.caller is not None
-        waited = await self.pace.turn(f"caller:{r.caller.name}")
         self._refused(r, Outcome.RATE_LIMITED, Cause.HTTP_LIMIT)
-        return too_many(r.verdict.after(waited), r.request_id, by_caller=True)
+        return too_many(r.verdict, r.request_id, by_caller=True)
 
     async def well_formed(self, r: GateRequest) -> Response | None:
         refusal = malformed(r.message, r.request_id) if r.post and r.parse_error is None else None
@@ -354,6 +355,11 @@ class McpGate:
             self.runtime.audit.observe_unauthenticated(record)
         else:
             self.runtime.audit.observe(record)
+
+
+def _pace_key(r: GateRequest) -> str:
+    """Whose turn a refusal waits for: its caller's, or without one its address's."""
+    return f"caller:{r.caller.name}" if r.caller is not None else address_key(r.scope)
 
 
 def _in_a_session(r: GateRequest) -> bool:
