@@ -186,6 +186,17 @@ def test_tools_export_for_an_unknown_caller_names_the_option(database_url: str) 
     assert "TICKET_SERVER_STDIO_CALLER" not in line and "callers list" in line
 
 
+def test_tools_export_without_a_database_says_so_in_one_line(tmp_path: Path) -> None:
+    """Without --caller the export lists the tools as the stdio caller sees them, which
+    the callers table says: a database that cannot be read is one line naming the
+    setting, exit 2 (it was an ERROR log with a whole traceback, then the read tools)."""
+    missing = f"sqlite+aiosqlite:///{tmp_path / 'absent' / 't.db'}"
+    line = one_line(run(missing, "tools", "export"))
+    assert "tools export: TICKET_SERVER_DATABASE_URL" in line and "does not exist" in line, line
+    unmigrated = one_line(run(f"sqlite+aiosqlite:///{tmp_path / 't.db'}", "tools", "export"))
+    assert "tools export:" in unmigrated and "db upgrade" in unmigrated, unmigrated
+
+
 @pytest.mark.parametrize("target", ["127.0.0.1:8000/mcp", "localhost:8000", "localhost/mcp"])
 def test_probe_without_a_scheme_says_write_http(tmp_path: Path, target: str) -> None:
     """`probe 127.0.0.1:8000/mcp` (no scheme) names the URL to write; it spawns nothing."""

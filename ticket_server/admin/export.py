@@ -49,40 +49,40 @@ __all__ = [
 
 
 async def list_tools(settings: Any, caller: str | None = None) -> list[mt.Tool]:
-    """The tools ``caller`` would see (all tools listed to an anonymous in-process client
-    when ``caller`` is None), as MCP ``Tool`` objects, in listing order."""
+    """The tools ``caller`` would see (without ``caller``: the stdio caller the settings
+    name, the built-in ``local`` by default), as MCP ``Tool`` objects, in listing order.
+    ``CommandError`` in one line when the database or the caller cannot be read."""
     from fastmcp import Client
 
+    from ticket_server.access.callers import RegistryUnavailable
+    from ticket_server.access.identity import IdentityError, check_stdio_identity
+    from ticket_server.db import DatabaseSetupError, require_current_schema
     from ticket_server.server import build_runtime, build_server
 
+    command = "tools export" + (f" --caller {caller}" if caller is not None else "")
+    try:
+        await require_current_schema(settings)
+    except DatabaseSetupError as exc:
+        raise CommandError(f"{command}: {exc}") from exc
     if caller is not None:
         # An in-process client is served as the stdio caller the settings name: the
         # access room's own authorization middleware filters the listing for it.
-        from ticket_server.access.callers import RegistryUnavailable
-        from ticket_server.access.identity import IdentityError, check_stdio_identity
-        from ticket_server.db import DatabaseSetupError, require_current_schema
-
-        try:
-            await require_current_schema(settings)
-        except DatabaseSetupError as exc:
-            raise CommandError(f"tools export --caller {caller}: {exc}") from exc
-
         settings = settings.model_copy(update={"stdio_caller": caller, "token": None})
     runtime = build_runtime(settings)
-    if caller is not None:
-        try:
-            await check_stdio_identity(settings, runtime.callers)
-        except IdentityError as exc:
-            await runtime.stop()
-            # The check names the setting it reads; here the name came from --caller, so
-            # apart from an unreadable callers table the one failure is an unknown name.
-            reason = (
-                str(exc)
-                if isinstance(exc.__cause__, RegistryUnavailable)
-                else f"no caller named {caller!r} (or it is revoked); pick a name from "
-                "`ticket-server callers list`, or add it with `ticket-server callers add`"
-            )
-            raise CommandError(f"tools export --caller {caller}: {reason}") from exc
+    try:
+        await check_stdio_identity(settings, runtime.callers)
+    except IdentityError as exc:
+        await runtime.stop()
+        # The check names the setting it reads; with --caller the name came from the
+        # command line, so apart from an unreadable callers table the one failure is an
+        # unknown name.
+        reason = (
+            str(exc)
+            if caller is None or isinstance(exc.__cause__, RegistryUnavailable)
+            else f"no caller named {caller!r} (or it is revoked); pick a name from "
+            "`ticket-server callers list`, or add it with `ticket-server callers add`"
+        )
+        raise CommandError(f"{command}: {reason}") from exc
     async with Client(build_server(runtime)) as client:
         return list(await client.list_tools())
 
