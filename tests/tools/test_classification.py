@@ -124,6 +124,11 @@ async def test_set_each_field_type_and_clear(settings: Settings, agent) -> None:
         read = await client.call_tool("get_ticket", {"ticket_id": engineering})
         fields = read.structured_content["custom_fields"]
         assert "affected_users" not in fields and fields["severity"] == "sev2"
+        # The resource is get_ticket with every field: the tags and fields too.
+        resource = await client.read_resource(f"tickets://ticket/{engineering}")
+        value = json.loads(resource[0].text)
+        assert value["custom_fields"] == fields
+        assert value["tags"] == read.structured_content["tags"]
     _, values, _ = await classification(settings, engineering)
     stored = {v[0]: v[1:] for v in values}
     assert stored["severity"][0] == "sev2" and "affected_users" not in stored
@@ -320,10 +325,13 @@ async def test_a_ticket_with_long_fields_stays_within_the_page(settings: Setting
             {"ticket_id": busy, "fields": {f"notes_{n}": "x" * 900 for n in range(4)}},
         )
         read = await client.call_tool("get_ticket", {"ticket_id": busy, "limit": 50})
+        resource = await client.read_resource(f"tickets://ticket/{busy}")
     value = read.structured_content
     assert len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()) <= 16_384
     assert len(value["custom_fields"]) >= 4
     assert value["conversation"]["returned"] <= shown
+    assert len(resource[0].text.encode()) <= 16_384
+    assert json.loads(resource[0].text)["custom_fields"] == value["custom_fields"]
 
 
 def test_fit_page_leaves_out_the_oldest_comments_and_says_so() -> None:

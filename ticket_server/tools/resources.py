@@ -13,9 +13,11 @@ from fastmcp.exceptions import NotFoundError, ResourceError
 from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
 
 from ticket_server.access.context import current_queues
+from ticket_server.tools.classification_reads import fit_page
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
     CUSTOMER_URI,
+    MAX_PAGE_BYTES,
     TICKET_FIELDS,
     TICKET_URI,
     comment_cursors,
@@ -57,9 +59,12 @@ async def read_ticket_resource(
         view = await read_ticket(repo, id, current_queues())
     if view is None:
         raise missing(TICKET_URI.format(id))
-    sla, files, _ = await ticket_extras(repo, view.ticket.id, {"sla", "attachments"}, services.now)
+    every = set(TICKET_FIELDS)
+    sla, files, classified = await ticket_extras(repo, view.ticket.id, every, services.now)
     cursor_for = comment_cursors(services.cursors, view.ticket.id)
-    return _json(ticket_json(view, set(TICKET_FIELDS), cursor_for, sla=sla, attachments=files))
+    value = ticket_json(view, every, cursor_for, sla=sla, attachments=files) | classified
+    fit_page(value, view.comments, cursor_for, MAX_PAGE_BYTES)  # as get_ticket's
+    return _json(value)
 
 
 async def read_customer_resource(
