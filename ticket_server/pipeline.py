@@ -515,7 +515,7 @@ class CallPipeline(Middleware):
         """Wait for an HTTP caller's refusal's turn (over stdio the one client is alone)."""
         caller = call.record.caller
         if self.pace is not None and caller is not None and call.record.transport == "http":
-            await self.pace.turn(f"caller:{caller.name}")
+            call.record.started += await self.pace.turn(f"caller:{caller.name}")  # not its time
 
     def _observe(self, record: CallRecord) -> None:
         record.duration_ms = round((monotonic() - record.started) * 1000, 3)

@@ -116,8 +116,8 @@ class Runtime:
     keys: Keys
     """The subkeys of the server's one secret, one per use (``access/sealing.py``)."""
     pace: RefusalPace
-    """Turns of each HTTP caller's (and token-less address's) refusals: the gate's 401
-    and 429, the pipeline's rate-limit and busy refusals (``access/pacing.py``)."""
+    """Turns of each HTTP caller's (and token-less address's) refusals: the gate's and
+    the endpoint's 4xx, the pipeline's rate-limit and busy refusals (``access/pacing.py``)."""
     cursor_warning: str | None = None
     folding: asyncio.Task[None] | None = field(default=None, init=False)
 

@@ -435,8 +435,8 @@ class Settings(BaseSettings):
     refusals_per_second: float = Field(
         default=10,
         ge=0,
-        description="HTTP: refusals (all but 503) answered a second per caller, or per address "
-        "without a token, per process; more wait their turn, at most 3-4 s. 0: at once.",
+        description="HTTP: 4xx and rate-limit refusals answered a second per caller, or per "
+        "address without a valid token, per process; more wait, at most 3-4 s. 0: at once.",
     )
 
     metrics_token: SecretStr | None = Field(

@@ -501,6 +501,21 @@ async def ticket_extras(
         return await repo.read(read)
 
 
+async def whole_ticket(
+    services: Services, view: TicketView, wanted: set[str], limit: int = 10
+) -> dict[str, Any]:
+    """``view`` as ``get_ticket`` answers it: ``id`` and the ``wanted`` fields, the extras
+    read (SLA, attachments, tags and custom fields by name), within ``MAX_PAGE_BYTES``."""
+    repo = services.repository
+    sla, files, classified = await ticket_extras(repo, view.ticket.id, wanted, services.now)
+    cursor_for = comment_cursors(services.cursors, view.ticket.id)
+    value = ticket_json(view, wanted, cursor_for, limit, sla, files)
+    if wanted & {"tags", "custom_fields"}:  # tickets.classification, by field name
+        value |= classified
+        fit_page(value, view.comments, cursor_for, MAX_PAGE_BYTES)
+    return value
+
+
 async def get_ticket(
     ticket_id: Annotated[str, Field(description="e.g. SUP-4412")],
     fields: Annotated[
@@ -536,12 +551,7 @@ async def get_ticket(
     if view is None:
         raise not_found(ticket_id)
 
-    sla, files, classified = await ticket_extras(repo, view.ticket.id, wanted, services.now)
-    cursor_for = comment_cursors(cursors, view.ticket.id)
-    value = ticket_json(view, wanted, cursor_for, limit, sla, files)
-    if wanted & {"tags", "custom_fields"}:  # tickets.classification, by field name
-        value |= classified
-        fit_page(value, view.comments, cursor_for, MAX_PAGE_BYTES)
+    value = await whole_ticket(services, view, wanted, limit)
     links = [_link(TICKET_URI.format(view.ticket.id), view.ticket.id)]
     if view.customer is not None and "customer" in wanted:
         links.append(_link(CUSTOMER_URI.format(view.customer.id), view.customer.name))

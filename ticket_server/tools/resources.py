@@ -13,20 +13,16 @@ from fastmcp.exceptions import NotFoundError, ResourceError
 from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
 
 from ticket_server.access.context import current_queues
-from ticket_server.tools.classification_reads import fit_page
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
     CUSTOMER_URI,
-    MAX_PAGE_BYTES,
     TICKET_FIELDS,
     TICKET_URI,
-    comment_cursors,
     customer_json,
     meta_for,
     read_customer,
     read_ticket,
-    ticket_extras,
-    ticket_json,
+    whole_ticket,
 )
 from ticket_server.tools.services import Services, current_services
 
@@ -54,17 +50,11 @@ async def read_ticket_resource(
     id: str, services: Services = Depends(current_services)
 ) -> ResourceResult:
     """``tickets://ticket/{id}``: the whole ticket, as ``get_ticket`` with every field."""
-    repo = services.repository
     with domain_errors():
-        view = await read_ticket(repo, id, current_queues())
+        view = await read_ticket(services.repository, id, current_queues())
     if view is None:
         raise missing(TICKET_URI.format(id))
-    every = set(TICKET_FIELDS)
-    sla, files, classified = await ticket_extras(repo, view.ticket.id, every, services.now)
-    cursor_for = comment_cursors(services.cursors, view.ticket.id)
-    value = ticket_json(view, every, cursor_for, sla=sla, attachments=files) | classified
-    fit_page(value, view.comments, cursor_for, MAX_PAGE_BYTES)  # as get_ticket's
-    return _json(value)
+    return _json(await whole_ticket(services, view, set(TICKET_FIELDS)))
 
 
 async def read_customer_resource(

@@ -22,8 +22,10 @@ served (``forward``):
 then legacy sessions (``sessions.LegacySessions``) or, stateless, the app itself.
 
 Each refusal but a 503 waits its turn (its caller's, or its address's without a valid
-token: ``access/pacing.py``), so a client that retries at once is answered at a pace
-instead of keeping the event loop busy refusing it.
+token: ``access/pacing.py``), and so does a 4xx answered past the gate (``forward``), so
+a client that retries at once is answered at a pace instead of keeping the event loop
+busy refusing it. Host/Origin validation runs before the gate: its 421 and 403 are not
+paced.
 
 Each refusal is a JSON-RPC error body (``refusals.py``); a refused tools/call leaves its
 audit record, as the call pipeline's would. A request refused for want of a valid token
@@ -300,17 +302,32 @@ class McpGate:
     async def forward(self, r: GateRequest, send: Send) -> None:
         """Serve the request: its body (read by the gate) first, then what the client
         sends. A legacy session of a client that can ask the person (elicitation)
-        answers in SSE streams, which can carry a confirmation's question; JSON cannot."""
+        answers in SSE streams, which can carry a confirmation's question; JSON cannot.
+        A 4xx answered past the gate (the legacy sessions' refusals, the SDK's) waits
+        its turn as the gate's own refusals do."""
         received = r.received
         reset = self.stream.set(True) if can_ask(r.message, r.headers) else None
+
+        async def paced(message: Message) -> None:
+            if message["type"] == "http.response.start" and 400 <= message["status"] < 500:
+                await self.pace.turn(_pace_key(r))
+            await send(message)
+
         try:
             if self.stateful and _in_a_session(r):
                 assert r.caller is not None
                 await self.sessions(
-                    r.scope, r.receive, received, send, r.headers, r.caller, r.message, r.request_id
+                    r.scope,
+                    r.receive,
+                    received,
+                    paced,
+                    r.headers,
+                    r.caller,
+                    r.message,
+                    r.request_id,
                 )
             else:
-                await _cancelled_when_gone(self.app, r.scope, received, r.receive, send)
+                await _cancelled_when_gone(self.app, r.scope, received, r.receive, paced)
         finally:
             if reset is not None:
                 self.stream.reset(reset)

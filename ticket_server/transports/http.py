@@ -152,7 +152,7 @@ def prefer_the_event_loop() -> None:
     and reads run in worker threads (``tickets/storage.py``) and share the GIL with the
     event loop, which waited up to 5 ms for it at every step of every other request: on
     2 cores, while one caller ran 2 searches at a time without pause, another caller's
-    lookups had p99 115-145 ms; with 1 ms, 20-29 ms, the searches as many a second
+    lookups had p99 115-145 ms; with 1 ms, 20-80 ms, the searches as many a second
     (``bench/fairness.py``, its "unlimited" phase)."""
     sys.setswitchinterval(SWITCH_INTERVAL)
 
