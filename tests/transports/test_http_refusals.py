@@ -138,6 +138,13 @@ def test_accept_content_type_and_encoding_are_refused_in_words(http_server) -> N
     )
     assert utf16.status_code == 400, utf16.text
     assert utf16.json()["error"]["code"] == -32700 and "UTF-8" in utf16.text
+    # NaN and Infinity are not JSON (RFC 8259 section 6): a Parse error, as over stdio.
+    nan = httpx.post(
+        http_server.url,
+        content=json.dumps(PING).replace('"id": 7', '"id": 7, "x": NaN').encode(),
+        headers={**JSON, **auth},
+    )
+    assert nan.status_code == 400 and nan.json()["error"]["code"] == -32700, nan.text
     assert httpx.post(http_server.url, json=PING, headers={**JSON, **auth}).status_code == 200
 
 

@@ -221,6 +221,28 @@ def test_raw_stdio_read_deadline_fires(db_path: Path) -> None:
         stop(raw.process)
 
 
+def test_nan_and_infinity_are_parse_errors(db_path: Path) -> None:
+    """`NaN` and `Infinity` are not JSON (RFC 8259 section 6): a request holding one is
+    -32700 with id null, as over HTTP, and the next request is answered."""
+    raw = RawStdio(db_path)
+    try:
+        raw.send(INIT)
+        raw.read_until_id(1)
+        raw.send(INITIALIZED)
+        for constant in (b"NaN", b"Infinity", b"-Infinity"):
+            raw.send(
+                b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":'
+                b'"search_tickets_v2","arguments":{"query":"refund","limit":' + constant + b"}}}"
+            )
+            refused = raw.read()
+            assert refused["id"] is None and refused["error"]["code"] == -32700, refused
+        raw.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert raw.read_until_id(3)["result"] == {}
+    finally:
+        raw.close()
+        stop(raw.process)
+
+
 def test_c14_invalid_utf8_is_a_parse_error_and_nothing_runs(db_path: Path) -> None:
     """C14: a tools/call line whose JSON string holds the raw byte 0xE9 (not UTF-8) gets
     -32700 with id null and runs nothing (the SDK's reader would have replaced the byte

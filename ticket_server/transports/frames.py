@@ -58,15 +58,20 @@ def too_many_tokens(body: bytes, limit: int = MAX_MESSAGE_TOKENS) -> bool:
     return strings + len(outside) - len(outside.translate(None, _STRUCTURE)) > limit
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse(raw: str | bytes) -> tuple[Any, str | None]:
     """(the parsed message, None) or (None, ``PARSE_ERROR`` or ``NOT_UTF8``). Bytes must
-    be UTF-8 (RFC 8259 section 8.1): ``json.loads`` would also read UTF-16 and UTF-32."""
+    be UTF-8 (RFC 8259 section 8.1): ``json.loads`` would also read UTF-16 and UTF-32,
+    and ``NaN`` and ``Infinity``, which are not JSON (RFC 8259 section 6)."""
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
             return None, NOT_UTF8
     try:
-        return json.loads(raw), None
+        return json.loads(raw, parse_constant=_not_json), None
     except (ValueError, RecursionError):
         return None, PARSE_ERROR

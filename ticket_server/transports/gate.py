@@ -15,7 +15,7 @@ served (``forward``):
 6. ``read_body``       the caller's HTTP limit counted, then the body read within
                        ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
 7. ``parse``           at most ``frames.MAX_MESSAGE_TOKENS`` JSON tokens (413, told
-                       before it is parsed), in UTF-8 (400, -32700);
+                       before it is parsed), JSON in UTF-8 (400, -32700);
 8. ``within_limit``    the caller's HTTP limit: 429 with ``Retry-After`` (and the id);
 9. ``well_formed``     one JSON-RPC message (400, -32600), a tools/call with usable
                        params (400, -32602);
@@ -269,7 +269,7 @@ class McpGate:
                 "so many",
             )
         r.message, r.parse_error = frames.parse(body)
-        if r.parse_error == frames.NOT_UTF8:
+        if r.parse_error is not None:  # the SDK would read NaN and Infinity, not JSON
             self._refused(r, Outcome.TOOL_ERROR, Cause.MALFORMED, r.parse_error)
             return jsonrpc_error(400, -32700, r.parse_error)
         message = r.message

@@ -68,7 +68,7 @@ def read_frame(line: bytes) -> SessionMessage | ErrorData | None:
     if not line.strip(b" \t\r\n"):  # JSON's whitespace (RFC 8259 section 2)
         return None
     try:
-        value = pydantic_core.from_json(line)
+        value = pydantic_core.from_json(line, allow_inf_nan=False)  # RFC 8259 section 6
     except ValueError:
         try:
             line.decode("utf-8")
