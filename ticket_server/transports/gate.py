@@ -21,10 +21,9 @@ served (``forward``):
                        params (400, -32602);
 then legacy sessions (``sessions.LegacySessions``) or, stateless, the app itself.
 
-Each refusal but a 503 waits its turn (its caller's, or its address's without a valid
-token: ``access/pacing.py``), and so does a 4xx answered past the gate (``forward``), so
-a client that retries at once is answered at a pace instead of keeping the event loop
-busy refusing it. Host/Origin validation runs before the gate: its 421 and 403 are not
+Each 4xx, the gate's and those answered past it, waits its turn (its caller's, or its
+address's without a valid token: ``access/pacing.py``), so a client that retries at once
+is answered at a pace instead of keeping the event loop busy refusing it. Host/Origin validation runs before the gate: its 421 and 403 are not
 paced.
 
 Each refusal is a JSON-RPC error body (``refusals.py``); a refused tools/call leaves its
@@ -155,14 +154,25 @@ class McpGate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         access = getattr(scope.get("user"), "access_token", None)
         request = GateRequest(scope, receive, headers, access, call=header_call(headers))
+        send = self._paced(request, send)
         for stage in self.stages:
             refusal = await stage(request)
             if refusal is not None:
-                if refusal.status_code != 503:  # the server's failure, not the client's
-                    await self.pace.turn(_pace_key(request))
                 await refusal(scope, receive, send)
                 return
         await self.forward(request, send)
+
+    def _paced(self, r: GateRequest, send: Send) -> Send:
+        """``send``, but a 4xx (the gate's refusals, and those of the sessions and the SDK
+        past it; not a 503, the server's failure) first waits its caller's turn, or
+        without a caller its address's (``access/pacing.py``)."""
+
+        async def paced(message: Message) -> None:
+            if message["type"] == "http.response.start" and 400 <= message["status"] < 500:
+                await self.pace.turn(_pace_key(r))
+            await send(message)
+
+        return paced
 
     # --- the stages, in order -----------------------------------------------------
 
@@ -291,7 +301,7 @@ class McpGate:
         return too_many(r.verdict, r.request_id, by_caller=True)
 
     async def well_formed(self, r: GateRequest) -> Response | None:
-        refusal = malformed(r.message, r.request_id) if r.post and r.parse_error is None else None
+        refusal = malformed(r.message, r.request_id) if r.post else None
         if refusal is None:
             return None
         self._refused(r, Outcome.TOOL_ERROR, Cause.MALFORMED, refusal[1])
@@ -302,17 +312,9 @@ class McpGate:
     async def forward(self, r: GateRequest, send: Send) -> None:
         """Serve the request: its body (read by the gate) first, then what the client
         sends. A legacy session of a client that can ask the person (elicitation)
-        answers in SSE streams, which can carry a confirmation's question; JSON cannot.
-        A 4xx answered past the gate (the legacy sessions' refusals, the SDK's) waits
-        its turn as the gate's own refusals do."""
+        answers in SSE streams, which can carry a confirmation's question; JSON cannot."""
         received = r.received
         reset = self.stream.set(True) if can_ask(r.message, r.headers) else None
-
-        async def paced(message: Message) -> None:
-            if message["type"] == "http.response.start" and 400 <= message["status"] < 500:
-                await self.pace.turn(_pace_key(r))
-            await send(message)
-
         try:
             if self.stateful and _in_a_session(r):
                 assert r.caller is not None
@@ -320,14 +322,14 @@ class McpGate:
                     r.scope,
                     r.receive,
                     received,
-                    paced,
+                    send,
                     r.headers,
                     r.caller,
                     r.message,
                     r.request_id,
                 )
             else:
-                await _cancelled_when_gone(self.app, r.scope, received, r.receive, paced)
+                await _cancelled_when_gone(self.app, r.scope, received, r.receive, send)
         finally:
             if reset is not None:
                 self.stream.reset(reset)
