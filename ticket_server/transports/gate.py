@@ -99,7 +99,6 @@ class GateRequest:
     verdict: HttpVerdict | None = None
     received: list[Message] = field(default_factory=list)
     message: Any = None
-    parse_error: str | None = None
     request_id: Any = None
 
     @property
@@ -278,10 +277,10 @@ class McpGate:
                 f"Request body too large: {TOO_MANY_TOKENS}; no request to this server needs "
                 "so many",
             )
-        r.message, r.parse_error = frames.parse(body)
-        if r.parse_error is not None:  # the SDK would read NaN and Infinity, not JSON
-            self._refused(r, Outcome.TOOL_ERROR, Cause.MALFORMED, r.parse_error)
-            return jsonrpc_error(400, -32700, r.parse_error)
+        r.message, error = frames.parse(body)
+        if error is not None:  # the SDK would read NaN and Infinity, not JSON
+            self._refused(r, Outcome.TOOL_ERROR, Cause.MALFORMED, error)
+            return jsonrpc_error(400, -32700, error)
         message = r.message
         if isinstance(message, dict):
             if message.get("method") == "tools/call":
