@@ -55,6 +55,29 @@ async def test_context_streams_carry_session_messages() -> None:
     assert (await receive.receive()).message == message.message
 
 
+def test_claim_stdout_diverts_fd_1_to_stderr_and_gives_back_the_wire() -> None:
+    """Run in a child process, whose fd 1 is a pipe: the claim hands back a duplicate of
+    the pipe, points fd 1 at stderr, and its release points fd 1 back at the pipe."""
+    program = """
+import os, sys
+from ticket_server import compat
+before = os.readlink("/proc/self/fd/1")
+wire, restore = compat.claim_stdout()
+during = os.readlink("/proc/self/fd/1")
+wire.write(b"on the wire\\n"); wire.flush()
+os.write(1, b"stray\\n")
+restore()
+after = os.readlink("/proc/self/fd/1")
+assert during == os.readlink("/proc/self/fd/2") != before == after, (before, during, after)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"on the wire\n"
+    assert done.stderr.endswith(b"stray\n")
+
+
 async def test_header_lookup_hook_is_honoured_by_the_low_level_server() -> None:
     mcp = FastMCP("t")
 

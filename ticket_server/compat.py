@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -84,6 +85,16 @@ async def run_session(mcp: FastMCP, read_stream: Any, write_stream: Any) -> None
     await mcp._mcp_server.run(
         read_stream, write_stream, mcp._mcp_server.create_initialization_options()
     )
+
+
+def claim_stdout() -> tuple[BinaryIO, Callable[[], None] | None]:
+    """The wire for stdio's frames, claimed as the SDK's ``stdio_server`` claims it
+    (``mcp.server.stdio._claim_fd``): a private duplicate of fd 1, while fd 1 itself
+    points at stderr, so stray output of a library or a child process cannot corrupt the
+    frames. The callable (None when nothing was diverted) points fd 1 back at the wire."""
+    from mcp.server import stdio
+
+    return stdio._claim_fd(1, sys.stdout, "wb", stdio._open_stdout_diversion)
 
 
 def context_streams(size: int = 0) -> tuple[Any, Any]:

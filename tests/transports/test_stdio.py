@@ -9,6 +9,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -308,3 +309,60 @@ def test_stdio_server_counts_no_prometheus_metrics(db_path: Path) -> None:
         for name in imported
         if name.split(".")[0] == "prometheus_client" or name == "ticket_server.metrics"
     }
+
+
+def test_stray_output_misses_the_wire(db_path: Path) -> None:
+    """While serving, fd 1 points at stderr and the frames go out on a private duplicate
+    of the wire: a library or child process that prints cannot corrupt the stream."""
+    import os
+
+    raw = RawStdio(db_path)
+    try:
+        raw.send(INIT)
+        raw.read_until_id(1)
+        pid = raw.process.pid
+        assert raw.process.stdout is not None
+        wire = f"pipe:[{os.fstat(raw.process.stdout.fileno()).st_ino}]"
+        targets = {
+            int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")
+        }
+        assert targets[1] == targets[2] != wire
+        assert wire in [target for fd, target in targets.items() if fd > 2]
+        raw.send(INITIALIZED)
+        raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert raw.read_until_id(2)["result"]["tools"]
+    finally:
+        raw.close()
+        stop(raw.process)
+    assert_all_jsonrpc(raw.lines)
+
+
+async def test_answers_are_written_as_the_sdk_writer_wrote_them() -> None:
+    """``write_frames`` writes the bytes the SDK's stdio writer wrote (its
+    ``model_dump_json`` text with a newline, UTF-8), one line per message, in order."""
+    import io
+
+    from mcp.shared.message import SessionMessage
+    from mcp.types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCResponse
+
+    from ticket_server import compat
+    from ticket_server.transports.stdio import write_frames
+
+    messages = [
+        JSONRPCResponse(
+            jsonrpc="2.0", id=3, result={"contents": [{"uri": "x", "blob": "QUJD"}], "é": "ü 💬"}
+        ),
+        JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=-32700, message="Parse error")),
+        JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params={"p": 0.5}),
+    ]
+    wire = io.BytesIO()
+    send, receive = compat.context_streams(0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write_frames, receive, wire)
+        async with send:
+            for message in messages:
+                await send.send(SessionMessage(message))
+    expected = "".join(
+        m.model_dump_json(by_alias=True, exclude_unset=True) + "\n" for m in messages
+    ).encode("utf-8")
+    assert wire.getvalue() == expected

@@ -1,6 +1,7 @@
 """The stdio transport: FastMCP's ``run_stdio_async``, with three additions.
 
-- stdin is read here, not by the SDK's reader (the SDK's ``stdio_server`` writes stdout):
+- stdin is read and stdout written here, not by the SDK's ``stdio_server`` (whose claim
+  of fd 1, pointed at stderr while the wire moves to a private duplicate, is kept):
   - malformed frames are answered as JSON-RPC 2.0 requires (``transports.frames``),
     where the SDK's reader drops a line it cannot parse without a word, so a client
     that sent one would wait for an answer that never comes. Blank lines are skipped.
@@ -8,7 +9,8 @@
     UTF-8), as over HTTP: the SDK's reader would replace the bytes with U+FFFD;
   - each line is parsed once, from its bytes, and dropped before the request runs: a
     file uploaded as base64 is then held once by the parsed arguments, where the SDK's
-    reader holds the line's text until the next line comes, beside its own parse.
+    reader holds the line's text until the next line comes, beside its own parse;
+  - each answer is serialised straight to bytes (``write_frames``).
 - The start-up checks (the database is at the migration head, the configured stdio caller
   exists unrevoked) run in-process beside the start: ``initialize`` may be answered
   first, tools/list and tools/call wait for them. A failed check ends the process with
@@ -27,7 +29,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import pydantic_core
@@ -100,11 +102,21 @@ async def stdin_frames(raw: Any) -> AsyncIterator[SessionMessage | ErrorData]:
             yield frame
 
 
-async def _no_lines() -> AsyncIterator[str]:
-    """The stdin given to the SDK's ``stdio_server``, whose writer alone is used."""
-    nothing: tuple[str, ...] = ()
-    for line in nothing:
-        yield line
+async def write_frames(messages: Any, wire: BinaryIO) -> None:
+    """Write each message of the stream ``messages`` to ``wire``, one line of JSON each,
+    serialised straight to bytes: a large answer (a file read as base64) is then held once
+    more, as its JSON, where the SDK's writer held it as text, as that text with its
+    newline, and as the encoded bytes. The bytes are those of the SDK's writer."""
+    out = anyio.wrap_file(wire)
+    async with messages:
+        async for item in messages:
+            frame = jsonrpc_message_adapter.dump_json(
+                item.message, by_alias=True, exclude_unset=True
+            )
+            await out.write(frame)
+            del frame
+            await out.write(b"\n")
+            await out.flush()
 
 
 class InFlight:
@@ -152,12 +164,12 @@ async def run_stdio(mcp: FastMCP, drain_seconds: float = 30.0) -> None:
     """Serve ``mcp`` over stdin/stdout until stdin ends (like ``run_stdio_async``); the
     requests still running then are answered first (for at most ``drain_seconds``)."""
     from fastmcp.server.context import reset_transport, set_transport
-    from mcp.server.stdio import stdio_server
 
     token = set_transport("stdio")
+    wire, restore = compat.claim_stdout()
     try:
-        async with compat.lifespan(mcp), stdio_server(_no_lines()) as (unused, write_stream):  # type: ignore[arg-type]
-            await unused.aclose()
+        async with compat.lifespan(mcp):
+            write_stream, outgoing = compat.context_streams(0)
             to_server, from_relay = compat.context_streams(0)
             to_client, from_server = compat.context_streams(0)
             pending = InFlight()
@@ -191,13 +203,17 @@ async def run_stdio(mcp: FastMCP, drain_seconds: float = 30.0) -> None:
                     if isinstance(item.message, JSONRPCResponse | JSONRPCError):
                         pending.end(item.message.id)  # once written: the relay may then end
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(relay)
-                tg.start_soon(answers)
-                await compat.run_session(mcp, from_relay, to_client)
-                tg.cancel_scope.cancel()
-            await write_stream.aclose()  # the end of output, as the server would close it
+            async with anyio.create_task_group() as writing:
+                writing.start_soon(write_frames, outgoing, wire)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(relay)
+                    tg.start_soon(answers)
+                    await compat.run_session(mcp, from_relay, to_client)
+                    tg.cancel_scope.cancel()
+                await write_stream.aclose()  # the end of output: the writer writes what is left
     finally:
+        if restore is not None:
+            restore()
         reset_transport(token)
 
 
