@@ -11,7 +11,8 @@ on every transport (stdio, HTTP, in memory). A tools/call reads top to bottom in
                       ``limit`` (per operation; unknown and refused names share one
                       allowance) -> ``authorize`` (scopes, toolsets) ->
                       ``check_retirement`` -> ``check_arguments`` (bounded refusals, then
-                      unusable values; only then kept for the audit)
+                      unusable values; only then kept for the audit; long file texts set
+                      aside from FastMCP's validation)
 3. ``execute``        the per-caller concurrency cap, then ``run_tool``: the caller's
                       share for an expensive tool, the call deadline, validation errors
                       reworded as one sentence naming each bound
@@ -52,13 +53,22 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ticket_server import compat
 from ticket_server.access.audit import redact, result_size, sensitive_fields, storable
-from ticket_server.access.callers import SCOPE, Caller, RegistryUnavailable
+from ticket_server.access.callers import Caller, RegistryUnavailable
 from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
 from ticket_server.access.identity import Identity
 from ticket_server.access.pacing import RefusalPace
-from ticket_server.access.policy import READ_SCOPE, WRITE_SCOPE, ToolPolicy, policy_of
+from ticket_server.access.policy import (
+    READ_SCOPE,
+    WRITE_SCOPE,
+    ToolPolicy,
+    may_call,
+    may_read,
+    policy_of,
+    required_scopes,
+)
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.tools.arguments import whole_numbers
+from ticket_server.tools.attachments import files_set_aside, set_aside
 from ticket_server.tools.errors import (
     DATABASE_UNAVAILABLE,
     UnavailableError,
@@ -94,20 +104,6 @@ def shown(name: str) -> str:
     lone surrogates), at most 80 characters (a client may send a megabyte of name)."""
     text = repr(name)
     return text if len(text) <= MAX_TOOL_NAME_SHOWN else text[: MAX_TOOL_NAME_SHOWN - 3] + "..."
-
-
-def required_scopes(tool: Tool) -> frozenset[str]:
-    return frozenset(tag for tag in tool.tags if SCOPE.match(tag))
-
-
-def may_call(caller: Caller | None, tool: Tool) -> bool:
-    return caller is not None and caller.may_call(tool.tags)
-
-
-def may_read(caller: Caller | None, component: Any) -> bool:
-    """Whether ``caller`` holds every scope tag of a resource, template or prompt (none: anyone)."""
-    needed = {tag for tag in component.tags if SCOPE.match(tag)}
-    return not needed or (caller is not None and needed <= caller.scopes)
 
 
 def _refusal(text: str, meta: dict[str, Any] | None = None) -> ToolResult:
@@ -447,7 +443,8 @@ class CallPipeline(Middleware):
     async def check_arguments(self, call: ToolCall) -> None:
         """Arguments: unknown keys and oversized objects refused at a bounded cost, before
         anything walks, validates or serialises them; then values no tool could use. Only
-        then are they kept for the audit (until then it says how many were sent)."""
+        then are they kept for the audit (until then it says how many were sent). Long
+        file texts are then set aside from FastMCP's validation (``set_aside``)."""
         assert call.tool is not None
         properties = (call.tool.parameters or {}).get("properties", {})
         arguments = call.arguments
@@ -458,7 +455,7 @@ class CallPipeline(Middleware):
         if refused is not None:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(refused)
-        whole = whole_numbers(arguments, properties)
+        whole, call.aside = set_aside(whole_numbers(arguments, properties), call.policy.files)
         if whole is not arguments:
             message = call.context.message.model_copy(update={"arguments": whole})
             call.context = call.context.copy(message=message)
@@ -497,7 +494,8 @@ class CallPipeline(Middleware):
             turn = self.shares.setdefault(call.record.caller.name, asyncio.Semaphore(self.share))
         try:
             async with compat.deadline(self.deadline) as call.record.deadline, turn:
-                result = await call_next(call.context)
+                with files_set_aside(call.aside):
+                    result = await call_next(call.context)
         except ValidationError as exc:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(_invalid(call.tool, exc)) from exc
@@ -538,6 +536,7 @@ class ToolCall:
     sensitive: dict[str, str] = field(default_factory=dict)
     permitted: bool = False
     deprecation: Deprecation | None = None
+    aside: dict[str, str] = field(default_factory=dict)  # file texts set_aside took
 
     @classmethod
     def of(cls, context: MiddlewareContext[mt.CallToolRequestParams]) -> ToolCall:

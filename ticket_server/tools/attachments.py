@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import io
 import json
 import logging
-from collections.abc import Callable, Sequence
+import secrets
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastmcp.dependencies import Depends
@@ -101,6 +105,61 @@ class EmbeddedUpload(BaseModel):
     resource: ResourceBody
 
 
+SET_ASIDE_CHARS = 64 * 1024
+"""A file's base64 longer than this is set aside from FastMCP's validation
+(``set_aside``). An embedded resource's ``text`` is bounded with the other text."""
+
+_aside: ContextVar[Mapping[str, str]] = ContextVar("set_aside", default=MappingProxyType({}))
+
+
+def set_aside(arguments: dict[str, Any], name: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """``arguments`` with each file's base64 in its uploads argument ``name`` (an item's
+    ``content_base64``, or its embedded resource's ``blob``) longer than
+    ``SET_ASIDE_CHARS`` replaced by a placeholder, and the texts by placeholder; the same
+    dict and ``{}`` when none is (or ``name`` is None).
+
+    FastMCP validates arguments strictly by serialising them to JSON and parsing that
+    again: for a 10 MB file 5.3x its size in memory (bench/ANALYSIS.md). These fields are
+    strings without bounds, so a placeholder validates as its text would
+    (``tests/tools/test_attachments.py`` holds them to that); ``_decoded`` checks the text
+    itself. A placeholder holds a nonce of this call, so no client can name one."""
+    items = arguments.get(name) if name else None
+    if not isinstance(items, list):
+        return arguments, {}
+    nonce, aside = secrets.token_hex(8), dict[str, str]()
+
+    def put(holder: dict[str, Any], key: str) -> dict[str, Any]:
+        text = holder.get(key)
+        if not isinstance(text, str) or len(text) <= SET_ASIDE_CHARS:
+            return holder
+        placeholder = f"\x00{nonce}:{len(aside)}"
+        aside[placeholder] = text
+        return {**holder, key: placeholder}
+
+    kept = []
+    for item in items:
+        if isinstance(item, dict):
+            item = put(item, "content_base64")
+            if isinstance(item.get("resource"), dict):
+                item = {**item, "resource": put(item["resource"], "blob")}
+        kept.append(item)
+    return ({**arguments, name: kept}, aside) if aside and name else (arguments, {})
+
+
+@contextlib.contextmanager
+def files_set_aside(aside: Mapping[str, str]) -> Iterator[None]:
+    """While the tool runs, ``_decoded`` finds the texts ``set_aside`` took."""
+    token = _aside.set(aside)
+    try:
+        yield
+    finally:
+        _aside.reset(token)
+
+
+def _file_text(value: str | None) -> str | None:
+    return None if value is None else _aside.get().get(value, value)
+
+
 AttachmentsArg = Annotated[
     list[FileUpload | EmbeddedUpload] | None,
     Field(
@@ -172,10 +231,10 @@ def _decoded(item: FileUpload | EmbeddedUpload, label: str, max_bytes: int) -> t
     encoded: str | None
     text: str | None
     if isinstance(item, FileUpload):
-        name, encoded, text = item.name, item.content_base64, None
+        name, encoded, text = item.name, _file_text(item.content_base64), None
     else:
         name = item.resource.uri.rstrip("/").rsplit("/", 1)[-1]
-        encoded, text = item.resource.blob, item.resource.text
+        encoded, text = _file_text(item.resource.blob), item.resource.text
         if (encoded is None) == (text is None):
             raise _refuse(
                 f"{label} is an embedded resource without exactly one of blob or text; "

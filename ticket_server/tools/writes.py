@@ -128,7 +128,10 @@ AUDIT_DIGESTS = {
 """Arguments the audit keeps as SHA-256 and length only: the comment row holds the text
 (an opened ticket and its requester row hold theirs); attachments are redacted there (the
 write's ``change`` holds each file's digest)."""
-POLICY = {name: ToolPolicy(digests=fields) for name, fields in AUDIT_DIGESTS.items()}
+POLICY = {
+    name: ToolPolicy(digests=fields, files="attachments" if "attachments" in fields else None)
+    for name, fields in AUDIT_DIGESTS.items()
+}
 """What the call pipeline applies to these tools (``access/policy.py``; every write
 counts against its caller's share, declared or not)."""
 

@@ -194,7 +194,7 @@ def build_http_app(runtime: Runtime) -> StarletteWithLifespan:
     from starlette.middleware import Middleware as AsgiMiddleware
     from starlette.middleware.cors import CORSMiddleware
 
-    from ticket_server.pipeline import required_scopes
+    from ticket_server.access.policy import required_scopes
 
     settings = runtime.settings
     metrics = runtime.metrics
