@@ -12,6 +12,7 @@ import sys
 import pytest
 import uvicorn
 from fastmcp import Client, Context, FastMCP
+from fastmcp.resources import ResourceResult
 from mcp.shared.message import SessionMessage
 
 from ticket_server import compat
@@ -76,6 +77,22 @@ assert during == os.readlink("/proc/self/fd/2") != before == after, (before, dur
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"on the wire\n"
     assert done.stderr.endswith(b"stray\n")
+
+
+async def test_a_base64_resource_content_goes_out_as_its_blob() -> None:
+    mcp = FastMCP("t")
+
+    @mcp.resource("test://file/{name}", mime_type="application/octet-stream")
+    def file(name: str) -> ResourceResult:
+        return ResourceResult(
+            [compat.base64_resource_content("QUJD", "application/pdf", {"k": name})]
+        )
+
+    async with Client(mcp) as client:
+        (content,) = await client.read_resource("test://file/x")
+    assert content.blob == "QUJD"
+    assert content.mimeType == "application/pdf"
+    assert content.meta == {"k": "x"}
 
 
 async def test_header_lookup_hook_is_honoured_by_the_low_level_server() -> None:

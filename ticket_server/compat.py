@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+    from fastmcp.resources import ResourceContent
     from limits.storage import MemoryStorage
 
 
@@ -95,6 +97,38 @@ def claim_stdout() -> tuple[BinaryIO, Callable[[], None] | None]:
     from mcp.server import stdio
 
     return stdio._claim_fd(1, sys.stdout, "wb", stdio._open_stdout_diversion)
+
+
+def base64_resource_content(
+    blob: str, mime_type: str, meta: dict[str, Any] | None = None
+) -> ResourceContent:
+    """A FastMCP resource content sent as a blob already in base64 (``blob``): given
+    bytes, ``ResourceContent`` encodes them whole itself (the file, its base64 as bytes
+    and as text, at once). FastMCP turns a content into MCP's type through its
+    ``to_mcp_resource_contents``, which this one overrides."""
+    content = _encoded_content_class()(b"", mime_type=mime_type, meta=meta)
+    content._blob = blob  # type: ignore[attr-defined]
+    return content
+
+
+@functools.cache
+def _encoded_content_class() -> type[ResourceContent]:
+    import mcp.types as mt
+    from fastmcp.resources import ResourceContent
+    from pydantic import PrivateAttr
+
+    class EncodedContent(ResourceContent):
+        _blob: str = PrivateAttr("")
+
+        def to_mcp_resource_contents(self, uri: Any) -> mt.BlobResourceContents:
+            return mt.BlobResourceContents(
+                uri=str(uri),
+                blob=self._blob,
+                mime_type=self.mime_type or "application/octet-stream",
+                _meta=self.meta,
+            )
+
+    return EncodedContent
 
 
 def context_streams(size: int = 0) -> tuple[Any, Any]:

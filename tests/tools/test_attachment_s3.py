@@ -85,8 +85,10 @@ async def test_s3_store_round_trip_and_a_note_through_the_server(
     await store.stage(digest, data)  # content-addressed: still one object
     assert _objects(s3) == [(f"t/{digest}", len(data))]
     assert await store.read(digest, len(data)) == data
-    with pytest.raises(BlobMissing):
-        await store.read("0" * 64, 1)
+    assert await store.read_base64(digest, len(data)) == base64.b64encode(data).decode()
+    for read in (store.read, store.read_base64):
+        with pytest.raises(BlobMissing):
+            await read("0" * 64, 1)
 
     await add_caller("agent", scopes=("tickets:read", "tickets:write"), queues=["billing"])
     server = server_as(

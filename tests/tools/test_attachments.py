@@ -9,11 +9,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import itertools
 import json
 from typing import Any
 
 import pytest
 from fastmcp import Client
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from tests.access.conftest import add_caller, audit_rows, server_as  # noqa: F401  (fixtures)
 from tests.helpers import call_any
@@ -438,3 +442,20 @@ async def test_an_upload_is_not_copied_by_validation(settings: Settings, agent) 
             tracemalloc.stop()
     assert not result.is_error
     assert peak < 2.5 * len(data), f"{peak / len(data):.2f}x the file"
+
+
+@given(
+    data=st.binary(max_size=200),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+)
+@hypothesis_settings(max_examples=300, deadline=None)
+def test_base64_of_chunks_is_the_base64_of_the_whole(data: bytes, cuts: list[int]) -> None:
+    """Chunks of any sizes (a 1 MiB row is no multiple of 3) give the whole's base64, and
+    a size the chunks do not hold is a missing content."""
+    from ticket_server.tickets.blobstore import BlobMissing, base64_of
+
+    bounds = [0, *sorted(c for c in cuts if c <= len(data)), len(data)]
+    chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    assert base64_of(iter(chunks), "d", len(data)) == b64(data)
+    with pytest.raises(BlobMissing):
+        base64_of(iter(chunks), "d", len(data) + 1)

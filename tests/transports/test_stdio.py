@@ -11,6 +11,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
 from tests.helpers import text_of
@@ -366,3 +368,38 @@ async def test_answers_are_written_as_the_sdk_writer_wrote_them() -> None:
         m.model_dump_json(by_alias=True, exclude_unset=True) + "\n" for m in messages
     ).encode("utf-8")
     assert wire.getvalue() == expected
+
+
+@given(
+    texts=st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=40),
+        min_size=1,
+        max_size=6,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_an_answers_long_texts_go_in_pieces_as_the_same_bytes(texts: list[str]) -> None:
+    """``frame_pieces`` joined are ``dump_json``'s bytes, whatever the texts hold
+    (quotes, backslashes, control characters, non-ASCII): long ones (over 8 characters
+    here) are written a piece at a time, short ones and everything else as they are."""
+    from unittest import mock
+
+    from mcp.types import JSONRPCResponse, jsonrpc_message_adapter
+
+    from ticket_server.transports import stdio
+
+    message = JSONRPCResponse(
+        jsonrpc="2.0",
+        id=7,
+        result={
+            "contents": [{"uri": f"x{i}", "blob": t, "n": i} for i, t in enumerate(texts)],
+            "_meta": {"last": texts[-1], "all": texts},
+        },
+    )
+    expected = jsonrpc_message_adapter.dump_json(message, by_alias=True, exclude_unset=True)
+    with mock.patch.object(stdio, "LONG_TEXT", 8):
+        pieces = list(stdio.frame_pieces(message))
+    assert b"".join(pieces) == expected
+    assert all(len(p) <= len(expected) for p in pieces)
+    if any(len(t) > 16 for t in texts):
+        assert len(pieces) > 1

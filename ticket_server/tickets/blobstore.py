@@ -5,7 +5,8 @@ write hands a new content to the store twice: ``stage`` before the write's trans
 (the object store uploads it there: content-addressed, so a retry or a refused write
 leaves at most one unreferenced object, never a wrong one) and ``keep`` inside it (the
 database store writes its chunk rows there, so a refused write stores nothing). ``read``
-returns the bytes of one content.
+returns the bytes of one content, ``read_base64`` its base64 (RFC 4648), encoded a chunk
+at a time as it is read: the file is then never whole in memory beside its base64.
 
 - ``DatabaseStore`` (the default): ``attachment_chunks`` rows of at most ``CHUNK_BYTES``
   in the ticket database; works on both engines and across replicas, nothing else to run.
@@ -16,9 +17,11 @@ returns the bytes of one content.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+import binascii
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 
 from ticket_server.tickets.attachment_models import CHUNK_BYTES, AttachmentChunk
 
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from ticket_server.tickets.repository import TicketRepository
 
 _CHUNKS = AttachmentChunk.__table__
+T = TypeVar("T")
 
 
 class BlobStore(Protocol):
@@ -44,9 +48,45 @@ class BlobStore(Protocol):
     async def read(self, sha256: str, size: int) -> bytes:
         """The ``size`` bytes stored under ``sha256``."""
 
+    async def read_base64(self, sha256: str, size: int) -> str:
+        """The base64 of the ``size`` bytes stored under ``sha256``."""
+
 
 class BlobMissing(Exception):
     """A content the store does not hold (deleted behind the server's back)."""
+
+
+def base64_of(chunks: Iterable[bytes], sha256: str, size: int) -> str:
+    """The base64 (RFC 4648, no line breaks) of ``chunks`` joined, encoded a chunk at a
+    time (each cut at a multiple of 3 bytes, the rest carried to the next); ``BlobMissing``
+    when they do not hold ``size`` bytes."""
+    pieces, carry, total = [], b"", 0
+    for chunk in chunks:
+        total += len(chunk)
+        block = carry + chunk if carry else chunk
+        cut = len(block) - len(block) % 3
+        pieces.append(binascii.b2a_base64(memoryview(block)[:cut], newline=False).decode())
+        carry = block[cut:]
+    if total != size:
+        raise BlobMissing(sha256)
+    pieces.append(binascii.b2a_base64(carry, newline=False).decode())
+    return "".join(pieces)
+
+
+_CHUNK = select(_CHUNKS.c.data).where(
+    _CHUNKS.c.sha256 == bindparam("sha256"), _CHUNKS.c.seq == bindparam("seq")
+)
+
+
+def _chunks(conn: Connection, sha256: str, size: int) -> Iterator[bytes]:
+    """The chunk rows of a content of ``size`` bytes, one statement each (its key): a
+    driver that buffers a result (asyncpg through SQLAlchemy) would otherwise hold every
+    chunk at once. Stops at the first one missing."""
+    for seq in range(max(-(-size // CHUNK_BYTES), 1)):
+        chunk = conn.execute(_CHUNK, {"sha256": sha256, "seq": seq}).scalar_one_or_none()
+        if chunk is None:
+            return
+        yield chunk
 
 
 class DatabaseStore:
@@ -75,16 +115,19 @@ class DatabaseStore:
         def work(conn: Connection) -> bytes:
             buffer = bytearray(size)
             offset = 0
-            rows = conn.execute(
-                select(_CHUNKS.c.data).where(_CHUNKS.c.sha256 == sha256).order_by(_CHUNKS.c.seq)
-            )
-            for (chunk,) in rows:
+            for chunk in _chunks(conn, sha256, size):
                 buffer[offset : offset + len(chunk)] = chunk
                 offset += len(chunk)
             if offset != size:
                 raise BlobMissing(sha256)
             return bytes(buffer)  # a resource's content must be bytes to go out as a blob
 
+        return await self._read(work)
+
+    async def read_base64(self, sha256: str, size: int) -> str:
+        return await self._read(lambda conn: base64_of(_chunks(conn, sha256, size), sha256, size))
+
+    async def _read(self, work: Callable[[Connection], T]) -> T:
         if self.repository is None:
             raise RuntimeError("a DatabaseStore without a repository cannot read")
         return await self.repository.read(work)
@@ -134,6 +177,18 @@ class S3Store:
                 raise BlobMissing(sha256) from exc
             data: bytes = found["Body"].read()
             return data
+
+        return await asyncio.to_thread(get)
+
+    async def read_base64(self, sha256: str, size: int) -> str:
+        from botocore.exceptions import ClientError
+
+        def get() -> str:
+            try:
+                found = self._client.get_object(Bucket=self.bucket, Key=self._key(sha256))
+            except ClientError as exc:
+                raise BlobMissing(sha256) from exc
+            return base64_of(found["Body"].iter_chunks(CHUNK_BYTES), sha256, size)
 
         return await asyncio.to_thread(get)
 

@@ -24,13 +24,13 @@ import io
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from fastmcp.dependencies import Depends
-from fastmcp.resources import ResourceContent, ResourceResult, ResourceTemplate
+from fastmcp.resources import ResourceResult, ResourceTemplate
 from fastmcp.tools import ToolResult
 from mcp.types import (
     BlobResourceContents,
@@ -41,6 +41,7 @@ from mcp.types import (
 )
 from pydantic import BaseModel, Field
 
+from ticket_server import compat
 from ticket_server.access.context import current_call, current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import AuthorType, DatabaseUnavailable
@@ -55,6 +56,7 @@ from ticket_server.tools.errors import UnavailableError, domain_errors, model_er
 from ticket_server.tools.full_read import UNTRUSTED_META, UNTRUSTED_NOTE
 from ticket_server.tools.services import Services, current_services
 
+T = TypeVar("T")
 POLICY = {"get_attachment": ToolPolicy(expensive=True)}
 """What the call pipeline applies to this module's tools (``access/policy.py``)."""
 
@@ -366,12 +368,14 @@ async def _find(repo: TicketRepository, attachment_id: str | int) -> AttachmentR
         return await repo.read(lambda conn: find_attachment(conn, key, queues))
 
 
-async def _content(store: BlobStore, record: AttachmentRecord) -> bytes:
+async def _content(read: Callable[[str, int], Awaitable[T]], record: AttachmentRecord) -> T:
+    """``read(sha256, size)`` of a store (``BlobStore.read`` or ``read_base64``) for
+    ``record``; a model-readable error when the store has lost it."""
     from ticket_server.tickets.blobstore import BlobMissing
 
     try:
         with domain_errors():
-            return await store.read(record.sha256, record.size)
+            return await read(record.sha256, record.size)
     except BlobMissing as exc:
         logging.getLogger(__name__).error("attachment %s: content missing", record.id)
         raise model_error(
@@ -424,7 +428,7 @@ async def get_attachment(
             "attachments list."
         )
     uri = ATTACHMENT_URI.format(record.id)
-    data = await _content(services.files.holding(record), record)
+    data = await _content(services.files.holding(record).read, record)
     block: Any
     extra: dict[str, Any] = {}
     image = _image(data, record.media_type) if record.media_type in IMAGE_TYPES else None
@@ -483,10 +487,10 @@ async def read_attachment(
     record = await _find(services.repository, id)
     if record is None:
         raise missing(ATTACHMENT_URI.format(id))
-    data = await _content(services.files.holding(record), record)
+    encoded = await _content(services.files.holding(record).read_base64, record)
     meta = {"dev.ticket-server/attachment": {"name": record.name, "size": record.size}}
     return ResourceResult(
-        [ResourceContent(data, mime_type=record.media_type, meta=meta)],
+        [compat.base64_resource_content(encoded, record.media_type, meta)],
         meta={**meta, **(_untrusted_meta(record) or {})},
     )
 

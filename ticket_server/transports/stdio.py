@@ -10,7 +10,8 @@
   - each line is parsed once, from its bytes, and dropped before the request runs: a
     file uploaded as base64 is then held once by the parsed arguments, where the SDK's
     reader holds the line's text until the next line comes, beside its own parse;
-  - each answer is serialised straight to bytes (``write_frames``).
+  - each answer is serialised straight to bytes, its long texts (a file read as base64)
+    a piece at a time (``frame_pieces``).
 - The start-up checks (the database is at the migration head, the configured stdio caller
   exists unrevoked) run in-process beside the start: ``initialize`` may be answered
   first, tools/list and tools/call wait for them. A failed check ends the process with
@@ -26,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, BinaryIO
 
 import anyio
@@ -102,19 +104,60 @@ async def stdin_frames(raw: Any) -> AsyncIterator[SessionMessage | ErrorData]:
             yield frame
 
 
+LONG_TEXT = 1 << 20
+"""A text of an answer longer than this many characters (a file read as base64) is
+serialised and written in pieces of this size."""
+
+
+def _set_apart(value: Any, long: list[str], nonce: str) -> Any:
+    """``value`` (a JSON-RPC result: dicts, lists and scalars) with each text longer than
+    ``LONG_TEXT`` appended to ``long`` and replaced by a marker ``"\\x00<nonce>:<index>"``;
+    the same object when it holds none."""
+    if isinstance(value, str) and len(value) > LONG_TEXT:
+        long.append(value)
+        return f"\x00{nonce}:{len(long) - 1}"
+    if isinstance(value, dict):
+        items = {key: _set_apart(item, long, nonce) for key, item in value.items()}
+        return items if any(items[key] is not value[key] for key in value) else value
+    if isinstance(value, list):
+        listed = [_set_apart(item, long, nonce) for item in value]
+        return listed if any(a is not b for a, b in zip(listed, value, strict=True)) else value
+    return value
+
+
+def frame_pieces(message: Any) -> Iterator[bytes]:
+    """The JSON of ``message`` (a ``JSONRPCMessage``), in pieces whose concatenation is
+    ``jsonrpc_message_adapter.dump_json(message, by_alias=True, exclude_unset=True)``, the
+    bytes the SDK's writer wrote: an answer's long texts come a piece at a time, so a
+    file read as base64 is not copied whole again as JSON."""
+    long: list[str] = []
+    nonce = secrets.token_hex(8)
+    if isinstance(message, JSONRPCResponse):
+        result = _set_apart(message.result, long, nonce)
+        if long:
+            message = message.model_copy(update={"result": result})
+    frame = jsonrpc_message_adapter.dump_json(message, by_alias=True, exclude_unset=True)
+    markers = [pydantic_core.to_json(f"\x00{nonce}:{index}") for index in range(len(long))]
+    start = 0
+    for at, index in sorted((frame.index(marker), i) for i, marker in enumerate(markers)):
+        yield frame[start:at] + b'"'
+        text = long[index]
+        for offset in range(0, len(text), LONG_TEXT):
+            yield pydantic_core.to_json(text[offset : offset + LONG_TEXT])[1:-1]
+        yield b'"'
+        start = at + len(markers[index])
+    yield frame[start:] if start else frame
+
+
 async def write_frames(messages: Any, wire: BinaryIO) -> None:
-    """Write each message of the stream ``messages`` to ``wire``, one line of JSON each,
-    serialised straight to bytes: a large answer (a file read as base64) is then held once
-    more, as its JSON, where the SDK's writer held it as text, as that text with its
-    newline, and as the encoded bytes. The bytes are those of the SDK's writer."""
+    """Write each message of the stream ``messages`` to ``wire``, one line of JSON each
+    (``frame_pieces``): the bytes the SDK's writer wrote, without its copies of a large
+    answer (its text, the text with a newline, the encoded bytes)."""
     out = anyio.wrap_file(wire)
     async with messages:
         async for item in messages:
-            frame = jsonrpc_message_adapter.dump_json(
-                item.message, by_alias=True, exclude_unset=True
-            )
-            await out.write(frame)
-            del frame
+            for piece in frame_pieces(item.message):
+                await out.write(piece)
             await out.write(b"\n")
             await out.flush()
 
