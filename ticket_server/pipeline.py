@@ -61,7 +61,6 @@ from ticket_server.access.policy import (
     READ_SCOPE,
     WRITE_SCOPE,
     ToolPolicy,
-    may_call,
     may_read,
     policy_of,
     required_scopes,
@@ -254,9 +253,8 @@ class CallPipeline(Middleware):
     def may_use(self, caller: Caller | None, tool: Tool) -> bool:
         """Whether ``caller`` may see and call ``tool``: it holds the tool's scopes and its
         toolsets (its own, else the deployment's) offer it."""
-        if not may_call(caller, tool):
+        if caller is None or not caller.may_call(tool.tags):
             return False
-        assert caller is not None
         if caller.toolsets is not None:
             return tool.name in tools_in(caller.toolsets)
         return self.offered is None or tool.name in self.offered
@@ -424,7 +422,7 @@ class CallPipeline(Middleware):
             return
         elif record.caller is None:
             record.fail(Outcome.DENIED, Cause.NO_CALLER)
-        elif not may_call(record.caller, tool):
+        elif not record.caller.may_call(tool.tags):
             needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
             record.fail(Outcome.DENIED, Cause.MISSING_SCOPE, f"needs {needs}")
         else:
@@ -455,7 +453,9 @@ class CallPipeline(Middleware):
         if refused is not None:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(refused)
-        whole, call.aside = set_aside(whole_numbers(arguments, properties), call.policy.files)
+        whole = whole_numbers(arguments, properties)
+        if call.policy.files:
+            whole, call.aside = set_aside(whole, call.policy.files)
         if whole is not arguments:
             message = call.context.message.model_copy(update={"arguments": whole})
             call.context = call.context.copy(message=message)
@@ -493,8 +493,9 @@ class CallPipeline(Middleware):
         if call.policy.expensive:
             turn = self.shares.setdefault(call.record.caller.name, asyncio.Semaphore(self.share))
         try:
+            aside = files_set_aside(call.aside) if call.aside else contextlib.nullcontext()
             async with compat.deadline(self.deadline) as call.record.deadline, turn:
-                with files_set_aside(call.aside):
+                with aside:
                     result = await call_next(call.context)
         except ValidationError as exc:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)

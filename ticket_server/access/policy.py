@@ -54,10 +54,6 @@ def required_scopes(tool: Tool) -> frozenset[str]:
     return frozenset(tag for tag in tool.tags if SCOPE.match(tag))
 
 
-def may_call(caller: Caller | None, tool: Tool) -> bool:
-    return caller is not None and caller.may_call(tool.tags)
-
-
 def may_read(caller: Caller | None, component: Any) -> bool:
     """Whether ``caller`` holds every scope tag of a resource, template or prompt (none: anyone)."""
     needed = {tag for tag in component.tags if SCOPE.match(tag)}
