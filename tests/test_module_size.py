@@ -23,12 +23,14 @@ LONGER = {
         "whose statements share builders; to be split when its plans are replaced (issue 37)"
     ),
     "ticket_server/tickets/repository.py": (
-        "queries and the SQLite/PostgreSQL executors in one class; the executors move to "
-        "one storage module per engine (issue 30, deliverable 4)"
+        "every query the tools make of tickets, customers and comments (the executors are "
+        "in tickets/storage.py since issue 30): one subject, read top to bottom; the "
+        "customer and comment queries would be the next to split out"
     ),
     "ticket_server/tools/writes.py": (
-        "the write tools as closures of one register() with confirmation beside them; "
-        "becomes one write-tool decorator and modules by subject (issue 30, deliverable 3)"
+        "the five ticket write tools beside Writer, the one write path (confirmation, "
+        "idempotency, audit) every write module uses: about 300 lines of Writer would "
+        "go to a module of its own"
     ),
     "ticket_server/admin/generator.py": (
         "the sample generator: mostly word lists and sentence templates, data rather than code"
