@@ -89,6 +89,9 @@ async def test_s3_store_round_trip_and_a_note_through_the_server(
     for read in (store.read, store.read_base64):
         with pytest.raises(BlobMissing):
             await read("0" * 64, 1)
+        for wrong in (len(data) - 1, len(data) + 1):  # both read paths check the size
+            with pytest.raises(BlobMissing):
+                await read(digest, wrong)
 
     await add_caller("agent", scopes=("tickets:read", "tickets:write"), queues=["billing"])
     server = server_as(

@@ -459,3 +459,69 @@ def test_base64_of_chunks_is_the_base64_of_the_whole(data: bytes, cuts: list[int
     assert base64_of(iter(chunks), "d", len(data)) == b64(data)
     with pytest.raises(BlobMissing):
         base64_of(iter(chunks), "d", len(data) + 1)
+
+
+async def _write_sql(settings: Settings, statements: list[tuple[str, dict[str, Any]]]) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.begin() as conn:
+            for sql, params in statements:
+                await conn.execute(text(sql), params)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_content_is_read_whatever_its_rows_and_refused_when_its_size_is_wrong(
+    settings: Settings, agent
+) -> None:
+    """The database store reads a content's rows until the next is missing and checks
+    the total against the recorded size, by both read paths: rows smaller than
+    ``CHUNK_BYTES`` (an import) are read whole; a size the rows do not hold is a missing
+    content, never a truncated file."""
+    billing = await ticket_in(settings, "billing")
+    data = b"%PDF-1.4\n" + bytes(range(256)) * 3584  # 896 KiB and 9 bytes, embedded
+    async with Client(agent) as client:
+        result = await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "n",
+                "attachments": [{"name": "a.pdf", "content_base64": b64(data)}],
+            },
+        )
+        (attachment,) = result.structured_content["attachments"]
+        sha, uri = hashlib.sha256(data).hexdigest(), f"tickets://attachment/{attachment['id']}"
+        half = 512 * 1024
+        await _write_sql(
+            settings,
+            [("DELETE FROM attachment_chunks WHERE sha256 = :s", {"s": sha})]
+            + [
+                (
+                    "INSERT INTO attachment_chunks (sha256, seq, data) VALUES (:s, :q, :d)",
+                    {"s": sha, "q": seq, "d": data[start : start + half]},
+                )
+                for seq, start in enumerate(range(0, len(data), half))
+            ],
+        )
+        assert (await read_resource(client, uri))[0] == data
+        read = await client.call_tool("get_attachment", {"attachment_id": attachment["id"]})
+        assert base64.b64decode(read.content[1].resource.blob) == data
+        for size in (half, len(data) + 1):  # the first row's end; one byte past the last
+            await _write_sql(
+                settings,
+                [
+                    (
+                        "UPDATE attachments SET size = :n WHERE id = :i",
+                        {"n": size, "i": attachment["id"]},
+                    )
+                ],
+            )
+            is_error, text = await call_any(
+                client, "get_attachment", {"attachment_id": attachment["id"]}
+            )
+            assert is_error and "is not available" in text, text
+            with pytest.raises(Exception, match="is not available"):
+                await client.read_resource(uri)

@@ -63,6 +63,8 @@ def base64_of(chunks: Iterable[bytes], sha256: str, size: int) -> str:
     pieces, carry, total = [], b"", 0
     for chunk in chunks:
         total += len(chunk)
+        if total > size:
+            raise BlobMissing(sha256)
         block = carry + chunk if carry else chunk
         cut = len(block) - len(block) % 3
         pieces.append(binascii.b2a_base64(memoryview(block)[:cut], newline=False).decode())
@@ -78,15 +80,14 @@ _CHUNK = select(_CHUNKS.c.data).where(
 )
 
 
-def _chunks(conn: Connection, sha256: str, size: int) -> Iterator[bytes]:
-    """The chunk rows of a content of ``size`` bytes, one statement each (its key): a
-    driver that buffers a result (asyncpg through SQLAlchemy) would otherwise hold every
-    chunk at once. Stops at the first one missing."""
-    for seq in range(max(-(-size // CHUNK_BYTES), 1)):
-        chunk = conn.execute(_CHUNK, {"sha256": sha256, "seq": seq}).scalar_one_or_none()
-        if chunk is None:
-            return
+def _chunks(conn: Connection, sha256: str) -> Iterator[bytes]:
+    """The chunk rows of a content in order, one statement each (by its key) until the
+    next is missing: a driver that buffers a result (asyncpg through SQLAlchemy) would
+    otherwise hold every chunk at once. The readers check the total against the size."""
+    seq = 0
+    while (chunk := conn.execute(_CHUNK, {"sha256": sha256, "seq": seq}).scalar()) is not None:
         yield chunk
+        seq += 1
 
 
 class DatabaseStore:
@@ -115,7 +116,9 @@ class DatabaseStore:
         def work(conn: Connection) -> bytes:
             buffer = bytearray(size)
             offset = 0
-            for chunk in _chunks(conn, sha256, size):
+            for chunk in _chunks(conn, sha256):
+                if offset + len(chunk) > size:
+                    raise BlobMissing(sha256)
                 buffer[offset : offset + len(chunk)] = chunk
                 offset += len(chunk)
             if offset != size:
@@ -125,7 +128,7 @@ class DatabaseStore:
         return await self._read(work)
 
     async def read_base64(self, sha256: str, size: int) -> str:
-        return await self._read(lambda conn: base64_of(_chunks(conn, sha256, size), sha256, size))
+        return await self._read(lambda conn: base64_of(_chunks(conn, sha256), sha256, size))
 
     async def _read(self, work: Callable[[Connection], T]) -> T:
         if self.repository is None:
@@ -176,6 +179,8 @@ class S3Store:
             except ClientError as exc:
                 raise BlobMissing(sha256) from exc
             data: bytes = found["Body"].read()
+            if len(data) != size:
+                raise BlobMissing(sha256)
             return data
 
         return await asyncio.to_thread(get)
