@@ -45,6 +45,20 @@ async def agent(settings: Settings, add_caller, server_as):
     )
 
 
+async def note_with(client: Client, ticket_id: str, name: str, data: bytes) -> dict[str, Any]:
+    """``add_internal_note`` with one file: the attachment as the result lists it."""
+    result = await client.call_tool(
+        "add_internal_note",
+        {
+            "ticket_id": ticket_id,
+            "note": f"{name} attached",
+            "attachments": [{"name": name, "content_base64": b64(data)}],
+        },
+    )
+    (attachment,) = result.structured_content["attachments"]
+    return attachment
+
+
 async def stored(settings: Settings) -> tuple[int, int, int]:
     """Rows of attachments, blobs and chunks."""
     counts = []
@@ -182,15 +196,7 @@ async def test_type_from_bytes_queue_scoping_and_untrusted_label(
     billing = await ticket_in(settings, "billing")
     png = sample_png()
     async with Client(agent, mode=mode) as client:
-        result = await client.call_tool(
-            "add_internal_note",
-            {
-                "ticket_id": billing,
-                "note": "screenshot",
-                "attachments": [{"name": "invoice.pdf", "content_base64": b64(png)}],
-            },
-        )
-        (file,) = result.structured_content["attachments"]
+        file = await note_with(client, billing, "invoice.pdf", png)
         assert file["media_type"] == "image/png"
         read = await client.call_tool("get_attachment", {"attachment_id": file["id"]})
         assert read.structured_content["content"] == "image"
@@ -484,15 +490,7 @@ async def test_a_content_is_read_whatever_its_rows_and_refused_when_its_size_is_
     billing = await ticket_in(settings, "billing")
     data = b"%PDF-1.4\n" + bytes(range(256)) * 3584  # 896 KiB and 9 bytes, embedded
     async with Client(agent) as client:
-        result = await client.call_tool(
-            "add_internal_note",
-            {
-                "ticket_id": billing,
-                "note": "n",
-                "attachments": [{"name": "a.pdf", "content_base64": b64(data)}],
-            },
-        )
-        (attachment,) = result.structured_content["attachments"]
+        attachment = await note_with(client, billing, "a.pdf", data)
         sha, uri = hashlib.sha256(data).hexdigest(), f"tickets://attachment/{attachment['id']}"
         half = 512 * 1024
         await _write_sql(

@@ -170,15 +170,19 @@ class S3Store:
     def keep(self, conn: Connection, sha256: str, data: bytes) -> None:
         return None  # uploaded before the transaction, in ``stage``
 
-    async def read(self, sha256: str, size: int) -> bytes:
+    def _body(self, sha256: str) -> Any:
+        """The object's body (a botocore ``StreamingBody``); ``BlobMissing`` when the bucket
+        has none. It blocks: a worker thread calls it."""
         from botocore.exceptions import ClientError
 
+        try:
+            return self._client.get_object(Bucket=self.bucket, Key=self._key(sha256))["Body"]
+        except ClientError as exc:
+            raise BlobMissing(sha256) from exc
+
+    async def read(self, sha256: str, size: int) -> bytes:
         def get() -> bytes:
-            try:
-                found = self._client.get_object(Bucket=self.bucket, Key=self._key(sha256))
-            except ClientError as exc:
-                raise BlobMissing(sha256) from exc
-            data: bytes = found["Body"].read()
+            data: bytes = self._body(sha256).read()
             if len(data) != size:
                 raise BlobMissing(sha256)
             return data
@@ -186,14 +190,8 @@ class S3Store:
         return await asyncio.to_thread(get)
 
     async def read_base64(self, sha256: str, size: int) -> str:
-        from botocore.exceptions import ClientError
-
         def get() -> str:
-            try:
-                found = self._client.get_object(Bucket=self.bucket, Key=self._key(sha256))
-            except ClientError as exc:
-                raise BlobMissing(sha256) from exc
-            return base64_of(found["Body"].iter_chunks(CHUNK_BYTES), sha256, size)
+            return base64_of(self._body(sha256).iter_chunks(CHUNK_BYTES), sha256, size)
 
         return await asyncio.to_thread(get)
 
