@@ -458,13 +458,13 @@ async def test_an_upload_is_not_copied_by_validation(settings: Settings, agent) 
 def test_base64_of_chunks_is_the_base64_of_the_whole(data: bytes, cuts: list[int]) -> None:
     """Chunks of any sizes (a 1 MiB row is no multiple of 3) give the whole's base64, and
     a size the chunks do not hold is a missing content."""
-    from ticket_server.tickets.blobstore import BlobMissing, base64_of
+    from ticket_server.tickets.blobstore import BlobMissing, base64_of, sized
 
     bounds = [0, *sorted(c for c in cuts if c <= len(data)), len(data)]
     chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
-    assert base64_of(iter(chunks), "d", len(data)) == b64(data)
+    assert base64_of(sized(iter(chunks), "d", len(data))) == b64(data)
     with pytest.raises(BlobMissing):
-        base64_of(iter(chunks), "d", len(data) + 1)
+        base64_of(sized(iter(chunks), "d", len(data) + 1))
 
 
 async def _write_sql(settings: Settings, statements: list[tuple[str, dict[str, Any]]]) -> None:

@@ -56,21 +56,28 @@ class BlobMissing(Exception):
     """A content the store does not hold (deleted behind the server's back)."""
 
 
-def base64_of(chunks: Iterable[bytes], sha256: str, size: int) -> str:
-    """The base64 (RFC 4648, no line breaks) of ``chunks`` joined, encoded a chunk at a
-    time (each cut at a multiple of 3 bytes, the rest carried to the next); ``BlobMissing``
-    when they do not hold ``size`` bytes."""
-    pieces, carry, total = [], b"", 0
+def sized(chunks: Iterable[bytes], sha256: str, size: int) -> Iterator[bytes]:
+    """``chunks`` as they come, checked to hold exactly ``size`` bytes: ``BlobMissing``
+    as soon as they pass it, or when they end short of it."""
+    total = 0
     for chunk in chunks:
         total += len(chunk)
         if total > size:
             raise BlobMissing(sha256)
+        yield chunk
+    if total != size:
+        raise BlobMissing(sha256)
+
+
+def base64_of(chunks: Iterable[bytes]) -> str:
+    """The base64 (RFC 4648, no line breaks) of ``chunks`` joined, encoded a chunk at a
+    time (each cut at a multiple of 3 bytes, the rest carried to the next)."""
+    pieces, carry = [], b""
+    for chunk in chunks:
         block = carry + chunk if carry else chunk
         cut = len(block) - len(block) % 3
         pieces.append(binascii.b2a_base64(memoryview(block)[:cut], newline=False).decode())
         carry = block[cut:]
-    if total != size:
-        raise BlobMissing(sha256)
     pieces.append(binascii.b2a_base64(carry, newline=False).decode())
     return "".join(pieces)
 
@@ -113,22 +120,10 @@ class DatabaseStore:
             )
 
     async def read(self, sha256: str, size: int) -> bytes:
-        def work(conn: Connection) -> bytes:
-            buffer = bytearray(size)
-            offset = 0
-            for chunk in _chunks(conn, sha256):
-                if offset + len(chunk) > size:
-                    raise BlobMissing(sha256)
-                buffer[offset : offset + len(chunk)] = chunk
-                offset += len(chunk)
-            if offset != size:
-                raise BlobMissing(sha256)
-            return bytes(buffer)  # a resource's content must be bytes to go out as a blob
-
-        return await self._read(work)
+        return await self._read(lambda conn: b"".join(sized(_chunks(conn, sha256), sha256, size)))
 
     async def read_base64(self, sha256: str, size: int) -> str:
-        return await self._read(lambda conn: base64_of(_chunks(conn, sha256), sha256, size))
+        return await self._read(lambda conn: base64_of(sized(_chunks(conn, sha256), sha256, size)))
 
     async def _read(self, work: Callable[[Connection], T]) -> T:
         if self.repository is None:
@@ -182,16 +177,13 @@ class S3Store:
 
     async def read(self, sha256: str, size: int) -> bytes:
         def get() -> bytes:
-            data: bytes = self._body(sha256).read()
-            if len(data) != size:
-                raise BlobMissing(sha256)
-            return data
+            return b"".join(sized([self._body(sha256).read()], sha256, size))
 
         return await asyncio.to_thread(get)
 
     async def read_base64(self, sha256: str, size: int) -> str:
         def get() -> str:
-            return base64_of(self._body(sha256).iter_chunks(CHUNK_BYTES), sha256, size)
+            return base64_of(sized(self._body(sha256).iter_chunks(CHUNK_BYTES), sha256, size))
 
         return await asyncio.to_thread(get)
 

@@ -114,18 +114,18 @@ SET_ASIDE_CHARS = 64 * 1024
 _aside: ContextVar[Mapping[str, str]] = ContextVar("set_aside", default=MappingProxyType({}))
 
 
-def set_aside(arguments: dict[str, Any], name: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+def set_aside(arguments: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, str]]:
     """``arguments`` with each file's base64 in its uploads argument ``name`` (an item's
     ``content_base64``, or its embedded resource's ``blob``) longer than
     ``SET_ASIDE_CHARS`` replaced by a placeholder, and the texts by placeholder; the same
-    dict and ``{}`` when none is (or ``name`` is None).
+    dict and ``{}`` when none is.
 
     FastMCP validates arguments strictly by serialising them to JSON and parsing that
     again: for a 10 MB file 5.3x its size in memory (bench/ANALYSIS.md). These fields are
     strings without bounds, so a placeholder validates as its text would
     (``tests/tools/test_attachments.py`` holds them to that); ``_decoded`` checks the text
     itself. A placeholder holds a nonce of this call, so no client can name one."""
-    items = arguments.get(name) if name else None
+    items = arguments.get(name)
     if not isinstance(items, list):
         return arguments, {}
     nonce, aside = secrets.token_hex(8), dict[str, str]()
@@ -145,7 +145,7 @@ def set_aside(arguments: dict[str, Any], name: str | None) -> tuple[dict[str, An
             if isinstance(item.get("resource"), dict):
                 item = {**item, "resource": put(item["resource"], "blob")}
         kept.append(item)
-    return ({**arguments, name: kept}, aside) if aside and name else (arguments, {})
+    return ({**arguments, name: kept}, aside) if aside else (arguments, {})
 
 
 @contextlib.contextmanager
