@@ -1234,7 +1234,8 @@ def _group_statement(lists: int, after: bool, since: bool) -> Select[Any]:
 @cache
 def _join_statement(lists: int, after: bool) -> Select[Any]:
     """``_group_statement`` as a join of the lists on (``created_at``, key), for
-    PostgreSQL to merge (see ``_merge_only``); parameters as there."""
+    PostgreSQL, whose planner picks the join with its default settings (at 1M they
+    serve the target: bench/ANALYSIS.md, issue 37); parameters as there."""
     drive = _DRIVE.c
     stmt = select(drive.created_at, drive.ticket_pk).where(
         drive.term == bindparam("t0"), drive.impact == bindparam("i0")
@@ -1296,38 +1297,6 @@ def _intersect_statement(lists: int, after: bool, filters: SearchFilters) -> Any
     )
 
 
-_MERGE_ONLY = {
-    "enable_nestloop": "off",
-    "enable_hashjoin": "off",
-    "max_parallel_workers_per_gather": "0",
-}
-
-
-def _merge_only(conn: Connection) -> dict[str, str]:
-    """Switch PostgreSQL's planner to merge joins for the rest of the transaction (set
-    back with ``_restore``); returns the settings it replaced. A ``_join_statement`` is
-    then run as a merge of the lists, each read newest first side by side until the page
-    is found (a merged posting costs several times less than a lookup). The
-    planner would choose from its estimates of how long a (token, impact) list is, which
-    are far off; parallel workers cost more to start than such a read. The statements
-    that run meanwhile read one table each or look up through OFFSET 0 subqueries, which
-    these settings do not touch. (PostgreSQL documentation, "Planner Method
-    Configuration"; ``set_config`` with ``is_local``.)"""
-    # One statement: PostgreSQL evaluates a select list in order, each current value read
-    # before it is replaced.
-    values = conn.execute(
-        select(
-            *(func.current_setting(name) for name in _MERGE_ONLY),
-            *(func.set_config(name, value, True) for name, value in _MERGE_ONLY.items()),
-        )
-    ).one()
-    return dict(zip(_MERGE_ONLY, values))
-
-
-def _restore(conn: Connection, settings: Mapping[str, str]) -> None:
-    conn.execute(select(*(func.set_config(name, value, True) for name, value in settings.items())))
-
-
 def _list_sizes(
     conn: Connection,
     lists: Sequence[tuple[str, int]],
@@ -1372,13 +1341,13 @@ def every_word_page(
     a group's lists are all longer, SQLite first reads them back only as far as those
     counted postings reach, then counts them up to the budget and reads the group
     again, merging the lists (``_intersect_statement``) when together they hold at most
-    ``MERGE_RATIO`` times the smallest, else looking the smallest up; PostgreSQL merges them
-    (``_merge_only``: each read newest first side by side, as far as the page lies, not
-    bounded by the budget). This is score-at-a-time evaluation of an impact-ordered
-    index (Anh and Moffat, "Pruned query evaluation using pre-computed impacts", SIGIR
-    2006), exact here: every group scoring above the page's end is read to its end. The
-    page is checked against the tickets' rows and the same SQL rank as ``build_page``:
-    a posting an older server left behind (see ``post_unposted_tickets``) gives None."""
+    ``MERGE_RATIO`` times the smallest, else looking the smallest up; PostgreSQL joins them
+    (``_join_statement``, not bounded by the budget). This is score-at-a-time evaluation
+    of an impact-ordered index (Anh and Moffat, "Pruned query evaluation using
+    pre-computed impacts", SIGIR 2006), exact here: every group scoring above the page's
+    end is read to its end. The page is checked against the tickets' rows and the same
+    SQL rank as ``build_page``: a posting an older server left behind (see
+    ``post_unposted_tickets``) gives None."""
     if (
         len(words) < 2
         or (after is not None and (after.rank is None or after.rank < len(words) * MATCHED))
@@ -1394,7 +1363,7 @@ def every_word_page(
         ],
         first,
         oldest=dialect != "postgresql",
-    )  # PostgreSQL merges long lists instead
+    )  # PostgreSQL joins long lists instead
     sizes = {key: size for key, (size, _) in counted.items()}
     # Each word's choices, (its lists, its score): each form at each impact; a form of
     # several tokens at each combination of its tokens' impacts (held at its weakest).
@@ -1423,7 +1392,6 @@ def every_word_page(
     conditions = filters.conditions()
     found: list[tuple[int, datetime, int]] = []
     spent = 0
-    merging: dict[str, str] = {}  # the planner settings replaced while merging (PostgreSQL)
 
     def newest(
         lists: list[tuple[str, int]],
@@ -1454,67 +1422,58 @@ def every_word_page(
         if since is not None:
             params["since"] = since
         params["limit"] = limit
-        if merge and dialect == "postgresql" and not merging:
-            merging.update(_merge_only(conn))
         return conn.execute(stmt, params).all()
 
-    try:
-        for index, (score, impacts) in enumerate(groups):
-            if skip is not None and score > skip:
-                continue
-            lists = sorted(dict.fromkeys(impacts), key=lambda key: sizes[key])
-            rows: Sequence[Row[datetime, int]] = []
-            if sizes[lists[0]] >= first and dialect == "postgresql":
-                # Only long lists, on PostgreSQL: merged (``_merge_only``), each read as far as
-                # the group's page lies, at most to its end.
-                rows = newest(lists, score, merge=True)
-            elif sizes[lists[0]] >= first:
-                # Only long lists: their ``first`` newest postings (those counted) often hold
-                # the group's page; else they are counted up to the budget left, and read to the end.
-                # the one whose first postings go back furthest (every list here holds
-                # ``first`` postings or more, so each has its oldest counted one)
-                lists.sort(key=lambda key: counted[key][1] or datetime.max.replace(tzinfo=UTC))
-                spent += first
-                if spent > budget:
-                    return None
-                rows = newest(lists, score, since=counted[lists[0]][1])
-                uncounted = [key for key in lists if sizes[key] == first]
-                cap = budget + 1
-                if len(rows) < limit and uncounted:
-                    sizes.update(
-                        {key: size for key, (size, _) in _list_sizes(conn, uncounted, cap).items()}
-                    )
-                lists.sort(key=lambda key: sizes[key])
-                if len(rows) < limit:
-                    spent += sizes[lists[0]]
-                    if spent > budget:
-                        return None
-                    # Merged (``_intersect_statement``) when reading every list to its end costs
-                    # less than looking each posting of the smallest up in the others: a merged
-                    # posting costs several times less than a lookup.
-                    merge = all(sizes[key] < cap for key in lists) and (
-                        sum(sizes[key] for key in lists) <= MERGE_RATIO * sizes[lists[0]]
-                    )
-                    rows = newest(lists, score, merge=merge)
-            else:
+    for index, (score, impacts) in enumerate(groups):
+        if skip is not None and score > skip:
+            continue
+        lists = sorted(dict.fromkeys(impacts), key=lambda key: sizes[key])
+        rows: Sequence[Row[datetime, int]] = []
+        if sizes[lists[0]] >= first and dialect == "postgresql":
+            # Only long lists, on PostgreSQL: joined (``_join_statement``), each read as
+            # far as the group's page lies, at most to its end.
+            rows = newest(lists, score, merge=True)
+        elif sizes[lists[0]] >= first:
+            # Only long lists: their ``first`` newest postings (those counted) often hold
+            # the group's page; else they are counted up to the budget left, and read to the end.
+            # the one whose first postings go back furthest (every list here holds
+            # ``first`` postings or more, so each has its oldest counted one)
+            lists.sort(key=lambda key: counted[key][1] or datetime.max.replace(tzinfo=UTC))
+            spent += first
+            if spent > budget:
+                return None
+            rows = newest(lists, score, since=counted[lists[0]][1])
+            uncounted = [key for key in lists if sizes[key] == first]
+            cap = budget + 1
+            if len(rows) < limit and uncounted:
+                sizes.update(
+                    {key: size for key, (size, _) in _list_sizes(conn, uncounted, cap).items()}
+                )
+            lists.sort(key=lambda key: sizes[key])
+            if len(rows) < limit:
                 spent += sizes[lists[0]]
                 if spent > budget:
                     return None
-                rows = newest(lists, score)
-            kept: dict[int, tuple[int, datetime, int]] = {}
-            for key in sorted(found + [(score, at, pk) for at, pk in rows], reverse=True):
-                kept.setdefault(key[2], key)
-            found = list(kept.values())[:limit]
-            if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
-                break
+                # Merged (``_intersect_statement``) when reading every list to its end costs
+                # less than looking each posting of the smallest up in the others: a merged
+                # posting costs several times less than a lookup.
+                merge = all(sizes[key] < cap for key in lists) and (
+                    sum(sizes[key] for key in lists) <= MERGE_RATIO * sizes[lists[0]]
+                )
+                rows = newest(lists, score, merge=merge)
         else:
-            return None  # fewer tickets than the page hold every word
-    except BaseException:
-        merging.clear()  # the transaction is rolled back, and the planner settings with it
-        raise
-    finally:
-        if merging:
-            _restore(conn, merging)
+            spent += sizes[lists[0]]
+            if spent > budget:
+                return None
+            rows = newest(lists, score)
+        kept: dict[int, tuple[int, datetime, int]] = {}
+        for key in sorted(found + [(score, at, pk) for at, pk in rows], reverse=True):
+            kept.setdefault(key[2], key)
+        found = list(kept.values())[:limit]
+        if len(found) == limit and (index + 1 == len(groups) or groups[index + 1][0] < score):
+            break
+    else:
+        return None  # fewer tickets than the page hold every word
     page = _read_page(conn, dialect, columns, words, [pk for *_, pk in found])
     if [(r.rank, r.recency, r.pk) for r in page] != [
         (len(words) * MATCHED + s, at, pk) for s, at, pk in found
