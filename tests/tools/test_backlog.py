@@ -38,7 +38,9 @@ MONDAY_9 = datetime(2026, 11, 30, 8, tzinfo=UTC)  # 09:00 in Berlin
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)  # Tuesday 10:00 in Berlin
 
 
-def policy(high_resolution: int, holiday_calendar: str | None = None) -> Policy:
+def policy(
+    high_resolution: int, holiday_calendar: str | None = None, high_first_response: int = 60
+) -> Policy:
     return Policy.model_validate(
         {
             "queues": {
@@ -47,7 +49,10 @@ def policy(high_resolution: int, holiday_calendar: str | None = None) -> Policy:
                     "hours": WEEKDAYS,
                     "holiday_calendar": holiday_calendar,
                     "targets": {
-                        "high": {"first_response": 60, "resolution": high_resolution},
+                        "high": {
+                            "first_response": high_first_response,
+                            "resolution": high_resolution,
+                        },
                         "normal": {"first_response": 240, "resolution": 2400},
                         "urgent": {"first_response": 30, "resolution": 240},
                     },
@@ -167,6 +172,36 @@ async def test_full_read_sla_from_stored_history_and_a_policy_change(settings: S
         finally:
             await repo.aclose()
         assert stored == policy(high_resolution=2400, holiday_calendar="AE")
+
+
+async def test_the_history_lists_the_targets_missed(settings: Settings) -> None:
+    """history.sla_breaches: each SLA target the ticket missed, newest first, from the
+    same state as its sla field (issue 34): none while both targets hold; a first
+    response given late (20 minutes from 09:00, the reply at 09:30) and a resolution
+    target passed while the clock ran (as in the test above)."""
+    await _ticket_with_history(settings)
+    await _load(settings, policy(high_resolution=2400))
+    async with Client(build_server(settings, now=lambda: NOW)) as client:
+
+        async def breaches() -> Any:
+            read = await client.call_tool(
+                "get_ticket", {"ticket_id": TICKET, "fields": ["history"]}
+            )
+            return read.structured_content["history"]["sla_breaches"]
+
+        assert await breaches() == []
+        await _load(settings, policy(high_resolution=600, high_first_response=20))
+        missed = [
+            {"clock": "resolution", "breached_at": "2026-11-30T20:00:00Z"},
+            {"clock": "first_response", "breached_at": "2026-11-30T08:20:00Z"},
+        ]
+        assert await breaches() == missed
+        whole = (await client.call_tool("get_ticket", {"ticket_id": TICKET})).structured_content
+        assert whole["history"]["sla_breaches"] == missed
+        assert whole["sla"]["first_response"]["met_at"] == "2026-11-30T08:30:00Z"
+        assert whole["sla"]["first_response"]["breached_at"] == "2026-11-30T08:20:00Z"
+        resource = json.loads((await client.read_resource(f"tickets://ticket/{TICKET}"))[0].text)
+        assert resource["history"]["sla_breaches"] == missed
 
 
 # --- counts equal a brute-force count ------------------------------------------------

@@ -324,7 +324,8 @@ ENVELOPE_BUDGET = 1_800
 # get_ticket's attachments list (131, issue 35), search_tickets_v2's tags and fields
 # filters and get_ticket's tags and custom_fields (~140, issue 33). Then search_tickets_v2's
 # due_before and breached filters and its hits' sla_due_at (~45, issue 34; its description
-# shortened by ~25 to make room).
+# shortened by ~25 to make room). Then get_ticket's history.sla_breaches (~40, issue 34;
+# its description shortened to make room).
 TOOLS_LIST_BUDGET = 4_050
 
 
