@@ -39,8 +39,9 @@ from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import NEXT_STATUSES, TicketPriority, TicketStatus
 from ticket_server.tools.declare import read_tool
 from ticket_server.tools.errors import domain_errors, model_error
-from ticket_server.tools.full_read import TICKET_URI, Text, fit, meta_for
+from ticket_server.tools.full_read import TICKET_URI, fit, meta_for
 from ticket_server.tools.services import Services, current_services
+from ticket_server.tools.ticket_shapes import Text
 
 POLICY = {"get_queue_board": ToolPolicy(expensive=True)}
 """What the call pipeline applies to this module's tools (``access/policy.py``)."""

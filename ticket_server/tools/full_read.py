@@ -13,27 +13,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastmcp.dependencies import Depends
 from fastmcp.exceptions import ToolError
 from fastmcp.tools import ToolResult
 from mcp.types import ResourceLink, TextContent
-from pydantic import BaseModel, Field
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import Field
 
 from ticket_server.access.context import current_queues
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import (
     AuthorType,
-    EventField,
-    TicketPriority,
-    TicketStatus,
-    Visibility,
 )
-from ticket_server.tickets.sla import Now, SlaState
+from ticket_server.tickets.sla import Now
 from ticket_server.tools.arguments import Omittable
-from ticket_server.tools.attachment_shapes import AttachmentList
 from ticket_server.tools.classification_reads import classification_json, fit_page
 from ticket_server.tools.cursor import MAX_CURSOR_LENGTH, CursorCodec, CursorError, fingerprint
 from ticket_server.tools.declare import read_tool
@@ -41,6 +35,22 @@ from ticket_server.tools.errors import domain_errors, model_error
 from ticket_server.tools.lookup import MAX_ID_LENGTH, normalise_ticket_id, not_found
 from ticket_server.tools.paging import fill
 from ticket_server.tools.services import Services, current_services
+from ticket_server.tools.ticket_shapes import (
+    CLASSIFICATION,
+    TICKET_FIELDS,
+    Comment,
+    CustomerRead,
+    CustomerSummary,
+    CustomerTicket,
+    Event,
+    FullTicket,
+    History,
+    Link,
+    Requester,
+    SlaBreach,
+    Text,
+    TicketField,
+)
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from sqlalchemy import Connection
@@ -64,167 +74,6 @@ TICKET_URI = "tickets://ticket/{}"
 CUSTOMER_URI = "tickets://customer/{}"
 POLICY = {name: ToolPolicy(expensive=True) for name in ("get_ticket", "get_customer")}
 """What the call pipeline applies to these tools (``access/policy.py``)."""
-
-# --- result shapes (documented in the tools' descriptions; no prose in the schemas) ------
-
-
-class Text(BaseModel):
-    untrusted: bool
-    text: str
-    truncated: bool
-
-
-class Requester(BaseModel):
-    id: str
-    name: str
-    email: str
-
-
-class CustomerSummary(BaseModel):
-    id: str
-    name: str
-    plan: str
-    region: str
-    uri: str
-
-
-class Comment(BaseModel):
-    author: str
-    author_type: AuthorType
-    # true: written through a caller that is an assistant (its text is untrusted, C36).
-    by_assistant: bool
-    visibility: Visibility
-    created_at: datetime
-    body: Text
-    # The ticket a merge moved this comment from (absent: written on this ticket).
-    merged_from: str | SkipJsonSchema[None] = Field(default=None, exclude_if=lambda v: v is None)
-
-
-class Conversation(BaseModel):
-    # comments newest first; total counts them all; truncated: more before next_cursor.
-    comments: list[Comment]
-    total: int
-    returned: int
-    truncated: bool
-    next_cursor: str | None
-
-
-class Event(BaseModel):
-    field: EventField
-    old_value: str | None
-    new_value: str | None
-    actor: str
-    actor_type: AuthorType
-    by_assistant: bool
-    created_at: datetime
-
-
-class SlaBreach(BaseModel):
-    # A target the ticket missed (the clock of the sla field) and when it breached.
-    # Derived from the SLA state at read time.
-    clock: Literal["first_response", "resolution"]
-    breached_at: datetime
-
-
-class History(BaseModel):
-    events: list[Event]
-    total: int
-    truncated: bool
-    # Missed SLA targets, newest first (absent: the read did not derive the SLA state).
-    sla_breaches: list[SlaBreach] | SkipJsonSchema[None] = Field(
-        default=None, exclude_if=lambda v: v is None
-    )
-
-
-class Link(BaseModel):
-    # A link read from this ticket (duplicate_of / duplicated_by, related, caused_by /
-    # causes), to a ticket in the caller's queues.
-    type: Literal["duplicate_of", "duplicated_by", "related", "caused_by", "causes"]
-    ticket_id: str
-    uri: str
-
-
-# None (published as absent, not as null): a field that was not requested.
-Absent = SkipJsonSchema[None]
-
-
-class FullTicket(BaseModel):
-    # `get_ticket`: id and the requested fields only; a requested field is null only
-    # where the ticket has none (owner, customer).
-    id: str
-    subject: Text | Absent = None
-    status: TicketStatus | Absent = None
-    priority: TicketPriority | Absent = None
-    owner: str | None = None
-    queue: str | Absent = None
-    created_at: datetime | Absent = None
-    updated_at: datetime | Absent = None
-    version: int | Absent = None
-    body: Text | Absent = None
-    customer: CustomerSummary | None = None
-    conversation: Conversation | Absent = None
-    history: History | Absent = None
-    # the queue's name for people (revision 0012)
-    queue_display_name: str | Absent = None
-    # null: the ticket names its organisation only
-    requester: Requester | None = None
-    tags: list[str] | Absent = None
-    custom_fields: dict[str, str | float | bool] | Absent = None
-    sla: SlaState | Absent = None
-    attachments: AttachmentList | Absent = None
-    links: list[Link] | Absent = None
-
-
-TicketField = Literal[
-    "subject",
-    "status",
-    "priority",
-    "owner",
-    "queue",
-    "created_at",
-    "updated_at",
-    "version",
-    "body",
-    "customer",
-    "conversation",
-    "history",
-    "requester",
-    "queue_display_name",
-    "tags",
-    "custom_fields",
-    "sla",
-    "attachments",
-    "links",
-]
-TICKET_FIELDS: tuple[str, ...] = TicketField.__args__  # type: ignore[attr-defined]
-CLASSIFICATION = ("tags", "custom_fields")
-"""Fields read apart, by ``get_ticket`` (``tools.classification_reads``)."""
-
-
-class CustomerTicket(BaseModel):
-    id: str
-    subject: Text
-    status: TicketStatus
-    priority: TicketPriority
-    queue: str
-    updated_at: datetime
-    uri: str
-
-
-class CustomerRead(BaseModel):
-    # `get_customer`: tickets within the caller's queues, newest first.
-    id: str
-    name: str
-    plan: str
-    region: str
-    billing_reference: str
-    created_at: datetime
-    open_tickets: list[CustomerTicket]
-    open_total: int
-    recent_tickets: list[CustomerTicket]
-    ticket_total: int
-    truncated: bool
-
 
 # --- building the JSON -----------------------------------------------------------------
 

@@ -28,8 +28,9 @@ from ticket_server.tickets.domain import AuthorType, TicketPriority, TicketStatu
 from ticket_server.tools.attachments import AttachmentsArg, digests, prepare
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
 from ticket_server.tools.declare import write_tool
-from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, Text, fit
+from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, fit
 from ticket_server.tools.services import Services, current_services
+from ticket_server.tools.ticket_shapes import Text
 from ticket_server.tools.writes import (
     MAX_TEXT,
     Key,

@@ -24,7 +24,6 @@ from ticket_server.access.context import current_queues
 from ticket_server.tickets.domain import OPEN_STATUSES
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
-    TICKET_FIELDS,
     TICKET_URI,
     UNTRUSTED_NOTE,
     fit,
@@ -33,6 +32,7 @@ from ticket_server.tools.full_read import (
     ticket_json,
 )
 from ticket_server.tools.services import Services, current_services
+from ticket_server.tools.ticket_shapes import TICKET_FIELDS
 
 if TYPE_CHECKING:  # SQLAlchemy: imported on the first query, not at start
     from ticket_server.tickets.repository import TicketRepository

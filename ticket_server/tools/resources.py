@@ -16,7 +16,6 @@ from ticket_server.access.context import current_queues
 from ticket_server.tools.errors import domain_errors
 from ticket_server.tools.full_read import (
     CUSTOMER_URI,
-    TICKET_FIELDS,
     TICKET_URI,
     customer_json,
     meta_for,
@@ -25,6 +24,7 @@ from ticket_server.tools.full_read import (
     whole_ticket,
 )
 from ticket_server.tools.services import Services, current_services
+from ticket_server.tools.ticket_shapes import TICKET_FIELDS
 
 JSON = "application/json"
 
