@@ -1,6 +1,6 @@
-"""The call pipeline: the one path every request for a tool, resource or prompt takes,
-on every transport (stdio, HTTP, in memory). A tools/call reads top to bottom in
-``CallPipeline.on_call_tool``, each stage a method of the same name:
+"""The call pipeline: the one path every tools/call takes, on every transport (stdio,
+HTTP, in memory). A tools/call reads top to bottom in ``CallPipeline.on_call_tool``, each
+stage a method of the same name:
 
 0. before validation  (MCP SDK request middlewares) ``bound_raw_call``: an oversized
                       arguments object goes on as a sample; ``refuse_cursors``; a call
@@ -25,10 +25,8 @@ of the form ``resource:action`` (e.g. ``tickets:read``) are the scopes it needs 
 without one is nobody's: fail closed; a resource or prompt without one, the manifest, is
 everyone's), and its module's ``POLICY`` (``access/policy.py``) says which arguments the
 audit keeps only as digests and whether its work counts against the caller's share.
-Resources, templates and prompts are listed and read through the same caller
-resolution, and one the caller may not read answers exactly like a missing one.
-``completion/complete`` passes no FastMCP middleware, so its handler asks
-``readable_queues()``. Nothing is cached per connection: the 2026-07-28 revision has no
+Resources, templates and prompts take the read gate (``reads.py``), held to the same
+caller budget. Nothing is cached per connection: the 2026-07-28 revision has no
 sessions.
 """
 
@@ -53,15 +51,14 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ticket_server import compat
 from ticket_server.access.audit import redact, result_size, sensitive_fields, storable
+from ticket_server.access.budget import CallerBudget
 from ticket_server.access.callers import Caller, RegistryUnavailable
 from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
-from ticket_server.access.identity import Identity
+from ticket_server.access.identity import Identity, transport_of
 from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.policy import (
-    READ_SCOPE,
     WRITE_SCOPE,
     ToolPolicy,
-    may_read,
     policy_of,
     required_scopes,
 )
@@ -75,12 +72,12 @@ from ticket_server.tools.errors import (
     describe_refused_arguments,
     describe_unusable_arguments,
     model_error,
+    shown,
 )
 from ticket_server.tools.toolsets import tools_in
 from ticket_server.tools.versions import Deprecation, ToolVersions
 
 Observer = Callable[[CallRecord], None]
-MAX_TOOL_NAME_SHOWN = 80
 MAX_ARGUMENT_KEYS = 64
 """Most top-level argument keys passed on to validation; no tool takes a tenth of it."""
 _sent_keys: ContextVar[int | None] = ContextVar("ticket_server_sent_argument_keys", default=None)
@@ -98,13 +95,6 @@ def _not_recorded(count: int) -> str:
     return json.dumps({"[not recorded]": f"{count} argument{'s' if count != 1 else ''}"})
 
 
-def shown(name: str) -> str:
-    """A tool name as quoted back to the client: repr (escapes control characters and
-    lone surrogates), at most 80 characters (a client may send a megabyte of name)."""
-    text = repr(name)
-    return text if len(text) <= MAX_TOOL_NAME_SHOWN else text[: MAX_TOOL_NAME_SHOWN - 3] + "..."
-
-
 def _refusal(text: str, meta: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[mt.TextContent(type="text", text=text)], meta=meta, is_error=True)
 
@@ -120,28 +110,23 @@ class CallPipeline(Middleware):
         observers: Sequence[Observer],
         *,
         deadline: float,
-        concurrency: int = 8,
-        share: int = 2,
+        budget: CallerBudget | None = None,
         pace: RefusalPace | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
         offered: frozenset[str] | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         """``ready``, when given, is awaited before any tools/list or tools/call (the stdio
-        start-up checks); ``deadline`` is the most seconds a tool may run; ``concurrency``
-        the most calls of one caller running at once; ``share`` the most of its
-        expensive calls (``ToolPolicy.expensive``, and every write) doing their work at
-        once; ``pace`` the turns of HTTP callers' refusals (``access/pacing.py``);
+        start-up checks); ``deadline`` is the most seconds a tool or read may run;
+        ``budget`` what one caller may have under way (``access/budget.py``, shared with the
+        read gate); ``pace`` the turns of HTTP callers' refusals (``access/pacing.py``);
         ``offered`` the names of the tools the deployment's toolsets offer (None: every
         tool); ``policies`` what each tool declared (``access/policy.py``)."""
         self.identity, self.limiter, self.versions = identity, limiter, versions
         self.offered = offered
         self.observers = tuple(observers)
         self.deadline = deadline
-        self.concurrency = concurrency
-        self.running: dict[str, int] = {}
-        self.share = share
-        self.shares: dict[str, asyncio.Semaphore] = {}  # caller -> its expensive work
+        self.budget = budget or CallerBudget()
         self.pace = pace
         self.ready = ready
         self.policies: Mapping[str, ToolPolicy] = policies or {}
@@ -219,7 +204,7 @@ class CallPipeline(Middleware):
                 arguments=_not_recorded(len(arguments) if isinstance(arguments, Mapping) else 0),
             )
             try:
-                record.caller, record.transport = await self.identity.resolve(_transport(context))
+                record.caller, record.transport = await self.identity.resolve(transport_of(context))
             except RegistryUnavailable:
                 pass
             record.fail(Outcome.TOOL_ERROR, Cause.MALFORMED)
@@ -237,7 +222,7 @@ class CallPipeline(Middleware):
             await self.ready()
         tools = await call_next(context)
         try:
-            caller, _ = await self.identity.resolve(_transport(context))
+            caller, _ = await self.identity.resolve(transport_of(context))
         except RegistryUnavailable as exc:
             if not self.identity.unconfigured:
                 raise MCPError(code=-32603, message=DATABASE_UNAVAILABLE) from exc
@@ -258,79 +243,6 @@ class CallPipeline(Middleware):
         if caller.toolsets is not None:
             return tool.name in tools_in(caller.toolsets)
         return self.offered is None or tool.name in self.offered
-
-    # --- resources, resource templates, prompts, completions --------------------
-
-    async def _reader(self, context: MiddlewareContext[Any] | None) -> tuple[Caller | None, str]:
-        try:
-            return await self.identity.resolve(_transport(context) if context is not None else None)
-        except RegistryUnavailable as exc:
-            raise MCPError(code=-32603, message=DATABASE_UNAVAILABLE) from exc
-
-    async def readable_queues(self) -> frozenset[str] | None:
-        """The queues the current caller may read (``current_queues()``'s answer): None =
-        every queue; empty = none (no caller, or no ``tickets:read``)."""
-        caller, _ = await self._reader(None)
-        if caller is None or READ_SCOPE not in caller.scopes:
-            return frozenset()
-        return caller.queues
-
-    async def _listed(
-        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Sequence[Any]]
-    ) -> Sequence[Any]:
-        if self.ready is not None:
-            await self.ready()
-        components = await call_next(context)
-        caller, _ = await self._reader(context)
-        return [c for c in components if may_read(caller, c)]
-
-    on_list_resources = _listed
-    on_list_resource_templates = _listed
-    on_list_prompts = _listed
-
-    async def _served(
-        self,
-        context: MiddlewareContext[Any],
-        call_next: CallNext[Any, Any],
-        component: Any,
-        missing: Exception,
-    ) -> Any:
-        if self.ready is not None:
-            await self.ready()
-        caller, transport = await self._reader(context)
-        if component is not None and not may_read(caller, component):
-            raise missing
-        reset = current_call.set(CallRecord(tool="", transport=transport, caller=caller))
-        try:
-            return await call_next(context)
-        finally:
-            current_call.reset(reset)
-
-    async def on_read_resource(
-        self,
-        context: MiddlewareContext[mt.ReadResourceRequestParams],
-        call_next: CallNext[mt.ReadResourceRequestParams, Any],
-    ) -> Any:
-        uri = str(context.message.uri)
-        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
-        component = None
-        if server is not None:
-            component = await server.get_resource(uri) or await server.get_resource_template(uri)
-        return await self._served(
-            context, call_next, component, NotFoundError(f"Unknown resource: {uri!r}")
-        )
-
-    async def on_get_prompt(
-        self,
-        context: MiddlewareContext[mt.GetPromptRequestParams],
-        call_next: CallNext[mt.GetPromptRequestParams, Any],
-    ) -> Any:
-        name = context.message.name
-        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
-        component = await server.get_prompt(name) if server is not None else None
-        return await self._served(
-            context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}")
-        )
 
     # --- tools/call: the stages, in order ----------------------------------------
 
@@ -368,7 +280,7 @@ class CallPipeline(Middleware):
         """Caller: who is calling (the registry unreadable: unavailable, audited)."""
         try:
             call.record.caller, call.record.transport = await self.identity.resolve(
-                _transport(call.context)
+                transport_of(call.context)
             )
         except RegistryUnavailable as exc:
             call.record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
@@ -467,20 +379,12 @@ class CallPipeline(Middleware):
         caller's slow calls cannot hold every database connection and worker thread."""
         assert call.record.caller is not None
         caller = call.record.caller.name
-        if self.running.get(caller, 0) >= self.concurrency:
+        if self.budget.busy(caller):
             call.record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
             await self._paced(call)
-            return _refusal(
-                f"This caller already has {self.concurrency} calls running; nothing was done. "
-                "Wait for one to finish, then retry."
-            )
-        self.running[caller] = self.running.get(caller, 0) + 1
-        try:
+            return _refusal(self.budget.refusal("calls"))
+        with self.budget.running(caller):
             return await self.run_tool(call, call_next)
-        finally:
-            self.running[caller] -= 1
-            if not self.running[caller]:
-                del self.running[caller]
 
     async def run_tool(
         self, call: ToolCall, call_next: CallNext[mt.CallToolRequestParams, ToolResult]
@@ -491,7 +395,7 @@ class CallPipeline(Middleware):
         assert call.tool is not None and call.record.caller is not None
         turn: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if call.policy.expensive:
-            turn = self.shares.setdefault(call.record.caller.name, asyncio.Semaphore(self.share))
+            turn = self.budget.turn(call.record.caller.name)
         try:
             aside = files_set_aside(call.aside) if call.aside else contextlib.nullcontext()
             async with compat.deadline(self.deadline) as call.record.deadline, turn:
@@ -587,10 +491,6 @@ def _said(text: str) -> str:
     sentence, at most ``MAX_DETAIL`` characters, stored safely."""
     first = text.strip().split(". ")[0] or "refused"
     return storable(first, MAX_DETAIL)
-
-
-def _transport(context: MiddlewareContext[Any]) -> str | None:
-    return context.fastmcp_context.transport if context.fastmcp_context is not None else None
 
 
 def _protocol_version(context: MiddlewareContext[Any]) -> str | None:

@@ -19,12 +19,14 @@ from fastmcp import FastMCP
 
 from ticket_server import __version__, compat
 from ticket_server.access.audit import AuditWriter
+from ticket_server.access.budget import CallerBudget
 from ticket_server.access.callers import CallerStore, open_store
 from ticket_server.access.identity import Identity
 from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.ratelimit import ToolLimiter
 from ticket_server.access.sealing import Keys, RequestStateSeal, Use, server_secret
 from ticket_server.pipeline import CallPipeline
+from ticket_server.reads import ReadGate
 from ticket_server.settings import Settings
 from ticket_server.tickets.sla import Now, utc_now
 from ticket_server.tools import (
@@ -251,14 +253,14 @@ def build_server(
         finally:
             await rt.stop()
 
+    budget = CallerBudget(rt.settings.caller_concurrency, rt.settings.caller_share)
     pipeline = CallPipeline(
         rt.identity,
         rt.limiter,
         rt.versions,
         [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else []),
         deadline=rt.settings.tool_timeout,
-        concurrency=rt.settings.caller_concurrency,
-        share=rt.settings.caller_share,
+        budget=budget,
         pace=rt.pace,
         ready=ready,
         offered=offered(rt.settings.toolsets),
@@ -274,6 +276,14 @@ def build_server(
             **bulk.POLICY,
         },
     )
+    reads = ReadGate(
+        rt.identity,
+        rt.limiter,
+        budget,
+        deadline=rt.settings.tool_timeout,
+        pace=rt.pace,
+        ready=ready,
+    )
     mcp = FastMCP(
         "ticket-server",
         instructions=INSTRUCTIONS,
@@ -284,7 +294,7 @@ def build_server(
         # on every request.
         dereference_schemas=False,
         lifespan=lifespan,
-        middleware=[pipeline],
+        middleware=[pipeline, reads],
         request_state_security=_request_state_security(rt.keys),
     )
     compat.add_request_middleware(mcp, pipeline.bound_raw_call)
@@ -296,7 +306,7 @@ def build_server(
         mcp.add_template(template)
     for prompt in prompts.PROMPTS:
         mcp.add_prompt(prompt)
-    completions.register(mcp, rt.repository, pipeline.readable_queues)
+    completions.register(mcp, rt.repository, reads.readable_queues)
     apps.register(mcp, pipeline.may_use)
     if not rt.settings.read_only:
         for tool in WRITE_TOOLS:

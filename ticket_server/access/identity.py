@@ -302,3 +302,10 @@ class Identity:
         if transport in ("streamable-http", "sse", "http") or _in_http_request():
             return None, "http"
         return await stdio_caller(self.settings, self.store), transport or "memory"
+
+
+def transport_of(context: Any) -> str | None:
+    """The transport of a FastMCP middleware context (``"stdio"``, ``"streamable-http"``,
+    ...; None: none, e.g. a call made from inside the server)."""
+    fastmcp_context = getattr(context, "fastmcp_context", None)
+    return fastmcp_context.transport if fastmcp_context is not None else None

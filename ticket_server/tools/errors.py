@@ -33,6 +33,17 @@ class UnavailableError(ToolError):
         super().__init__(DATABASE_UNAVAILABLE)
 
 
+MAX_NAME_SHOWN = 80
+
+
+def shown(name: str) -> str:
+    """A tool or prompt name as quoted back to the client: repr (escapes control
+    characters and lone surrogates), at most 80 characters (a client may send a megabyte
+    of name)."""
+    text = repr(name)
+    return text if len(text) <= MAX_NAME_SHOWN else text[: MAX_NAME_SHOWN - 3] + "..."
+
+
 def model_error(message: str) -> ToolError:
     """A ``ToolError`` the model can fix by itself (unknown id, invalid argument, stale
     cursor): FastMCP logs it at INFO, not ERROR. ERROR is kept for what an operator

@@ -1,0 +1,84 @@
+"""Resource reads and prompts are held to what a tool call is held to (``reads.py``): a
+rate-limit allowance of their own, and the caller's concurrency cap shared with its tool
+calls. Before, `tickets://attachment/{id}` could be read without limit while
+`get_attachment` was refused from its third call (a review's finding)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from mcp import MCPError
+
+from tests.helpers import text_of
+from ticket_server.settings import Settings
+
+TICKET_URI = "tickets://ticket/SUP-4412"
+
+
+async def test_reads_spend_an_allowance_of_their_own(server_as: Any, add_caller: Any) -> None:
+    """At 2 a minute: two reads of the ticket resource answer, the third is refused in
+    words a model can act on (with when to retry), as get_ticket's third call is; a
+    prompt and get_ticket each keep their own allowance."""
+    await add_caller("reader", tool_rate_limit="2/minute")
+    async with Client(server_as(stdio_caller="reader")) as client:
+        for _ in range(2):
+            assert await client.read_resource(TICKET_URI)
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(TICKET_URI)
+        assert refused.value.error.code == -32000
+        message = refused.value.error.message
+        assert message.startswith("Rate limit reached for resources/read ticket")
+        assert "Nothing was done; retry in" in message
+        assert refused.value.error.data["dev.ticket-server/rate-limit"]["retry_after_seconds"] >= 1
+        for _ in range(2):
+            read = await client.call_tool("get_ticket", {"ticket_id": "SUP-4412"})
+            assert read.is_error is False
+        third = await client.call_tool(
+            "get_ticket", {"ticket_id": "SUP-4412"}, raise_on_error=False
+        )
+        assert third.is_error and "Rate limit reached for get_ticket" in text_of(third)
+        prompt = await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
+        assert prompt.messages
+
+
+@pytest.mark.postgresql_only
+async def test_reads_and_calls_share_the_callers_cap(
+    server_as: Any, add_caller: Any, settings: Settings
+) -> None:
+    """With TICKET_SERVER_CALLER_CONCURRENCY=3 (and a share of 3), three reads of one
+    caller held running on a locked tickets table (PostgreSQL shows each one waiting)
+    leave no room for a fourth read nor for a tool call; all three are answered once it
+    is released."""
+    from tests.postgres import lock_waiters, wait_for_lock_waiters
+    from tests.transports.conftest import database_locked
+
+    await add_caller("busy")
+    server = server_as(
+        stdio_caller="busy",
+        caller_concurrency=3,
+        caller_share=3,  # all three at work (on the lock), none waiting for a turn
+        database_timeout=60.0,
+        tool_timeout=60.0,
+    )
+    async with Client(server) as client:
+        assert await client.read_resource(TICKET_URI)  # the caller is cached now
+        with database_locked(settings.database_url):
+            held = []
+            for running in (1, 2, 3):
+                held.append(asyncio.create_task(client.read_resource(TICKET_URI)))
+                await asyncio.to_thread(wait_for_lock_waiters, settings.database_url, running)
+            with pytest.raises(MCPError, match="already has 3 requests running"):
+                await asyncio.wait_for(client.read_resource(TICKET_URI), 10)
+            call = await asyncio.wait_for(
+                client.call_tool(
+                    "get_ticket_status_v2", {"ticket_id": "SUP-4412"}, raise_on_error=False
+                ),
+                10,
+            )
+            assert call.is_error and "already has 3 calls running" in text_of(call)
+            assert lock_waiters(settings.database_url) == 3
+        answered = await asyncio.gather(*held)
+    assert all(answered)

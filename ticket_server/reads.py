@@ -1,0 +1,156 @@
+"""The read gate: the path every request to list or read a resource, a resource
+template or a prompt takes, on every transport, beside the call pipeline
+(``pipeline.py``) that tools take.
+
+- A list answers only what the caller may read (``access/policy.may_read``: the scopes
+  in a component's tags; one without a scope, the manifest, is everyone's).
+- A read the caller may not make answers exactly like a missing one.
+- A read the caller may make is held to what a tool call is held to
+  (``ReadGate._admit``): a rate-limit allowance of its own (its method and component
+  name, e.g. ``resources/read attachment``), the caller's concurrency cap, a turn of its
+  share of expensive work (``access/budget.py``, the budget the pipeline uses too), and
+  the call deadline. Its refusals are JSON-RPC errors (``SERVER_ERROR``), in the words a
+  tool's refusal uses.
+
+``completion/complete`` passes no FastMCP middleware, so its handler asks
+``readable_queues()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from fastmcp.exceptions import NotFoundError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from mcp import types as mt
+from mcp.shared.exceptions import MCPError
+
+from ticket_server import compat
+from ticket_server.access.budget import CallerBudget
+from ticket_server.access.callers import Caller, RegistryUnavailable
+from ticket_server.access.context import CallRecord, current_call
+from ticket_server.access.identity import Identity, transport_of
+from ticket_server.access.pacing import RefusalPace
+from ticket_server.access.policy import READ_SCOPE, may_read
+from ticket_server.access.ratelimit import ToolLimiter
+from ticket_server.tools.errors import DATABASE_UNAVAILABLE, shown
+
+SERVER_ERROR = -32000
+"""JSON-RPC 2.0's implementation-defined server error (-32000 to -32099): a read refused
+by the caller's limits. A tool's refusal is an ``isError`` result instead; a read has no
+such result."""
+
+
+class ReadGate(Middleware):
+    def __init__(
+        self,
+        identity: Identity,
+        limiter: ToolLimiter,
+        budget: CallerBudget,
+        *,
+        deadline: float,
+        pace: RefusalPace | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``deadline``: the most seconds a read may run; ``pace``: the turns of HTTP
+        callers' refusals; ``ready``, when given, is awaited before any list or read (the
+        stdio start-up checks)."""
+        self.identity, self.limiter, self.budget = identity, limiter, budget
+        self.deadline, self.pace, self.ready = deadline, pace, ready
+
+    async def _reader(self, context: MiddlewareContext[Any] | None) -> tuple[Caller | None, str]:
+        try:
+            return await self.identity.resolve(transport_of(context))
+        except RegistryUnavailable as exc:
+            raise MCPError(code=-32603, message=DATABASE_UNAVAILABLE) from exc
+
+    async def readable_queues(self) -> frozenset[str] | None:
+        """The queues the current caller may read (``current_queues()``'s answer): None =
+        every queue; empty = none (no caller, or no ``tickets:read``)."""
+        caller, _ = await self._reader(None)
+        if caller is None or READ_SCOPE not in caller.scopes:
+            return frozenset()
+        return caller.queues
+
+    async def _listed(
+        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Sequence[Any]]
+    ) -> Sequence[Any]:
+        if self.ready is not None:
+            await self.ready()
+        components = await call_next(context)
+        caller, _ = await self._reader(context)
+        return [c for c in components if may_read(caller, c)]
+
+    on_list_resources = _listed
+    on_list_resource_templates = _listed
+    on_list_prompts = _listed
+
+    async def on_read_resource(
+        self,
+        context: MiddlewareContext[mt.ReadResourceRequestParams],
+        call_next: CallNext[mt.ReadResourceRequestParams, Any],
+    ) -> Any:
+        uri = str(context.message.uri)
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+        component = None
+        if server is not None:
+            component = await server.get_resource(uri) or await server.get_resource_template(uri)
+        return await self._served(
+            context, call_next, component, NotFoundError(f"Unknown resource: {uri!r}")
+        )
+
+    async def on_get_prompt(
+        self,
+        context: MiddlewareContext[mt.GetPromptRequestParams],
+        call_next: CallNext[mt.GetPromptRequestParams, Any],
+    ) -> Any:
+        name = context.message.name
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+        component = await server.get_prompt(name) if server is not None else None
+        return await self._served(
+            context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}")
+        )
+
+    async def _served(
+        self,
+        context: MiddlewareContext[Any],
+        call_next: CallNext[Any, Any],
+        component: Any,
+        missing: Exception,
+    ) -> Any:
+        if self.ready is not None:
+            await self.ready()
+        caller, transport = await self._reader(context)
+        if component is not None and not may_read(caller, component):
+            raise missing
+        reset = current_call.set(CallRecord(tool="", transport=transport, caller=caller))
+        try:
+            if caller is None:  # only what needs no scope (the manifest)
+                return await call_next(context)
+            name = f"{context.method} {component.name}" if component else str(context.method)
+            await self._admit(caller, transport, name)
+            with self.budget.running(caller.name):
+                async with compat.deadline(self.deadline), self.budget.turn(caller.name):
+                    return await call_next(context)
+        except TimeoutError as exc:
+            raise MCPError(
+                code=SERVER_ERROR,
+                message=f"The read took longer than {self.deadline:g} seconds and was stopped; "
+                "try again later.",
+            ) from exc
+        finally:
+            current_call.reset(reset)
+
+    async def _admit(self, caller: Caller, transport: str, name: str) -> None:
+        """The read's rate-limit allowance (``name``), then the caller's concurrency cap;
+        a refusal (HTTP callers' at a pace) raised as a ``SERVER_ERROR``."""
+        refusal = await self.limiter.admit(caller, name)
+        if refusal is None and not self.budget.busy(caller.name):
+            return
+        if self.pace is not None and transport == "http":
+            await self.pace.turn(f"caller:{caller.name}")
+        text = refusal.text if refusal is not None else self.budget.refusal("requests")
+        raise MCPError(
+            code=SERVER_ERROR, message=text, data=refusal.meta if refusal is not None else None
+        )
