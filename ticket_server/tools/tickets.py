@@ -49,11 +49,20 @@ class FieldFilter(BaseModel):
 async def get_ticket_status_v2(
     ticket_id: Annotated[str, Field(description="Ticket id, e.g. SUP-4412.")],
     services: Services = Depends(current_services),
-) -> TicketStatusV2:
+) -> ToolResult:
     """A ticket's status record by id; owner null if unassigned, times RFC 3339 UTC.
     Unknown id: an error naming it."""
     ticket = await find_ticket(services.repository, ticket_id)
-    return TicketStatusV2.model_validate(ticket, from_attributes=True)
+    record = TicketStatusV2.model_validate(ticket, from_attributes=True)
+    # The subject labelled in _meta, as a search hit's (its published type stays a string).
+    return ToolResult(
+        content=[TextContent(type="text", text=record.model_dump_json())],
+        structured_content=record.model_dump(mode="json"),
+        meta=SUBJECT_META,
+    )
+
+
+SUBJECT_META = fields_meta(["subject"])
 
 
 async def search_tickets_v2(
