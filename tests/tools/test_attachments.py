@@ -255,6 +255,56 @@ async def test_a_large_image_is_downscaled(settings: Settings, agent) -> None:
         assert read.content[1].resource.blob
 
 
+def _png(size: tuple[int, int], mode: str) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new(mode, size).save(out, "PNG")
+    return out.getvalue()
+
+
+@pytest.mark.sqlite_only  # image handling is the subject; storage runs on both engines above
+async def test_an_image_over_the_pixel_bound_is_not_decoded(
+    settings: Settings, agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PNG of a few KB may declare more pixels than ``MAX_IMAGE_PIXELS`` (a
+    decompression bomb): it is not decoded and comes as any other file, embedded whole;
+    an image at the bound is decoded, in a worker thread, and downscaled as before."""
+    import threading
+
+    from PIL import Image
+
+    from ticket_server.tools import attachments
+
+    assert attachments.MAX_IMAGE_PIXELS == 4096 * 4096
+    threads: list[threading.Thread] = []
+    decode = attachments._image
+
+    def spied(data: bytes, media_type: str) -> Any:
+        threads.append(threading.current_thread())
+        return decode(data, media_type)
+
+    monkeypatch.setattr(attachments, "_image", spied)
+    billing = await ticket_in(settings, "billing")
+    bomb, at_bound = _png((4097, 4096), "1"), _png((4096, 4096), "L")
+    assert len(bomb) < 20_000
+    async with Client(agent) as client:
+        over = await note_with(client, billing, "bomb.png", bomb)
+        read = await client.call_tool("get_attachment", {"attachment_id": over["id"]})
+        assert read.structured_content["content"] == "resource"
+        assert read.structured_content["downscaled"] is False
+        assert [c.type for c in read.content] == ["text", "resource"]
+        assert base64.b64decode(read.content[1].resource.blob) == bomb
+        under = await note_with(client, billing, "large.png", at_bound)
+        read = await client.call_tool("get_attachment", {"attachment_id": under["id"]})
+        assert read.structured_content["content"] == "image"
+        assert read.structured_content["downscaled"] is True
+        with Image.open(io.BytesIO(base64.b64decode(read.content[1].data))) as sent:
+            assert sent.size == (1568, 1568)
+    assert len(threads) == 2
+    assert all(t is not threading.main_thread() for t in threads)
+
+
 def _held(prefix: bytes | str) -> int:
     """How many objects of ``prefix``'s type, longer than it and starting with it, the
     process's containers hold (dicts, lists, tuples, and the dicts in them: a dict of

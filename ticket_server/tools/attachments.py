@@ -16,6 +16,7 @@ answers exactly as a missing one.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -75,8 +76,15 @@ LISTED = 20
 """Most attachments a full ticket read lists (newest first; ``total`` counts them all)."""
 MAX_IMAGE_SIDE = 1568
 """Longest side of an image sent to a model; a larger one is downscaled."""
-MAX_IMAGE_PIXELS = 50_000_000
-"""Larger images are not decoded at all (a decompression bomb): sent as a link."""
+MAX_IMAGE_PIXELS = 4096 * 4096
+"""Most pixels of an image decoded to be downscaled (16,777,216): a larger one is not
+decoded at all and goes out as any other file (embedded, or a link). Its size is read
+from the header, before any pixel: a few hundred bytes of PNG can declare 49 M RGBA
+pixels, 200 MB decoded (a decompression bomb). 4096 x 4096 holds a 5K screen's
+screenshot (5120 x 2880) and a 16-megapixel photo; decoded it is at most 64 MB (RGBA),
+in a worker thread (``_image``); a call decodes one, and ``get_attachment`` counts as
+expensive work (``POLICY``). Pillow's own bound (``Image.MAX_IMAGE_PIXELS``, 89 M, a
+global of the whole process) is left as it is: this one is checked first."""
 MAX_EMBED_BYTES = 1024 * 1024
 """Largest file embedded in a get_attachment result; a larger one comes as a resource link."""
 MAX_TEXT_CHARS = 50_000
@@ -383,13 +391,24 @@ async def _content(read: Callable[[str, int], Awaitable[T]], record: AttachmentR
         ) from exc
 
 
+_PILLOW_FORMATS = {
+    "image/png": "PNG",
+    "image/jpeg": "JPEG",
+    "image/gif": "GIF",
+    "image/webp": "WEBP",
+}
+"""Pillow's decoder for each image type read: only that one is tried on a file's bytes."""
+
+
 def _image(data: bytes, media_type: str) -> tuple[bytes, str, list[int] | None] | None:
     """The image as sent (downscaled when a side passes ``MAX_IMAGE_SIDE``), its type and
-    new size; None when Pillow cannot decode it or it is too large to decode safely."""
+    new size; None when Pillow cannot decode it or it has more than ``MAX_IMAGE_PIXELS``
+    (judged from its header: nothing is decoded then). It blocks for as long as the
+    decoding takes: a worker thread calls it (``get_attachment``)."""
     from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data), formats=[_PILLOW_FORMATS[media_type]]) as image:
             width, height = image.size
             if width * height > MAX_IMAGE_PIXELS:
                 return None
@@ -431,7 +450,10 @@ async def get_attachment(
     data = await _content(services.files.holding(record).read, record)
     block: Any
     extra: dict[str, Any] = {}
-    image = _image(data, record.media_type) if record.media_type in IMAGE_TYPES else None
+    image = None
+    if record.media_type in IMAGE_TYPES:
+        # Off the event loop: decoding a large image takes CPU for up to a second.
+        image = await asyncio.to_thread(_image, data, record.media_type)
     if image is not None:
         sent, sent_type, resized = image
         block = ImageContent(
