@@ -11,6 +11,7 @@ import hashlib
 import io
 import itertools
 import json
+import re
 from typing import Any
 
 import pytest
@@ -222,6 +223,52 @@ async def test_type_from_bytes_queue_scoping_and_untrusted_label(
             await other.read_resource(f"tickets://attachment/{file['id']}")
         is_error, _ = await call_any(other, "get_ticket", {"ticket_id": billing})
         assert is_error
+
+
+async def test_an_attachment_id_is_written_one_way_only(settings: Settings, agent) -> None:
+    """``tickets://attachment/{id}`` takes ASCII digits without a leading zero or spaces,
+    within PostgreSQL's integer: any other spelling of an id ("²" passed ``isdigit`` and
+    then failed ``int``; "٧٩", " 79", "079" named attachment 79) answers as a missing
+    attachment does, and so does ``get_attachment`` of an id past 2**31 - 1."""
+    billing = await ticket_in(settings, "billing")
+    async with Client(agent) as client:
+        file = await note_with(client, billing, "a.csv", b"a,b\n1,2\n")
+        key = str(file["id"])
+        uri = f"tickets://attachment/{key}"
+        assert (await read_resource(client, uri))[0] == b"a,b\n1,2\n"
+        arabic = key.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+
+        async def refusal(spelled: str) -> tuple[type[Exception], str]:
+            with pytest.raises(Exception) as refused:
+                await client.read_resource(f"tickets://attachment/{spelled}")
+            text = re.sub(r"'tickets://attachment/[^']*'", "URI", str(refused.value))
+            return type(refused.value), text
+
+        missing = await refusal("99999999")
+        assert "not found" in missing[1]
+        for spelled in (
+            "²",
+            arabic,
+            f"0{key}",
+            f"%20{key}",
+            f"{key}%20",
+            f"+{key}",
+            "0",
+            "-1",
+            "2147483648",
+            "999999999999",
+            "1" * 40,
+        ):
+            assert await refusal(spelled) == missing, spelled
+        assert await refusal("2147483647") == missing
+        unknown = (
+            "No attachment with id {}. Attachment ids come from get_ticket's attachments list."
+        )
+        for far in (2**31 - 1, 2**31, 2**40, 2**63):
+            assert await call_any(client, "get_attachment", {"attachment_id": far}) == (
+                True,
+                unknown.format(far),
+            )
 
 
 @pytest.mark.sqlite_only  # image handling is the subject; storage runs on both engines above

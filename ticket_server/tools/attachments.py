@@ -360,9 +360,27 @@ def attachment_list(conn: Connection, ticket_id: str) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
+MAX_ATTACHMENT_ID = 2**31 - 1
+"""The largest attachment id (``attachments.id`` is a 32-bit integer on PostgreSQL)."""
+
+
 def _parse_id(attachment_id: str | int) -> int | None:
-    text = str(attachment_id).strip()
-    return int(text) if text.isdigit() and len(text) <= 12 else None
+    """The attachment id ``attachment_id`` names, or None when it names none: an id is
+    written one way only, ASCII digits without a leading zero or spaces (``str.isdigit``
+    also takes "²" and "٧٩"), from 1 to ``MAX_ATTACHMENT_ID``. None answers as a missing
+    attachment does."""
+    if isinstance(attachment_id, int):
+        key = attachment_id
+    elif (
+        attachment_id.isascii()
+        and attachment_id.isdigit()
+        and not attachment_id.startswith("0")
+        and len(attachment_id) <= len(str(MAX_ATTACHMENT_ID))
+    ):
+        key = int(attachment_id)
+    else:
+        return None
+    return key if 1 <= key <= MAX_ATTACHMENT_ID else None
 
 
 async def _find(repo: TicketRepository, attachment_id: str | int) -> AttachmentRecord | None:
