@@ -1,6 +1,7 @@
 """The S3-compatible attachment store against moto's standalone server (started here on
 127.0.0.1, a free port): bytes round-trip exactly, the same content is one object, and a
-note with a file through the server stores its bytes in the bucket, not the database."""
+note with a file through the server stores its bytes in the bucket, not the database;
+an object whose bytes no longer match its key is refused."""
 
 from __future__ import annotations
 
@@ -92,6 +93,13 @@ async def test_s3_store_round_trip_and_a_note_through_the_server(
         for wrong in (len(data) - 1, len(data) + 1):  # both read paths check the size
             with pytest.raises(BlobMissing):
                 await read(digest, wrong)
+    # An object whose bytes are not those of its key (changed in the bucket), at its size:
+    # both read paths hash what they read and refuse it.
+    altered = hashlib.sha256(b"another content").hexdigest()
+    await store.stage(altered, data)
+    for read in (store.read, store.read_base64):
+        with pytest.raises(BlobMissing, match="SHA-256"):
+            await read(altered, len(data))
 
     await add_caller("agent", scopes=("tickets:read", "tickets:write"), queues=["billing"])
     server = server_as(

@@ -554,14 +554,23 @@ async def test_an_upload_is_not_copied_by_validation(settings: Settings, agent) 
 @hypothesis_settings(max_examples=300, deadline=None)
 def test_base64_of_chunks_is_the_base64_of_the_whole(data: bytes, cuts: list[int]) -> None:
     """Chunks of any sizes (a 1 MiB row is no multiple of 3) give the whole's base64, and
-    a size the chunks do not hold is a missing content."""
-    from ticket_server.tickets.blobstore import BlobMissing, base64_of, sized
+    a size the chunks do not hold, another digest or a part that is not bytes is a
+    missing content."""
+    from ticket_server.tickets.blobstore import BlobMissing, base64_of, verified
 
     bounds = [0, *sorted(c for c in cuts if c <= len(data)), len(data)]
     chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
-    assert base64_of(sized(iter(chunks), "d", len(data))) == b64(data)
-    with pytest.raises(BlobMissing):
-        base64_of(sized(iter(chunks), "d", len(data) + 1))
+    digest = hashlib.sha256(data).hexdigest()
+    assert base64_of(verified(iter(chunks), digest, len(data))) == b64(data)
+    other = hashlib.sha256(data + b"x").hexdigest()
+    for sha, size, parts in (
+        (digest, len(data) + 1, chunks),
+        (other, len(data), chunks),
+        (digest, len(data), [*chunks, ""]),
+        (digest, len(data), [c.decode("latin-1") for c in chunks] or [""]),
+    ):
+        with pytest.raises(BlobMissing):
+            base64_of(verified(iter(parts), sha, size))
 
 
 async def _write_sql(settings: Settings, statements: list[tuple[str, dict[str, Any]]]) -> None:
@@ -620,3 +629,95 @@ async def test_a_content_is_read_whatever_its_rows_and_refused_when_its_size_is_
             assert is_error and "is not available" in text, text
             with pytest.raises(Exception, match="is not available"):
                 await client.read_resource(uri)
+
+
+async def _refused_both_ways(client: Client, attachment_id: int) -> None:
+    """``get_attachment`` and the resource both refuse attachment ``attachment_id`` in the
+    one sentence for a content the server cannot give, and send none of its bytes."""
+    sentence = f"The content of attachment {attachment_id} is not available; tell an operator."
+    result = await client.call_tool(
+        "get_attachment", {"attachment_id": attachment_id}, raise_on_error=False
+    )
+    assert result.is_error and [c.text for c in result.content] == [sentence]
+    with pytest.raises(Exception) as refused:
+        await client.read_resource(f"tickets://attachment/{attachment_id}")
+    assert sentence in str(refused.value)
+
+
+def _unavailable_logged(caplog: pytest.LogCaptureFixture, attachment_id: int) -> int:
+    return sum(
+        r.levelname == "ERROR"
+        and r.getMessage().startswith(f"attachment {attachment_id}: content not available")
+        for r in caplog.records
+    )
+
+
+async def test_a_content_altered_in_the_store_is_refused_by_both_read_paths(
+    settings: Settings, agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bytes changed in ``attachment_chunks`` behind the server's back, at the same size
+    (a chunk zeroed), are read and hashed as they pass and refused at the end by both
+    read paths, with an error logged: they were sent as the file, with its recorded
+    SHA-256."""
+    from ticket_server.tickets.attachment_models import CHUNK_BYTES
+
+    billing = await ticket_in(settings, "billing")
+    data = b"email,seats\n" + b"".join(b"u%d@example.com,%d\n" % (n, n % 7) for n in range(70_000))
+    assert CHUNK_BYTES < len(data) < 2 * CHUNK_BYTES
+    sha = hashlib.sha256(data).hexdigest()
+    async with Client(agent) as client:
+        attachment = await note_with(client, billing, "seats.csv", data)
+        for seq in (0, 1):
+            start = seq * CHUNK_BYTES
+            part = data[start : start + CHUNK_BYTES]
+            await _write_sql(
+                settings,
+                [
+                    (
+                        "UPDATE attachment_chunks SET data = :d WHERE sha256 = :s AND seq = :q",
+                        {"d": bytes(len(part)), "s": sha, "q": seq},
+                    )
+                ],
+            )
+            caplog.clear()
+            await _refused_both_ways(client, attachment["id"])
+            assert _unavailable_logged(caplog, attachment["id"]) == 2
+            await _write_sql(
+                settings,
+                [
+                    (
+                        "UPDATE attachment_chunks SET data = :d WHERE sha256 = :s AND seq = :q",
+                        {"d": part, "s": sha, "q": seq},
+                    )
+                ],
+            )
+            assert (await read_resource(client, f"tickets://attachment/{attachment['id']}"))[
+                0
+            ] == data
+
+
+@pytest.mark.sqlite_only  # a column of another type: PostgreSQL's bytea holds bytes only
+async def test_a_stored_part_that_is_not_a_blob_is_refused(
+    settings: Settings, agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A chunk row whose value SQLite keeps as TEXT (a generic internal error when it was
+    UTF-8, a database "unavailable" when not) is a content the server cannot give."""
+    billing = await ticket_in(settings, "billing")
+    text = b"line,of,an,export\n" * 70_000  # two chunks, UTF-8
+    binary = b"%PDF-1.4\n" + bytes(range(256)) * 5000  # two chunks, not UTF-8
+    async with Client(agent) as client:
+        for name, data in (("export.csv", text), ("scan.pdf", binary)):
+            attachment = await note_with(client, billing, name, data)
+            await _write_sql(
+                settings,
+                [
+                    (
+                        "UPDATE attachment_chunks SET data = CAST(data AS TEXT) "
+                        "WHERE sha256 = :s AND seq = 1",
+                        {"s": hashlib.sha256(data).hexdigest()},
+                    )
+                ],
+            )
+            caplog.clear()
+            await _refused_both_ways(client, attachment["id"])
+            assert _unavailable_logged(caplog, attachment["id"]) == 2

@@ -6,7 +6,9 @@ write hands a new content to the store twice: ``stage`` before the write's trans
 leaves at most one unreferenced object, never a wrong one) and ``keep`` inside it (the
 database store writes its chunk rows there, so a refused write stores nothing). ``read``
 returns the bytes of one content, ``read_base64`` its base64 (RFC 4648), encoded a chunk
-at a time as it is read: the file is then never whole in memory beside its base64.
+at a time as it is read: the file is then never whole in memory beside its base64. Both
+check what they read as it passes (``verified``: bytes, the recorded size, the SHA-256
+it is kept under) and give nothing of a content that fails (``BlobMissing``).
 
 - ``DatabaseStore`` (the default): ``attachment_chunks`` rows of at most ``CHUNK_BYTES``
   in the ticket database; works on both engines and across replicas, nothing else to run.
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import Connection, LargeBinary, bindparam, case, func, insert, select, type_coerce
 
 from ticket_server.tickets.attachment_models import CHUNK_BYTES, AttachmentChunk
 
@@ -53,20 +56,33 @@ class BlobStore(Protocol):
 
 
 class BlobMissing(Exception):
-    """A content the store does not hold (deleted behind the server's back)."""
+    """A content the store cannot give as it was stored: not there (deleted behind the
+    server's back), of another size, not bytes, or altered (its SHA-256 differs)."""
+
+    def __init__(self, sha256: str, reason: str = "not in the store") -> None:
+        super().__init__(sha256, reason)
+        self.sha256 = sha256
+        self.reason = reason
 
 
-def sized(chunks: Iterable[bytes], sha256: str, size: int) -> Iterator[bytes]:
-    """``chunks`` as they come, checked to hold exactly ``size`` bytes: ``BlobMissing``
-    as soon as they pass it, or when they end short of it."""
-    total = 0
+def verified(chunks: Iterable[object], sha256: str, size: int) -> Iterator[bytes]:
+    """``chunks`` as they come, checked as they pass to be bytes, exactly ``size`` of them,
+    whose SHA-256 (hashed a chunk at a time, none kept) is ``sha256``: ``BlobMissing`` at
+    a chunk that is not bytes or passes ``size``, or at their end when short of it or of
+    another digest. A reader must consume them all before it sends anything."""
+    digest, total = hashlib.sha256(), 0
     for chunk in chunks:
+        if not isinstance(chunk, bytes):
+            raise BlobMissing(sha256, f"a stored part is {type(chunk).__name__}, not bytes")
         total += len(chunk)
         if total > size:
-            raise BlobMissing(sha256)
+            raise BlobMissing(sha256, f"longer than its {size} bytes")
+        digest.update(chunk)
         yield chunk
     if total != size:
-        raise BlobMissing(sha256)
+        raise BlobMissing(sha256, f"{total} bytes of its {size}")
+    if digest.hexdigest() != sha256.lower():
+        raise BlobMissing(sha256, "its bytes do not match its SHA-256")
 
 
 def base64_of(chunks: Iterable[bytes]) -> str:
@@ -82,17 +98,24 @@ def base64_of(chunks: Iterable[bytes]) -> str:
     return "".join(pieces)
 
 
-_CHUNK = select(_CHUNKS.c.data).where(
-    _CHUNKS.c.sha256 == bindparam("sha256"), _CHUNKS.c.seq == bindparam("seq")
-)
+_KEY = (_CHUNKS.c.sha256 == bindparam("sha256"), _CHUNKS.c.seq == bindparam("seq"))
+_DATA = _CHUNKS.c.data
+_CHUNK = select(_DATA).where(*_KEY)
+_CHUNK_SQLITE = select(
+    type_coerce(case((func.typeof(_DATA) == "blob", _DATA), else_=func.typeof(_DATA)), LargeBinary)
+).where(*_KEY)
+"""SQLite lets a column hold any type: a part that is not a BLOB comes back as the name of
+its type (a str, which ``verified`` refuses), where a TEXT one would come as a str, or
+fail in the driver (not UTF-8) as if the database were down."""
 
 
-def _chunks(conn: Connection, sha256: str) -> Iterator[bytes]:
+def _chunks(conn: Connection, sha256: str) -> Iterator[object]:
     """The chunk rows of a content in order, one statement each (by its key) until the
     next is missing: a driver that buffers a result (asyncpg through SQLAlchemy) would
-    otherwise hold every chunk at once. The readers check the total against the size."""
+    otherwise hold every chunk at once. The readers check them (``verified``)."""
+    stmt = _CHUNK_SQLITE if conn.dialect.name == "sqlite" else _CHUNK
     seq = 0
-    while (chunk := conn.execute(_CHUNK, {"sha256": sha256, "seq": seq}).scalar()) is not None:
+    while (chunk := conn.execute(stmt, {"sha256": sha256, "seq": seq}).scalar()) is not None:
         yield chunk
         seq += 1
 
@@ -120,10 +143,14 @@ class DatabaseStore:
             )
 
     async def read(self, sha256: str, size: int) -> bytes:
-        return await self._read(lambda conn: b"".join(sized(_chunks(conn, sha256), sha256, size)))
+        return await self._read(
+            lambda conn: b"".join(verified(_chunks(conn, sha256), sha256, size))
+        )
 
     async def read_base64(self, sha256: str, size: int) -> str:
-        return await self._read(lambda conn: base64_of(sized(_chunks(conn, sha256), sha256, size)))
+        return await self._read(
+            lambda conn: base64_of(verified(_chunks(conn, sha256), sha256, size))
+        )
 
     async def _read(self, work: Callable[[Connection], T]) -> T:
         if self.repository is None:
@@ -177,13 +204,14 @@ class S3Store:
 
     async def read(self, sha256: str, size: int) -> bytes:
         def get() -> bytes:
-            return b"".join(sized([self._body(sha256).read()], sha256, size))
+            return b"".join(verified([self._body(sha256).read()], sha256, size))
 
         return await asyncio.to_thread(get)
 
     async def read_base64(self, sha256: str, size: int) -> str:
         def get() -> str:
-            return base64_of(sized(self._body(sha256).iter_chunks(CHUNK_BYTES), sha256, size))
+            chunks = self._body(sha256).iter_chunks(CHUNK_BYTES)
+            return base64_of(verified(chunks, sha256, size))
 
         return await asyncio.to_thread(get)
 

@@ -403,7 +403,9 @@ async def _content(read: Callable[[str, int], Awaitable[T]], record: AttachmentR
         with domain_errors():
             return await read(record.sha256, record.size)
     except BlobMissing as exc:
-        logging.getLogger(__name__).error("attachment %s: content missing", record.id)
+        logging.getLogger(__name__).error(
+            "attachment %s: content not available (%s)", record.id, exc.reason
+        )
         raise model_error(
             f"The content of attachment {record.id} is not available; tell an operator."
         ) from exc
