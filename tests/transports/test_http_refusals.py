@@ -159,3 +159,18 @@ def test_a_foreign_host_is_told_which_setting_admits_it(http_server) -> None:
     assert refused.status_code == 421
     message = refused.json()["error"]["message"]
     assert "TICKET_SERVER_ALLOWED_HOSTS" in message and "tickets.example.com" in message
+
+
+def test_a_token_in_the_url_is_refused_even_beside_a_valid_header(http_server) -> None:
+    """MCP's authorization forbids tokens in the URI query string (RFC 6750's
+    `access_token` parameter): a request carrying one is 400 and not served, even with a
+    valid Authorization header beside it, whatever the parameter's case or value; the
+    token is not logged. Other query parameters do not matter."""
+    good = {**JSON, "Authorization": f"Bearer {http_server.token}"}
+    for query in (f"access_token={http_server.token}", "ACCESS_TOKEN=x", "a=1&access_token"):
+        answer = httpx.post(f"{http_server.url}?{query}", json=PING, headers=good)
+        assert answer.status_code == 400, (query, answer.text)
+        assert "never in the URL" in answer.json()["error"]["message"]
+    served = httpx.post(f"{http_server.url}?tokenish=1", json=PING, headers=good)
+    assert served.status_code == 200 and served.json()["result"]["tools"]
+    assert http_server.token not in http_server.logs()

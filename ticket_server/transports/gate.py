@@ -3,7 +3,8 @@ first, after Host/Origin validation and bearer-token verification (which read he
 only); the first stage that refuses answers, and a request every stage lets through is
 served (``forward``):
 
-1. ``one_credential``  more than one ``Authorization`` header or credential: 400;
+1. ``one_credential``  more than one ``Authorization`` header or credential, or a token
+                       in the URL (``access_token``): 400;
 2. ``token_checked``   a token that could not be checked because the callers table did
                        not answer: 503 with ``Retry-After``, never 401 (which would tell
                        the client to drop its token);
@@ -69,6 +70,7 @@ from ticket_server.transports.refusals import (
     malformed,
     media_problem,
     one_credential,
+    token_in_url,
     too_large,
     too_many,
     unauthorized,
@@ -178,15 +180,18 @@ class McpGate:
     async def one_credential(self, r: GateRequest) -> Response | None:
         # The token verifier reads the first header only: served in one order and refused
         # in the other, which a proxy adding its own header could exploit.
-        if one_credential(r.scope["headers"]):
+        in_url = token_in_url(r.scope)
+        if not in_url and one_credential(r.scope["headers"]):
             return None
         self.metrics.unauthenticated.labels("400").inc()
-        self._unread(r, Outcome.DENIED, Cause.UNAUTHENTICATED, "more than one credential")
+        detail = "a token in the URL" if in_url else "more than one credential"
+        self._unread(r, Outcome.DENIED, Cause.UNAUTHENTICATED, detail)
+        where = " (never in the URL: remove access_token from it)" if in_url else ""
         return jsonrpc_error(
             400,
             UNAUTHORIZED,
             "HTTP 400 Bad Request: send exactly one Authorization header holding one "
-            f"bearer token. {HOW_TO_GET_A_TOKEN}",
+            f"bearer token{where}. {HOW_TO_GET_A_TOKEN}",
             headers={
                 "WWW-Authenticate": f'Bearer error="invalid_request", '
                 f'resource_metadata="{self.metadata_url}"',

@@ -112,6 +112,16 @@ def one_credential(raw: list[tuple[bytes, bytes]]) -> bool:
     )
 
 
+def token_in_url(scope: Scope) -> bool:
+    """Whether the request's query string carries ``access_token`` (RFC 6750 section 2.3's
+    URI query parameter), which MCP's authorization forbids ("Access tokens MUST NOT be
+    included in the URI query string"): a URL is logged and cached where a header is not."""
+    query = scope.get("query_string", b"")
+    return any(
+        part.split(b"=", 1)[0].lower() == b"access_token" for part in query.split(b"&") if part
+    )
+
+
 def id_key(message: Any) -> str | None:
     """The key of a request's id as the MCP SDK correlates ids (``7`` and ``"7"`` are
     one), or None for a message that is not a request."""
