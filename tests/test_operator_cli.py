@@ -191,6 +191,8 @@ def test_downgrade_needs_a_revision_and_base_needs_yes(database_url: str) -> Non
         ("TICKET_SERVER_ALLOWED_ORIGINS", "http://localhost:6274", "JSON list"),
         ("TICKET_SERVER_RETIREMENT_DATES", "search_tickets=2027-06-30", "JSON object"),
         ("TICKET_SERVER_PORT", "eighty", "valid integer"),
+        ("TICKET_SERVER_TOOLSETS", "[read", "read,respond,triage"),
+        ("TICKET_SERVER_ATTACHMENT_TYPES", '["image/png"', "image/png,application/pdf"),
     ],
 )
 def test_c21_each_bad_setting_is_one_line(
@@ -204,6 +206,18 @@ def test_c21_each_bad_setting_is_one_line(
         line = one_line(run(url, *args, **environment))
         assert variable in line and expected in line, line
     assert "tickets@db" not in line  # a URL (and its password) is never echoed
+
+
+def test_list_settings_are_read_as_words_or_json() -> None:
+    """The list settings an operator writes by hand take words separated by commas or
+    spaces, as TICKET_SERVER_CONFIRM_WRITES always did, or a JSON list (a review found
+    TICKET_SERVER_TOOLSETS=read,backlog refused in pydantic's words)."""
+    for written in ("read,backlog", "read, backlog", "read backlog", '["read", "backlog"]'):
+        assert Settings(toolsets=written).toolsets == ["read", "backlog"]
+    kinds = "image/png,text/csv"
+    assert Settings(attachment_types=kinds).attachment_types == ["image/png", "text/csv"]
+    assert Settings(confirm_writes="none").confirm_writes == []
+    assert Settings(confirm_writes="close_ticket").confirm_writes == ["close_ticket"]
 
 
 def test_two_bad_settings_are_two_lines(tmp_path: Path) -> None:

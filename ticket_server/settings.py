@@ -38,6 +38,27 @@ JSON_SETTINGS: dict[str, tuple[type, str]] = {  # settings read as JSON: the typ
         'a JSON object; write it like \'{"get_ticket_status": "2027-01-31"}\'',
     ),
 }
+WORD_LISTS = {  # list settings also written as words: an example of each form
+    "confirm_writes": ("reply_to_customer,close_ticket", '["reply_to_customer", "close_ticket"]'),
+    "toolsets": ("read,respond,triage", '["read", "respond", "triage"]'),
+    "attachment_types": ("image/png,application/pdf", '["image/png", "application/pdf"]'),
+}
+
+
+def _listed(value: Any, examples: tuple[str, str]) -> Any:
+    """A list setting's value: a JSON list, or words separated by commas or spaces."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text.startswith("["):
+        return [word for word in re.split(r"[\s,]+", text) if word]
+    try:
+        return json.loads(text)
+    except ValueError:
+        words, listed = examples
+        raise ValueError(f"not a JSON list; write it like {words} or '{listed}'") from None
+
+
 DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
     "postgresql": "postgresql+asyncpg",
@@ -207,22 +228,17 @@ class Settings(BaseSettings):
             ) from None
         return value
 
+    @field_validator("toolsets", "attachment_types", mode="before")
+    @classmethod
+    def _words(cls, value: Any, info: ValidationInfo) -> Any:
+        return _listed(value, WORD_LISTS[info.field_name])  # type: ignore[index]
+
     @field_validator("confirm_writes", mode="before")
     @classmethod
     def _actions(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                raise ValueError(
-                    "not a JSON list; write it like reply_to_customer,close_ticket or "
-                    '\'["reply_to_customer", "close_ticket"]\''
-                ) from None
-        else:
-            value = [a for a in re.split(r"[\s,]+", text) if a and a != "none"]
+        value = [a for a in _listed(value, WORD_LISTS["confirm_writes"]) if a != "none"]
         choices = get_args(WriteAction)
         for action in value if isinstance(value, list) else []:
             if action not in choices:
@@ -367,14 +383,15 @@ class Settings(BaseSettings):
         default=False,
         description="Serve no write tool at all: they are not listed and cannot be called.",
     )
-    toolsets: list[ToolsetName] = Field(
+    toolsets: Annotated[list[ToolsetName], NoDecode] = Field(
         default=["read", "respond", "triage"],
         min_length=1,
         description="The toolsets offered to callers without toolsets of their own (callers "
-        "add --toolset), as a JSON list: read, respond (notes and replies), triage (status, "
+        "add --toolset): read, respond (notes and replies), triage (status, "
         "owner, priority, queue), intake (open tickets), classify (tags, custom fields), "
         "backlog (counts), attachments (read files), related (similar tickets, links, merge, "
-        "bulk changes); `ticket-server tools toolsets` lists them. A tool outside a caller's "
+        "bulk changes), as a JSON list or separated by commas; `ticket-server tools "
+        "toolsets` lists them. A tool outside a caller's "
         "toolsets is not listed and cannot "
         "be called; scopes still apply within them.",
     )
@@ -458,7 +475,7 @@ class Settings(BaseSettings):
         ge=1,
         description="Most bytes of attachments one ticket may hold together.",
     )
-    attachment_types: list[str] = Field(
+    attachment_types: Annotated[list[str], NoDecode] = Field(
         default=[
             "image/png",
             "image/jpeg",
@@ -470,7 +487,8 @@ class Settings(BaseSettings):
             "application/json",
         ],
         min_length=1,
-        description="Media types accepted as attachments (JSON list), as detected from the "
+        description="Media types accepted as attachments (a JSON list or separated by commas), "
+        "as detected from the "
         "bytes, never from the name; a log file is text/plain.",
     )
     search_synonyms: Path | None = Field(
