@@ -92,6 +92,52 @@ async def test_dry_run_equals_the_confirmed_run_and_changed_tickets_are_skipped(
     assert status[0][0] != "waiting_on_customer"  # never written blind
 
 
+async def test_a_field_already_as_asked_leaves_the_rest_of_the_change(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """A ticket whose priority is already the one asked still gets the owner and the note
+    of the same change (a review found the whole ticket refused), in the dry run and the
+    confirmed run alike; a ticket already as asked in every field is listed as failed
+    with why."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    high, other = await _tickets(
+        settings, "queue = 'billing' AND status = 'open' AND priority <> 'urgent'", 2
+    )
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server, mode=mode) as client:
+        await client.call_tool(
+            "escalate_ticket", {"ticket_id": high, "priority": "urgent", "reason": "Outage."}
+        )
+        await client.call_tool("assign_ticket", {"ticket_id": other, "owner": "n.haddad"})
+        change = {"priority": "urgent", "owner": "n.haddad", "note": "Taken over."}
+        dry = await client.call_tool("bulk_update_tickets", {"ticket_ids": [high, other], **change})
+        plan = dry.structured_content
+        assert [t["id"] for t in plan["tickets"]] == [high, other], plan
+        by_id = {t["id"]: {c["field"] for c in t["changes"]} for t in plan["tickets"]}
+        assert by_id == {high: {"owner"}, other: {"priority"}}
+        done = await client.call_tool(
+            "bulk_update_tickets",
+            {**change, "dry_run": False, "plan_token": plan["plan_token"]},
+        )
+        result = done.structured_content
+        assert result["failed"] == [] and result["skipped"] == []
+        assert {t["id"]: {c["field"] for c in t["changes"]} for t in result["tickets"]} == by_id
+        rows = await _sql(
+            settings,
+            "SELECT id, priority, owner FROM tickets WHERE id IN (:a, :b) ORDER BY id",
+            a=high,
+            b=other,
+        )
+        assert {r[1] for r in rows} == {"urgent"} and {r[2] for r in rows} == {"n.haddad"}
+        notes = "SELECT count(*) FROM comments WHERE body = 'Taken over.'"
+        assert (await _sql(settings, notes))[0][0] == 2
+        again = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": [high], "priority": "urgent"}
+        )
+        (failed,) = again.structured_content["failed"]
+        assert failed["id"] == high and "already has priority urgent" in failed["reason"]
+
+
 @pytest.mark.slow
 @pytest.mark.sqlite_only
 async def test_500_tickets_leave_500_audit_rows(settings: Settings, add_caller, server_as) -> None:
@@ -122,8 +168,12 @@ async def test_500_tickets_leave_500_audit_rows(settings: Settings, add_caller, 
     assert owners[0][0] == 500
 
 
+ASKED: list[str] = []
+
+
 async def _yes(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
     assert "Reply every customer receives" in message
+    ASKED.append(message)
     return ElicitResult(action="accept", content={"confirm": True})
 
 
@@ -131,7 +181,8 @@ async def test_a_reply_to_tickets_found_by_search_is_confirmed_once(
     settings: Settings, add_caller, server_as, mode: str
 ) -> None:
     """By query, within the caller's queues; the default policy confirms a reply: the
-    person is asked once for the plan, then every ticket gets its reply."""
+    person is asked once for the plan, the question naming its tickets (the first 20,
+    then how many more), then every ticket gets its reply."""
     await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
     server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET)
     change = {"reply": "Your invoice was corrected."}
@@ -148,6 +199,10 @@ async def test_a_reply_to_tickets_found_by_search_is_confirmed_once(
             "bulk_update_tickets", {**change, "dry_run": False, "plan_token": plan["plan_token"]}
         )
     assert [t["id"] for t in done.structured_content["tickets"]] == ids
+    question = ASKED.pop()
+    assert not ASKED
+    named = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+    assert question.startswith(f"Apply this change to {len(ids)} tickets ({named})?"), question
     replies = await _sql(
         settings,
         "SELECT count(*) FROM comments WHERE body = 'Your invoice was corrected.' "

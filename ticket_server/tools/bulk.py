@@ -41,6 +41,7 @@ from ticket_server.access.context import current_call
 from ticket_server.access.policy import ToolPolicy
 from ticket_server.tickets.domain import (
     DatabaseUnavailable,
+    NoChange,
     StaleVersion,
     TicketPriority,
     TicketStatus,
@@ -275,13 +276,18 @@ async def bulk_update_tickets(
                 changes: list[Change] = []
                 version = None
                 tags = None
+                already: list[NoChange] = []  # parts the ticket already is as asked
                 for part, tool, operation, args in parts:
-                    checked = await operation(
-                        contexts(base, tool, tid, part, args, None, change),
-                        tid,
-                        *args,
-                        audit=None,
-                    )
+                    try:
+                        checked = await operation(
+                            contexts(base, tool, tid, part, args, None, change),
+                            tid,
+                            *args,
+                            audit=None,
+                        )
+                    except NoChange as exc:
+                        already.append(exc)
+                        continue
                     if checked.replay is not None:
                         continue
                     version = checked.state["version"] if version is None else version
@@ -290,6 +296,8 @@ async def bulk_update_tickets(
                         for c in checked.changes
                     ]
                     tags = _tags(checked.classification) or tags
+                if len(already) == len(parts):
+                    raise already[0]
             except WriteRefused as exc:
                 failed.append(Failed(id=tid, reason=str(exc)))
                 continue
@@ -341,7 +349,7 @@ async def bulk_update_tickets(
     needed = sorted(a for a in actions if writer.needs_confirmation(a))
     if needed:
         whole = replace(base, request_sha256=request_hash(NAME, {"token": plan_token, **change}))
-        question = _question(change, len(plan))
+        question = _question(change, [tid for tid, _ in plan])
         record = current_call.get()
         if (
             record is not None
@@ -364,7 +372,12 @@ async def bulk_update_tickets(
         try:
             for part, tool, operation, args in parts:
                 wctx = contexts(base, tool, tid, part, args, current, change)
-                outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
+                try:
+                    outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
+                except ToolError as exc:
+                    if isinstance(exc.__cause__, NoChange):
+                        continue  # already as asked (the dry run left it out): nothing to write
+                    raise
                 current = outcome.version
                 applied.append(part)
                 changes += [
@@ -392,6 +405,9 @@ async def bulk_update_tickets(
                 skipped.append(Failed(id=tid, reason="Changed since the dry run; not written."))
             else:
                 failed.append(Failed(id=tid, reason=f"{exc}{done_before}"))
+            continue
+        if not applied:  # every part already as asked, since the dry run
+            skipped.append(Failed(id=tid, reason="Already as asked; nothing written."))
             continue
         done.append(
             Planned(
@@ -423,11 +439,20 @@ def _derived_key(key: str | None, ticket_id: str, part: str) -> str | None:
     return derived[:128]
 
 
-def _question(change: dict[str, Any], n: int) -> str:
+QUESTION_IDS = 20
+"""Most ticket ids a bulk change's confirmation question names (then how many more)."""
+
+
+def _question(change: dict[str, Any], ids: list[str]) -> str:
+    """What the person confirming a bulk change reads: the tickets (by id), the change,
+    and the text of a reply or note in full."""
     said = ", ".join(
         f"{k} {v!r}" for k, v in change.items() if v is not None and k not in ("reply", "note")
     )
-    lines = [f"Apply this change to {n} tickets? {said}".rstrip()]
+    named = ", ".join(ids[:QUESTION_IDS])
+    if len(ids) > QUESTION_IDS:
+        named += f" and {len(ids) - QUESTION_IDS} more"
+    lines = [f"Apply this change to {len(ids)} tickets ({named})? {said}".rstrip()]
     if change["reply"] is not None:
         lines += ["", "Reply every customer receives:", change["reply"]]
     if change["note"] is not None:
