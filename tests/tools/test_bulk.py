@@ -138,6 +138,44 @@ async def test_a_field_already_as_asked_leaves_the_rest_of_the_change(
         assert failed["id"] == high and "already has priority urgent" in failed["reason"]
 
 
+async def test_the_ticket_story_holds_its_merges_and_bulk_changes(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """`ticket-server audit --ticket ID` (``reports.ticket_story``) lists every call
+    naming the ticket, whatever the argument: a merge's source and target, a bulk change's
+    ticket_ids, and the per-ticket rows of a bulk change chosen by a search (a review found
+    merges and bulk changes missing); `audit --json` rows carry the write's change."""
+    from ticket_server.access.callers import open_store
+    from ticket_server.admin.commands import _row
+    from ticket_server.admin.reports import ticket_story
+
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    source, target, by_id = await _tickets(settings, "queue = 'billing' AND status = 'open'", 3)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server) as client:
+        await client.call_tool(
+            "merge_tickets", {"source_ticket_id": source, "target_ticket_id": target}
+        )
+        change = {"owner": "story.owner"}
+        dry = await client.call_tool("bulk_update_tickets", {"ticket_ids": [by_id], **change})
+        await client.call_tool(
+            "bulk_update_tickets",
+            {**change, "dry_run": False, "plan_token": dry.structured_content["plan_token"]},
+        )
+    store = open_store(settings)
+    try:
+        stories = {t: await ticket_story(store, t) for t in (source, target, by_id)}
+    finally:
+        await store.aclose()
+    for ticket in (source, target):
+        assert any("called merge_tickets: ok" in what for _, _, what, _ in stories[ticket])
+    calls = [what for _, _, what, _ in stories[by_id] if "bulk_update_tickets" in what]
+    assert len(calls) >= 2, stories[by_id]  # the dry run and the confirmed run
+    rows = await audit_rows(settings, tool="bulk_update_tickets")
+    written = [_row(r) for r in rows if r.change]
+    assert written and all(row["change"]["ticket_id"] == by_id for row in written)
+
+
 @pytest.mark.slow
 @pytest.mark.sqlite_only
 async def test_500_tickets_leave_500_audit_rows(settings: Settings, add_caller, server_as) -> None:

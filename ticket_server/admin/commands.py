@@ -427,6 +427,8 @@ def _row(r: Any) -> dict[str, Any]:
         "detail": r.detail,
         "result_bytes": r.result_bytes,
         "duration_ms": r.duration_ms,
+        # a write's change (ticket, version, idempotency key, confirmation), else null
+        "change": json.loads(r.change) if r.change else None,
     }
 
 

@@ -103,13 +103,14 @@ async def ticket_story(store: CallerStore, ticket_id: str) -> list[tuple[datetim
     """The story of ``ticket_id``, oldest first: its creation, every comment, every field
     change, and every audited tool call naming it (reads, writes and refusals), as
     (time, who, what, trace id or "")."""
-    from sqlalchemy import select
+    from sqlalchemy import or_, select
 
     from ticket_server.access.models import AuditEvent
     from ticket_server.tickets.models import Comment, Ticket, TicketEvent
 
     story: list[tuple[datetime, str, str, str]] = []
-    named = f'"ticket_id": {json.dumps(ticket_id, ensure_ascii=False)}'
+    quoted = json.dumps(ticket_id, ensure_ascii=False)
+    named = f'"ticket_id": {quoted}'
     async with store.session() as session:
         ticket = (
             await session.execute(
@@ -151,7 +152,15 @@ async def ticket_story(store: CallerStore, ticket_id: str) -> list[tuple[datetim
                     "",
                 )
             )
-        calls = select(AuditEvent).where(AuditEvent.arguments.contains(named, autoescape=True))
+        # A call naming the ticket in any argument (ticket_id, a merge's source or target,
+        # a bulk change's ticket_ids), or a write whose change is the ticket's (one row per
+        # ticket of a bulk change chosen by a search).
+        calls = select(AuditEvent).where(
+            or_(
+                AuditEvent.arguments.contains(quoted, autoescape=True),
+                AuditEvent.change.contains(named, autoescape=True),
+            )
+        )
         for a in (await session.scalars(calls)).all():
             what = f"called {a.tool}: {a.outcome}" + (f" ({a.detail})" if a.detail else "")
             if a.change:
