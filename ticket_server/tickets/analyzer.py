@@ -192,20 +192,23 @@ class QueryWord:
 class Phrase:
     """A synonym list entry: its chunks' keys (``_key``), whether it holds a stop word,
     the forms it adds to a query holding another entry of its group, and its text.
-    ``own``: the forms of the entry when a query holds it (its words as typed)."""
+    ``own``: the forms of the entry when a query holds it (its words as typed).
+    ``units``: the keys it is matched by, a compound's parts apart (``_units``), so
+    that ``sign-in`` in a query matches the entry ``sign in`` and the other way round."""
 
     keys: tuple[str, ...]
     has_stop: bool
     forms: tuple[tuple[str, ...], ...]
     own: tuple[tuple[str, ...], ...]
     text: str
+    units: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Synonyms:
     """Groups of synonym entries (``phrase``): ``starting`` holds each entry with its
-    group under the entry's first key, longest entries first (``query_terms`` looks
-    entries up at each chunk)."""
+    group under the entry's first unit key (``Phrase.units``), longest entries first
+    (``query_terms`` looks entries up at each chunk)."""
 
     starting: dict[str, tuple[tuple[Phrase, tuple[Phrase, ...]], ...]]
 
@@ -214,15 +217,26 @@ class Synonyms:
         starting: dict[str, list[tuple[Phrase, tuple[Phrase, ...]]]] = {}
         for group in map(tuple, groups):
             for entry in group:
-                starting.setdefault(entry.keys[0], []).append((entry, group))
+                starting.setdefault(entry.units[0], []).append((entry, group))
         return cls(
-            {k: tuple(sorted(v, key=lambda e: -len(e[0].keys))) for k, v in starting.items()}
+            {k: tuple(sorted(v, key=lambda e: -len(e[0].units))) for k, v in starting.items()}
         )
 
 
 def _key(chunk: str) -> str:
     """A chunk compared with a synonym's: each of its letter and digit runs stemmed."""
     return "_".join(_stem(p) for p in _PART.findall(chunk))
+
+
+def _units(chunk: str) -> list[str]:
+    """The words a chunk is matched with a synonym entry by: a compound's parts apart
+    (``sign-in``: ``sign``, ``in``; ``two-factor``: ``two``, ``factor``), as the same
+    words written apart are; an identifier with ``_``, a chunk without a letter and
+    field syntax (``subject:login``) stay whole."""
+    parts = _PART.findall(chunk)
+    if "_" in chunk or _NUMBERS.fullmatch(chunk) or (":" in chunk and not _DIGIT.search(chunk)):
+        return [chunk]
+    return parts
 
 
 def _chunk_forms(chunk: str) -> list[QueryWord]:
@@ -287,7 +301,8 @@ def phrase(text: str) -> Phrase | None:
         forms = tuple(f for f in own if len(f) == 1)
     else:
         forms = own
-    return Phrase(tuple(_key(c) for c in chunks), stop, forms, own, text)
+    units = tuple(_stem(u) for c in chunks for u in _units(c))
+    return Phrase(tuple(_key(c) for c in chunks), stop, forms, own, text, units)
 
 
 def query_terms(query: str, synonyms: Synonyms | None = None) -> list[QueryWord]:
@@ -308,17 +323,29 @@ def query_terms(query: str, synonyms: Synonyms | None = None) -> list[QueryWord]
         joined = _solid(chunks[i], chunks[i + 1])
         extra[i] += joined
         extra[i + 1] += joined
-    # synonyms: the longest entry matching at each chunk, stop words passed over
-    covered: dict[int, tuple[int, Phrase, tuple[Phrase, ...]]] = {}
+    # synonyms: the longest entry matching at each chunk, stop words passed over; the
+    # query's compounds and the entries' are compared by their parts (`_units`), so
+    # `sign-in` matches `sign in`; an entry matches whole chunks only
+    units = [(u, c) for c, chunk in enumerate(chunks) for u in _units(chunk)]
+    unit_words = [u for u, _ in units]
+    unit_keys = [_stem(u) for u in unit_words]
+    first = {c: n for n, (_, c) in reversed(list(enumerate(units)))}  # chunk -> its first unit
+    chunk_at = {**{n: c for c, n in first.items()}, len(units): len(chunks)}
+    covered: dict[int, tuple[int, Phrase, tuple[Phrase, ...], bool]] = {}
     starting = synonyms.starting if synonyms is not None else {}
     i = 0
     while i < len(chunks):
-        for entry, group in starting.get(keys[i], ()):
-            end = _match(entry, keys, chunks, i)
-            if end is not None:
-                covered[i] = (end, entry, group)
-                i = end
-                break
+        found = []
+        for entry, group in starting.get(unit_keys[first[i]], ()):
+            end = _match(entry, unit_keys, unit_words, first[i])
+            if end is not None and end in chunk_at:
+                # an entry as written first among those as long (`two-factor`, `two factor`)
+                exact = entry.keys == tuple(keys[i : chunk_at[end]])
+                found.append((len(entry.units), exact, chunk_at[end], entry, group))
+        if found:
+            _, exact, end, entry, group = max(found, key=lambda f: f[:2])
+            covered[i] = (end, entry, group, exact)
+            i = end
         else:
             i += 1
     out: dict[tuple[str, ...], QueryWord] = {}
@@ -330,14 +357,16 @@ def query_terms(query: str, synonyms: Synonyms | None = None) -> list[QueryWord]
                 out.setdefault(distinct[0], QueryWord(word.typed, distinct))
             i += 1
             continue
-        end, entry, group = covered[i]
+        end, entry, group, exact = covered[i]
         own = [w for c in per_chunk[i:end] for w in c]
-        if len(own) == 1 and not entry.has_stop:
+        if len(own) == 1 and (not entry.has_stop or end == i + 1):  # `sign-in`: as `signin`
             forms = [*own[0].forms, *extra[i]]
         elif len(own) == 1:  # `log in`: written solid first, then its word (`log`)
             forms = [*entry.own, *own[0].forms]
-        else:
+        elif exact:
             forms = [*entry.own]
+        else:  # as typed first (`2 step`: both words, then the entry's `2-step` whole)
+            forms = [tuple(dict.fromkeys(w.token for w in own)), *entry.own]
         # the other entries (not those written as this one: `double charge`, `double charged`)
         others = [p for p in group if p.keys != entry.keys]
         forms += [f for p in others for f in p.forms]
@@ -353,15 +382,16 @@ def _distinct(forms: Iterable[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
     return tuple(dict.fromkeys(forms))
 
 
-def _match(entry: Phrase, keys: Sequence[str], chunks: Sequence[str], start: int) -> int | None:
-    """Where ``entry`` ends when it matches the query's chunks from ``start`` (its stop
-    words in place; the query's other stop words passed over); None when it does not."""
+def _match(entry: Phrase, keys: Sequence[str], words: Sequence[str], start: int) -> int | None:
+    """Where ``entry`` ends when it matches the query's words (``_units``; ``keys``:
+    theirs stemmed) from ``start`` (its stop words in place; the query's other stop words
+    passed over); None when it does not."""
     i = start
-    for n, key in enumerate(entry.keys):
+    for n, key in enumerate(entry.units):
         if n and not entry.has_stop:
-            while i < len(chunks) and chunks[i] in STOP_WORDS:
+            while i < len(words) and words[i] in STOP_WORDS and keys[i] != key:
                 i += 1
-        if i >= len(chunks) or keys[i] != key:
+        if i >= len(words) or keys[i] != key:
             return None
         i += 1
     return i
