@@ -400,11 +400,11 @@ class TicketRepository:
             analyze_query,
             best_first_applies,
             build_page,
-            explain,
             matched_in,
             relevance_page,
             row_position,
         )
+        from ticket_server.tickets.search_notes import explain
         from ticket_server.tickets.synonyms import search_synonyms
 
         dialect = self.dialect
