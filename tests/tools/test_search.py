@@ -229,6 +229,29 @@ async def test_empty_and_thin_results_explain_themselves(client: Client) -> None
     assert "1 of the 2 words" in some.structured_content["note"]
 
 
+async def test_one_letter_words_are_named_as_not_searched(client: Client) -> None:
+    """A one-letter word is not searched (not a stop word: the note said "only common
+    words ()" for `x`, and `a b` named `a` alone); the note names them as typed."""
+    for query, names in [("x", "'x'"), ("x y z", "'x', 'y', 'z'"), ("q", "'q'"), ("é", "'é'")]:
+        result = await search(client, query=query)
+        assert result.structured_content["tickets"] == []
+        assert result.structured_content["note"] == (
+            f"One-letter words are not searched: {names}; add a more specific word."
+        )
+    both = await search(client, query="a b")
+    assert both.structured_content["note"] == (
+        "The query has only common words ('a') and one-letter words ('b'), which are not "
+        "searched; add a more specific word."
+    )
+    # beside words that are searched, and not a compound's part (`e-mail`) nor a digit
+    mixed = await search(client, query="refund B e-mail 7", limit=3)
+    assert mixed.structured_content["tickets"]
+    assert "One-letter words are not searched: 'B'." in mixed.structured_content["note"]
+    assert await ids(client, query="refund e-mail", limit=3)
+    plain = await search(client, query="refund e-mail", limit=3)
+    assert "One-letter" not in (plain.structured_content["note"] or "")
+
+
 # -- filters --------------------------------------------------------------------------
 
 

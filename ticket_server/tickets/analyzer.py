@@ -134,6 +134,22 @@ def stop_words_in(query: str) -> list[str]:
     return [w for w in _PART.findall(fold(query)) if w in STOP_WORDS]
 
 
+def one_letter_words_in(query: str) -> list[str]:
+    """The one-letter words of ``query`` left out of it, as typed (``x``, ``é``; not a
+    digit, not a stop word like ``a``, not the part of a compound, which is searched
+    whole: ``e-mail``)."""
+    out: dict[str, str] = {}  # folded: as typed first
+    for chunk in _CHUNK.findall(_APOSTROPHES.sub("", unicodedata.normalize("NFC", query))):
+        parts = _PART.findall(chunk)
+        field_syntax = ":" in chunk and not _DIGIT.search(chunk) and "_" not in chunk
+        if field_syntax or (len(parts) == 1 and "_" not in chunk):
+            for part in parts:
+                folded = fold(part)
+                if len(folded) == 1 and folded not in STOP_WORDS and not _word(folded):
+                    out.setdefault(folded, part)
+    return list(out.values())
+
+
 def one_edit_away(word: str) -> set[str]:
     """Every string one letter away from ``word`` (delete, swap, replace, insert of
     a-z): the candidates for a typo of one letter."""

@@ -102,6 +102,7 @@ from ticket_server.tickets.analyzer import (
     fold,
     has_words,
     index_tokens,
+    one_letter_words_in,
     query_terms,
     search_text,
     spelling_candidates,
@@ -485,15 +486,16 @@ def _shape(words: Sequence[Word]) -> tuple[tuple[int, ...], ...]:
 
 @dataclass
 class Query:
-    """The analyzed query: the words searched (weight > 0), the ones left out, and the
-    stop words dropped, and the words past ``MAX_WORDS`` (not searched);
-    ``conversation``: comments are searched too."""
+    """The analyzed query: the words searched (weight > 0), the ones left out, the
+    stop words and one-letter words dropped, and the words past ``MAX_WORDS`` (not
+    searched); ``conversation``: comments are searched too."""
 
     text: str
     conversation: bool = False
     words: list[Word] = field(default_factory=list)
     missing: list[Word] = field(default_factory=list)
     stop_words: list[str] = field(default_factory=list)
+    one_letter: list[str] = field(default_factory=list)
     beyond: list[str] = field(default_factory=list)
 
     @property
@@ -558,7 +560,8 @@ def analyze_query(
     then counts as held, or offered as a correction, only when a ticket in those queues
     (or its comment) holds it, since the counts cover every queue and a note naming
     such a word would tell of other queues' text."""
-    query = Query(text, conversation=conversation, stop_words=stop_words_in(text))
+    query = Query(text, conversation, stop_words=stop_words_in(text))
+    query.one_letter = one_letter_words_in(text)
     terms = query_terms(text, synonyms)
     query.beyond = [term.typed for term in terms[MAX_WORDS:]]
     terms = terms[:MAX_WORDS]

@@ -20,6 +20,22 @@ def _quoted(words: Iterable[Word | str]) -> str:
     return ", ".join(f"'{w.typed if isinstance(w, Word) else w}'" for w in words)
 
 
+def _unsearched(query: Query, alone: bool) -> str:
+    """The words of the query that are never searched: its one-letter words, and when
+    they are ``alone`` in the query, its stop words too."""
+    one, stop = _quoted(query.one_letter), _quoted(query.stop_words)
+    if not alone:
+        return f"One-letter words are not searched: {one}."
+    if query.one_letter and query.stop_words:
+        return (
+            f"The query has only common words ({stop}) and one-letter words ({one}), which "
+            "are not searched; add a more specific word."
+        )
+    if query.one_letter:
+        return f"One-letter words are not searched: {one}; add a more specific word."
+    return f"The query has only common words ({stop}), which are not searched; add a more specific word."
+
+
 def explain(
     conn: Connection,
     dialect: str,
@@ -60,12 +76,10 @@ def explain(
                 f"No {holder} contains any of {_quoted(query.missing)}. Try other words or synonyms; "
                 "for a known ticket id use get_ticket_status_v2."
             )
-        else:
-            notes.append(
-                f"The query has only common words ({_quoted(query.stop_words)}), which are not "
-                "searched; add a more specific word."
-            )
+        notes.append(_unsearched(query, alone=not query.missing))
         return " ".join(notes)
+    if query.one_letter:
+        notes.append(_unsearched(query, alone=False))
     matched = (
         first._mapping["rank"] // MATCHED
         if first is not None and query.words and "rank" in first._mapping
