@@ -415,7 +415,9 @@ class TicketRepository:
             analyzed = analyze_query(conn, query, conversation, filters.scope(), synonyms)
             if analyzed.has_words and not analyzed.words:
                 return SearchResult(
-                    [], False, explain(conn, dialect, analyzed, filters, None, after is not None)
+                    [],
+                    False,
+                    explain(conn, dialect, analyzed, filters, None, after is not None, sort),
                 )
             columns = _SUMMARY_COLUMNS + (_MATCH_COLUMNS if conversation else [])
             if best_first_applies(analyzed.words, filters, sort, conversation, after):
@@ -440,7 +442,7 @@ class TicketRepository:
                 for r in rows[:limit]
             ]
             note = explain(
-                conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None
+                conn, dialect, analyzed, filters, rows[0] if rows else None, after is not None, sort
             )
             places = (
                 matched_in(conn, dialect, analyzed.words, rows[:limit])

@@ -201,11 +201,7 @@ async def search_tickets_v2(
     next_cursor = (
         cursors.encode(result.tickets[len(tickets) - 1][1], search) if more and tickets else None
     )
-    note = result.note
-    if order == "due" and not tickets and after is None:
-        none_due = "No ticket found has an SLA due time (no target, or met or paused)."
-        note = f"{note} {none_due}" if note else none_due
-    page = SearchPage(tickets=tickets, next_cursor=next_cursor, note=note)
+    page = SearchPage(tickets=tickets, next_cursor=next_cursor, note=result.note)
     return ToolResult(
         content=[TextContent(type="text", text=page.model_dump_json())],
         structured_content=page.model_dump(mode="json"),
