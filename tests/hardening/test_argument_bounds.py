@@ -199,3 +199,14 @@ def test_300000_keys_over_http_are_refused_before_parsing_and_healthz_is_answere
     ] * 2
     assert refused[0]["detail"].startswith(f"more than {MAX_MESSAGE_TOKENS} JSON tokens")
     assert refused[1]["detail"] == "invalid arguments"
+
+
+async def test_a_bad_item_of_a_list_is_one_sentence(client) -> None:
+    """An enum list with a value outside it is one sentence naming the allowed values and
+    the bad item (it was said twice, once per branch of the optional argument's union)."""
+    result = await client.call_tool(
+        "search_tickets_v2", {"query": "x", "status": ["opened"]}, raise_on_error=False
+    )
+    text = text_of(result)
+    assert result.is_error and text.count("'status' must be") == 1, text
+    assert "one of 'new', 'open'" in text and "(got 'opened')" in text

@@ -191,6 +191,27 @@ async def test_refusals_store_nothing(settings: Settings, agent, mode: str) -> N
     assert details.count("attachment refused") == len(cases) + 1
 
 
+async def test_a_bad_field_of_an_upload_is_named_by_its_path(settings: Settings, agent) -> None:
+    """A field inside an upload is named by its path, in one sentence: a review found
+    "'attachments' is required" for a missing name (the attachments were sent), and two
+    contradicting clauses for an empty one."""
+    billing = await ticket_in(settings, "billing")
+    before = await stored(settings)
+    cases = [
+        ({"content_base64": "QQ=="}, "'attachments[0].name' is required. Nothing was done."),
+        ({"name": "", "content_base64": "QQ=="}, "'attachments[0].name': String should have"),
+    ]
+    async with Client(agent) as client:
+        for attachment, expected in cases:
+            is_error, text = await call_any(
+                client,
+                "add_internal_note",
+                {"ticket_id": billing, "note": "n", "attachments": [attachment]},
+            )
+            assert is_error and expected in text and text.count("attachments") == 1, text
+    assert await stored(settings) == before
+
+
 async def test_type_from_bytes_queue_scoping_and_untrusted_label(
     settings: Settings, agent, server_as, mode: str
 ) -> None:

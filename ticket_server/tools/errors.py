@@ -137,29 +137,67 @@ def _shown(value: Any) -> str:
 def describe_invalid_arguments(
     tool: str, error: PydanticValidationError, input_schema: dict[str, Any]
 ) -> str:
-    """One model-readable sentence per invalid argument, naming the bound or type expected."""
+    """One model-readable sentence per invalid argument, naming the bound or type expected,
+    or the field within it (``attachments[0].name``) when the problem lies inside."""
     properties: dict[str, Any] = input_schema.get("properties", {})
     defs: dict[str, Any] = input_schema.get("$defs", {})
-    problems: list[str] = []
+    by_argument: dict[str, list[Any]] = {}
     for err in error.errors(include_url=False):
         loc = err.get("loc") or ()
-        name = str(loc[0]) if loc else "arguments"
-        schema = properties.get(name, {})
-        if err["type"] in ("missing", "missing_argument"):
-            problems.append(f"'{name}' is required ({_expectation(schema, defs)})")
-        elif err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            known = ", ".join(properties) or "none"
-            problems.append(f"{_shown(name)} is not an argument of this tool (arguments: {known})")
-        elif name in properties:
-            problems.append(
-                f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})"
-            )
-        else:
-            problems.append(f"the arguments must be an object with: {', '.join(properties)}")
+        by_argument.setdefault(str(loc[0]) if loc else "", []).append(err)
+    problems = [_problem(name, errs, properties, defs) for name, errs in by_argument.items()]
     unique = list(dict.fromkeys(problems))
     if len(unique) > MAX_PROBLEMS:
         unique = [*unique[:MAX_PROBLEMS], f"and {len(unique) - MAX_PROBLEMS} more"]
     return f"Invalid arguments for {tool}: " + "; ".join(unique) + ". Nothing was done."
+
+
+def _problem(name: str, errs: list[Any], properties: dict[str, Any], defs: dict[str, Any]) -> str:
+    """The sentence for argument ``name``'s errors (one per branch of a union it may be)."""
+    if any(e["type"] in ("extra_forbidden", "unexpected_keyword_argument") for e in errs):
+        return f"{_shown(name)} is not an argument of this tool (arguments: {', '.join(properties) or 'none'})"
+    if name not in properties:
+        return f"the arguments must be an object with: {', '.join(properties)}"
+    schema = properties[name]
+    if any(e["type"] in ("missing", "missing_argument") and len(e["loc"]) == 1 for e in errs):
+        return f"'{name}' is required ({_expectation(schema, defs)})"
+    # The branch the value came nearest to: the one whose error lies deepest in it.
+    err = max(errs, key=lambda e: len(_path(e["loc"], schema, defs)))
+    path = _path(err["loc"], schema, defs)
+    if not any(isinstance(part, str) for part in path):  # the argument, or an item of it
+        return f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})"
+    where = name + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+    if err["type"] == "missing":
+        return f"'{where}' is required"
+    return f"'{where}': {err['msg']} (got {_shown(err.get('input'))})"
+
+
+def _path(loc: tuple[Any, ...], schema: dict[str, Any], defs: dict[str, Any]) -> list[Any]:
+    """The indices and field names of ``loc`` below its argument, without the tags pydantic
+    adds for a union's branches (``list[...]``, a model's name), by ``schema``'s shape."""
+    path: list[Any] = []
+    for part in loc[1:]:
+        schema = _resolved(schema, defs)
+        if isinstance(part, int):
+            items = [s for s in [schema, *schema.get("anyOf", [])] if "items" in s]
+            schema = items[0]["items"] if items else {}
+            path.append(part)
+            continue
+        fields = [s for s in [schema, *schema.get("anyOf", [])] if part in s.get("properties", {})]
+        if fields:
+            schema = fields[0]["properties"][part]
+            path.append(part)
+    return path
+
+
+def _resolved(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        found: dict[str, Any] = defs.get(ref.removeprefix("#/$defs/"), {})
+        return found
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [_resolved(s, defs) for s in schema["anyOf"]]}
+    return schema
 
 
 MAX_PROBLEMS = 8
