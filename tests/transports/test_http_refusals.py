@@ -163,9 +163,10 @@ def test_a_foreign_host_is_told_which_setting_admits_it(http_server) -> None:
 
 def test_a_token_in_the_url_is_refused_even_beside_a_valid_header(http_server) -> None:
     """MCP's authorization forbids tokens in the URI query string (RFC 6750's
-    `access_token` parameter): a request carrying one is 400 and not served, even with a
-    valid Authorization header beside it, whatever the parameter's case or value; the
-    token is not logged. Other query parameters do not matter."""
+    `access_token` parameter), and RFC 6750 section 2 more than one method per request:
+    one beside a valid Authorization header is 400 and not served, whatever the
+    parameter's case or value (alone it is no credential: 401); the token is not logged.
+    Other query parameters do not matter."""
     good = {**JSON, "Authorization": f"Bearer {http_server.token}"}
     for query in (f"access_token={http_server.token}", "ACCESS_TOKEN=x", "a=1&access_token"):
         answer = httpx.post(f"{http_server.url}?{query}", json=PING, headers=good)

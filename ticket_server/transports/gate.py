@@ -4,7 +4,7 @@ only); the first stage that refuses answers, and a request every stage lets thro
 served (``forward``):
 
 1. ``one_credential``  more than one ``Authorization`` header or credential, or a token
-                       in the URL (``access_token``): 400;
+                       in the URL (``access_token``) beside one: 400;
 2. ``token_checked``   a token that could not be checked because the callers table did
                        not answer: 503 with ``Retry-After``, never 401 (which would tell
                        the client to drop its token);
@@ -180,7 +180,9 @@ class McpGate:
     async def one_credential(self, r: GateRequest) -> Response | None:
         # The token verifier reads the first header only: served in one order and refused
         # in the other, which a proxy adding its own header could exploit.
-        in_url = token_in_url(r.scope)
+        # A token in the URL beside the header is two credentials (RFC 6750 section 2: one
+        # method per request); alone, it is no credential (401 below).
+        in_url = "authorization" in r.headers and token_in_url(r.scope)
         if not in_url and one_credential(r.scope["headers"]):
             return None
         self.metrics.unauthenticated.labels("400").inc()
