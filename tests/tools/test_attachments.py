@@ -740,5 +740,47 @@ async def test_a_stored_part_that_is_not_a_blob_is_refused(
                 ],
             )
             caplog.clear()
-            await _refused_both_ways(client, attachment["id"])
-            assert _unavailable_logged(caplog, attachment["id"]) == 2
+            if name == "export.csv":
+                await _refused_both_ways(client, attachment["id"])
+                assert _unavailable_logged(caplog, attachment["id"]) == 2
+                continue
+            # Over the embedding bound: get_attachment links it without a read, and the
+            # resource the link names refuses it.
+            read = await client.call_tool("get_attachment", {"attachment_id": attachment["id"]})
+            assert read.structured_content["content"] == "link"
+            with pytest.raises(Exception, match="is not available"):
+                await client.read_resource(f"tickets://attachment/{attachment['id']}")
+            assert _unavailable_logged(caplog, attachment["id"]) == 1
+
+
+async def test_a_file_sent_as_a_link_is_not_read(settings: Settings, agent) -> None:
+    """get_attachment answers a file over the embedding bound (neither image nor text) with
+    a link without reading its bytes: with its stored chunks altered, the link still
+    comes, and the resource the link names refuses the content. A long text file is sent
+    as its first MAX_TEXT_CHARS characters, every byte still checked."""
+    from ticket_server.tools.attachments import MAX_EMBED_BYTES, MAX_TEXT_CHARS
+
+    billing = await ticket_in(settings, "billing")
+    pdf = b"%PDF-1.4\n" + bytes(range(256)) * (MAX_EMBED_BYTES // 256 + 8)
+    log = b"".join(b"line %06d: all is well\n" % n for n in range(6_000))
+    assert len(log) > MAX_TEXT_CHARS
+    async with Client(agent) as client:
+        linked = await note_with(client, billing, "big.pdf", pdf)
+        text = await note_with(client, billing, "app.log", log)
+        read = await client.call_tool("get_attachment", {"attachment_id": text["id"]})
+        body = json.loads(read.content[1].text)
+        assert body["truncated"] is True and body["text"] == log[:MAX_TEXT_CHARS].decode()
+        await _write_sql(
+            settings,
+            [
+                (
+                    "UPDATE attachment_chunks SET data = :d WHERE sha256 = :s AND seq = 0",
+                    {"d": bytes(1024 * 1024), "s": hashlib.sha256(pdf).hexdigest()},
+                )
+            ],
+        )
+        read = await client.call_tool("get_attachment", {"attachment_id": linked["id"]})
+        assert read.structured_content["content"] == "link", read.structured_content
+        assert read.content[1].type == "resource_link"
+        with pytest.raises(Exception, match="is not available"):
+            await client.read_resource(f"tickets://attachment/{linked['id']}")

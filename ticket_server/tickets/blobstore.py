@@ -54,6 +54,10 @@ class BlobStore(Protocol):
     async def read_base64(self, sha256: str, size: int) -> str:
         """The base64 of the ``size`` bytes stored under ``sha256``."""
 
+    async def read_head(self, sha256: str, size: int, limit: int) -> bytes:
+        """The first ``limit`` of the ``size`` bytes stored under ``sha256``, every byte
+        checked (``verified``) and none kept beyond them."""
+
 
 class BlobMissing(Exception):
     """A content the store cannot give as it was stored: not there (deleted behind the
@@ -83,6 +87,16 @@ def verified(chunks: Iterable[object], sha256: str, size: int) -> Iterator[bytes
         raise BlobMissing(sha256, f"{total} bytes of its {size}")
     if digest.hexdigest() != sha256.lower():
         raise BlobMissing(sha256, "its bytes do not match its SHA-256")
+
+
+def head(chunks: Iterable[bytes], limit: int) -> bytes:
+    """The first ``limit`` bytes of ``chunks``, read to their end (so that ``verified``
+    checks every one) without keeping the rest."""
+    kept = bytearray()
+    for chunk in chunks:
+        if len(kept) < limit:
+            kept += chunk[: limit - len(kept)]
+    return bytes(kept)
 
 
 def base64_of(chunks: Iterable[bytes]) -> str:
@@ -152,6 +166,11 @@ class DatabaseStore:
             lambda conn: base64_of(verified(_chunks(conn, sha256), sha256, size))
         )
 
+    async def read_head(self, sha256: str, size: int, limit: int) -> bytes:
+        return await self._read(
+            lambda conn: head(verified(_chunks(conn, sha256), sha256, size), limit)
+        )
+
     async def _read(self, work: Callable[[Connection], T]) -> T:
         if self.repository is None:
             raise RuntimeError("a DatabaseStore without a repository cannot read")
@@ -212,6 +231,13 @@ class S3Store:
         def get() -> str:
             chunks = self._body(sha256).iter_chunks(CHUNK_BYTES)
             return base64_of(verified(chunks, sha256, size))
+
+        return await asyncio.to_thread(get)
+
+    async def read_head(self, sha256: str, size: int, limit: int) -> bytes:
+        def get() -> bytes:
+            chunks = self._body(sha256).iter_chunks(CHUNK_BYTES)
+            return head(verified(chunks, sha256, size), limit)
 
         return await asyncio.to_thread(get)
 

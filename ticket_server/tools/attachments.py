@@ -467,7 +467,14 @@ async def get_attachment(
             "attachments list."
         )
     uri = ATTACHMENT_URI.format(record.id)
-    data = await _content(services.files.holding(record).read, record)
+    store = services.files.holding(record)
+    is_text = record.media_type.startswith(TEXT_TYPES)
+    if is_text:  # what is sent of it, every byte still checked
+        data = await _content(lambda d, n: store.read_head(d, n, MAX_TEXT_CHARS * 4), record)
+    elif record.media_type in IMAGE_TYPES or record.size <= MAX_EMBED_BYTES:
+        data = await _content(store.read, record)
+    else:
+        data = b""  # sent as a link: nothing read (the resource's read checks the bytes)
     block: Any
     extra: dict[str, Any] = {}
     image = None
@@ -480,9 +487,9 @@ async def get_attachment(
             type="image", data=base64.b64encode(sent).decode("ascii"), mimeType=sent_type
         )
         extra = {"content": "image", "sent_bytes": len(sent), "downscaled": resized is not None}
-    elif record.media_type.startswith(TEXT_TYPES):
-        text = bytes(data[: MAX_TEXT_CHARS * 4]).decode("utf-8", "replace")[:MAX_TEXT_CHARS]
-        truncated = len(text) < len(data) and len(text.encode("utf-8")) < len(data)
+    elif is_text:
+        text = data.decode("utf-8", "replace")[:MAX_TEXT_CHARS]
+        truncated = len(text) < record.size and len(text.encode("utf-8")) < record.size
         body = {"untrusted": record.untrusted, "text": text, "truncated": truncated}
         block = TextContent(
             type="text",
@@ -490,7 +497,7 @@ async def get_attachment(
             _meta=_untrusted_meta(record),
         )
         extra = {"content": "text", "sent_bytes": len(text.encode()), "truncated": truncated}
-    elif len(data) <= MAX_EMBED_BYTES:
+    elif record.size <= MAX_EMBED_BYTES:
         block = EmbeddedResource(
             type="resource",
             resource=BlobResourceContents(
