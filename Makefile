@@ -12,6 +12,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# make run installs the server alone; make test (and the other targets) the test tools too.
+SERVER_STAMP := $(VENV)/.server-stamp
 
 .PHONY: run test install bench lint mutations screenshots
 
@@ -21,12 +23,19 @@ install: $(STAMP)
 # a first install on a fresh machine takes minutes, and a silent terminal looks hung.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "make: installing ticket-server and its pinned dependencies into $(VENV) (the first time takes a few minutes; pip shows each package)" >&2
+	@echo "make: installing ticket-server, its pinned dependencies and the test tools into $(VENV) (the first time takes a few minutes; pip shows each package)" >&2
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -c constraints.txt -e '.[test]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(SERVER_STAMP)
 	@echo "make: installed into $(VENV)" >&2
 
-run: $(STAMP)
+$(SERVER_STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "make: installing ticket-server and its pinned dependencies into $(VENV) (the first time takes a minute or two; pip shows each package)" >&2
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -c constraints.txt -e .
+	@touch $(SERVER_STAMP)
+	@echo "make: installed into $(VENV)" >&2
+
+run: $(SERVER_STAMP)
 	$(BIN)/ticket-server db upgrade
 	$(BIN)/ticket-server db seed --if-empty
 	$(BIN)/ticket-server callers bootstrap
