@@ -111,6 +111,13 @@ def base64_resource_content(
     return content
 
 
+def resource_content_size(content: Any) -> int:
+    """The characters or bytes a FastMCP resource content carries (one made by
+    ``base64_resource_content``: its base64's)."""
+    value = getattr(content, "_blob", None) or getattr(content, "content", "")
+    return len(value) if isinstance(value, str | bytes) else 0
+
+
 @functools.cache
 def _encoded_content_class() -> type[ResourceContent]:
     import mcp.types as mt

@@ -54,7 +54,7 @@ from ticket_server.access.audit import redact, result_size, sensitive_fields, st
 from ticket_server.access.budget import CallerBudget
 from ticket_server.access.callers import Caller, RegistryUnavailable
 from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
-from ticket_server.access.identity import Identity, transport_of
+from ticket_server.access.identity import Identity, protocol_version_of, transport_of
 from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.policy import (
     WRITE_SCOPE,
@@ -200,7 +200,7 @@ class CallPipeline(Middleware):
             name, arguments = params.get("name"), params.get("arguments")
             record = CallRecord(
                 tool=storable(name, 128) if isinstance(name, str) else MALFORMED_NAME,
-                protocol_version=_protocol_version(context),
+                protocol_version=protocol_version_of(context),
                 arguments=_not_recorded(len(arguments) if isinstance(arguments, Mapping) else 0),
             )
             try:
@@ -449,7 +449,7 @@ class ToolCall:
         sent = _sent_keys.get() or len(arguments)
         record = CallRecord(
             tool=storable(name, 128),
-            protocol_version=_protocol_version(context),
+            protocol_version=protocol_version_of(context),
             arguments=_not_recorded(sent),
         )
         return cls(context=context, record=record, name=name, arguments=arguments, sent=sent)
@@ -491,10 +491,3 @@ def _said(text: str) -> str:
     sentence, at most ``MAX_DETAIL`` characters, stored safely."""
     first = text.strip().split(". ")[0] or "refused"
     return storable(first, MAX_DETAIL)
-
-
-def _protocol_version(context: MiddlewareContext[Any]) -> str | None:
-    try:
-        return context.fastmcp_context.request_context.protocol_version  # type: ignore[union-attr]
-    except Exception:  # no request context (e.g. a call made from inside the server)
-        return None

@@ -11,6 +11,10 @@ template or a prompt takes, on every transport, beside the call pipeline
   share of expensive work (``access/budget.py``, the budget the pipeline uses too), and
   the call deadline. Its refusals are JSON-RPC errors (``SERVER_ERROR``), in the words a
   tool's refusal uses.
+- Every read, refused or not, is one ``CallRecord`` for the observers (the audit trail
+  and the metrics), as a tool call is: its ``tool`` is that same name, its arguments the
+  URI and the template's parameters (``{"uri": ..., "id": "SUP-4412"}``), or the
+  prompt's arguments.
 
 ``completion/complete`` passes no FastMCP middleware, so its handler asks
 ``readable_queues()``.
@@ -18,7 +22,10 @@ template or a prompt takes, on every transport, beside the call pipeline
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Awaitable, Callable, Sequence
+from time import monotonic
 from typing import Any
 
 from fastmcp.exceptions import NotFoundError
@@ -27,10 +34,11 @@ from mcp import types as mt
 from mcp.shared.exceptions import MCPError
 
 from ticket_server import compat
+from ticket_server.access.audit import storable
 from ticket_server.access.budget import CallerBudget
 from ticket_server.access.callers import Caller, RegistryUnavailable
-from ticket_server.access.context import CallRecord, current_call
-from ticket_server.access.identity import Identity, transport_of
+from ticket_server.access.context import CallRecord, Cause, Outcome, current_call
+from ticket_server.access.identity import Identity, protocol_version_of, transport_of
 from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.policy import READ_SCOPE, may_read
 from ticket_server.access.ratelimit import ToolLimiter
@@ -52,12 +60,14 @@ class ReadGate(Middleware):
         deadline: float,
         pace: RefusalPace | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
+        observers: Sequence[Callable[[CallRecord], None]] = (),
     ) -> None:
         """``deadline``: the most seconds a read may run; ``pace``: the turns of HTTP
         callers' refusals; ``ready``, when given, is awaited before any list or read (the
-        stdio start-up checks)."""
+        stdio start-up checks); ``observers`` are given each read's finished record."""
         self.identity, self.limiter, self.budget = identity, limiter, budget
         self.deadline, self.pace, self.ready = deadline, pace, ready
+        self.observers = tuple(observers)
 
     async def _reader(self, context: MiddlewareContext[Any] | None) -> tuple[Caller | None, str]:
         try:
@@ -96,8 +106,13 @@ class ReadGate(Middleware):
         component = None
         if server is not None:
             component = await server.get_resource(uri) or await server.get_resource_template(uri)
+        params = getattr(component, "matches", lambda _: None)(uri) or {}
         return await self._served(
-            context, call_next, component, NotFoundError(f"Unknown resource: {uri!r}")
+            context,
+            call_next,
+            component,
+            NotFoundError(f"Unknown resource: {uri!r}"),
+            {"uri": uri, **params},
         )
 
     async def on_get_prompt(
@@ -109,7 +124,11 @@ class ReadGate(Middleware):
         server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
         component = await server.get_prompt(name) if server is not None else None
         return await self._served(
-            context, call_next, component, NotFoundError(f"Unknown prompt: {shown(name)}")
+            context,
+            call_next,
+            component,
+            NotFoundError(f"Unknown prompt: {shown(name)}"),
+            dict(context.message.arguments or {}),
         )
 
     async def _served(
@@ -118,39 +137,83 @@ class ReadGate(Middleware):
         call_next: CallNext[Any, Any],
         component: Any,
         missing: Exception,
+        arguments: dict[str, Any],
     ) -> Any:
         if self.ready is not None:
             await self.ready()
         caller, transport = await self._reader(context)
-        if component is not None and not may_read(caller, component):
-            raise missing
-        reset = current_call.set(CallRecord(tool="", transport=transport, caller=caller))
+        name = f"{context.method} {component.name}" if component else str(context.method)
+        record = CallRecord(
+            tool=storable(name, 128),
+            known_tool=component is not None,
+            transport=transport,
+            caller=caller,
+            protocol_version=protocol_version_of(context),
+            arguments=storable(json.dumps(arguments, ensure_ascii=False, default=str), 2_000),
+        )
+        reset = current_call.set(record)
         try:
+            if component is not None and not may_read(caller, component):
+                record.fail(
+                    Outcome.DENIED, Cause.NO_CALLER if caller is None else Cause.MISSING_SCOPE
+                )
+                raise missing
             if caller is None:  # only what needs no scope (the manifest)
-                return await call_next(context)
-            name = f"{context.method} {component.name}" if component else str(context.method)
-            await self._admit(caller, transport, name)
+                return _sized(record, await call_next(context))
+            await self._admit(record, caller, name)
             with self.budget.running(caller.name):
                 async with compat.deadline(self.deadline), self.budget.turn(caller.name):
-                    return await call_next(context)
+                    return _sized(record, await call_next(context))
         except TimeoutError as exc:
+            record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
             raise MCPError(
                 code=SERVER_ERROR,
                 message=f"The read took longer than {self.deadline:g} seconds and was stopped; "
                 "try again later.",
             ) from exc
+        except asyncio.CancelledError:
+            record.fail(Outcome.CANCELLED)
+            raise
+        except Exception as exc:
+            if record.outcome is Outcome.OK and component is None:
+                record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
+            elif record.outcome is Outcome.OK:
+                record.fail(Outcome.TOOL_ERROR, detail=storable(str(exc), 160) or "refused")
+            raise
         finally:
             current_call.reset(reset)
+            record.duration_ms = round((monotonic() - record.started) * 1000, 3)
+            for observe in self.observers:
+                observe(record)
 
-    async def _admit(self, caller: Caller, transport: str, name: str) -> None:
+    async def _admit(self, record: CallRecord, caller: Caller, name: str) -> None:
         """The read's rate-limit allowance (``name``), then the caller's concurrency cap;
         a refusal (HTTP callers' at a pace) raised as a ``SERVER_ERROR``."""
         refusal = await self.limiter.admit(caller, name)
         if refusal is None and not self.budget.busy(caller.name):
             return
-        if self.pace is not None and transport == "http":
+        if refusal is None:
+            record.fail(Outcome.RATE_LIMITED, Cause.BUSY)
+        else:
+            down = refusal.storage_unavailable
+            record.fail(
+                Outcome.RATE_LIMITED, Cause.LIMITS_UNAVAILABLE if down else Cause.LIMIT_REACHED
+            )
+        if self.pace is not None and record.transport == "http":
             await self.pace.turn(f"caller:{caller.name}")
         text = refusal.text if refusal is not None else self.budget.refusal("requests")
         raise MCPError(
             code=SERVER_ERROR, message=text, data=refusal.meta if refusal is not None else None
         )
+
+
+def _sized(record: CallRecord, result: Any) -> Any:
+    """``result`` (a FastMCP resource or prompt result), its size on ``record``: the
+    characters or bytes of its contents, or of its messages' texts."""
+    contents = getattr(result, "contents", None)
+    if contents is not None:
+        record.result_bytes = sum(compat.resource_content_size(c) for c in contents)
+    else:
+        texts = (getattr(m.content, "text", "") for m in getattr(result, "messages", []))
+        record.result_bytes = sum(len(t) for t in texts if isinstance(t, str))
+    return result

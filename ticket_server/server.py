@@ -256,11 +256,12 @@ def build_server(
             await rt.stop()
 
     budget = CallerBudget(rt.settings.caller_concurrency, rt.settings.caller_share)
+    observers = [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else [])
     pipeline = CallPipeline(
         rt.identity,
         rt.limiter,
         rt.versions,
-        [rt.audit.observe] + ([rt.metrics.observe] if rt.metrics is not None else []),
+        observers,
         deadline=rt.settings.tool_timeout,
         budget=budget,
         pace=rt.pace,
@@ -285,6 +286,7 @@ def build_server(
         deadline=rt.settings.tool_timeout,
         pace=rt.pace,
         ready=ready,
+        observers=observers,
     )
     mcp = FastMCP(
         "ticket-server",

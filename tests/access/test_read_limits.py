@@ -82,3 +82,46 @@ async def test_reads_and_calls_share_the_callers_cap(
             assert lock_waiters(settings.database_url) == 3
         answered = await asyncio.gather(*held)
     assert all(answered)
+
+
+async def test_every_read_is_audited_as_a_call_is(
+    server_as: Any, add_caller: Any, settings: Settings
+) -> None:
+    """A resource read or prompt leaves one audit row, as a tool call does, refused or
+    not: named like its allowance, with the URI and the template's parameters (so
+    `audit --ticket` finds reads of the ticket), the outcome and the size sent."""
+    import json
+
+    from tests.access.conftest import audit_rows
+    from ticket_server.access.callers import open_store
+    from ticket_server.admin.reports import ticket_story
+
+    await add_caller("reader", tool_rate_limit="2/minute")
+    async with Client(server_as(stdio_caller="reader")) as client:
+        for _ in range(2):
+            await client.read_resource(TICKET_URI)
+        with pytest.raises(MCPError):
+            await client.read_resource(TICKET_URI)
+        await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
+        with pytest.raises(MCPError, match="not found"):
+            await client.read_resource("tickets://nothing/1")
+    rows = await audit_rows(settings, caller="reader")
+    seen = sorted((r.tool, r.outcome, r.detail) for r in rows)
+    assert seen == sorted(
+        [
+            ("resources/read ticket", "ok", None),
+            ("resources/read ticket", "ok", None),
+            ("resources/read ticket", "rate_limited", "rate limit reached"),
+            ("prompts/get summarize_ticket", "ok", None),
+            ("resources/read", "tool_error", "unknown tool"),
+        ]
+    ), seen
+    read = next(r for r in rows if r.tool == "resources/read ticket" and r.outcome == "ok")
+    assert json.loads(read.arguments) == {"uri": TICKET_URI, "id": "SUP-4412"}
+    assert read.result_bytes > 100
+    store = open_store(settings)
+    try:
+        story = await ticket_story(store, "SUP-4412")
+    finally:
+        await store.aclose()
+    assert sum("called resources/read ticket: ok" in what for _, _, what, _ in story) == 2

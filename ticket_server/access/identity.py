@@ -309,3 +309,13 @@ def transport_of(context: Any) -> str | None:
     ...; None: none, e.g. a call made from inside the server)."""
     fastmcp_context = getattr(context, "fastmcp_context", None)
     return fastmcp_context.transport if fastmcp_context is not None else None
+
+
+def protocol_version_of(context: Any) -> str | None:
+    """The protocol revision a FastMCP middleware context's request was made in (None:
+    no request context, e.g. a call made from inside the server)."""
+    try:
+        version = context.fastmcp_context.request_context.protocol_version
+    except Exception:
+        return None
+    return version if isinstance(version, str) else None
