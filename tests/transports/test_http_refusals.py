@@ -145,6 +145,13 @@ def test_accept_content_type_and_encoding_are_refused_in_words(http_server) -> N
         headers={**JSON, **auth},
     )
     assert nan.status_code == 400 and nan.json()["error"]["code"] == -32700, nan.text
+    # Valid JSON nested past the parser's depth: a Parse error that says so (it said
+    # "not valid JSON").
+    deep = b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"x":'
+    deep += b"[" * 3000 + b"]" * 3000 + b"}}"
+    nested = httpx.post(http_server.url, content=deep, headers={**JSON, **auth})
+    assert nested.status_code == 400 and nested.json()["error"]["code"] == -32700, nested.text
+    assert "nests arrays or objects more deeply" in nested.json()["error"]["message"]
     assert httpx.post(http_server.url, json=PING, headers={**JSON, **auth}).status_code == 200
 
 

@@ -226,7 +226,8 @@ def test_raw_stdio_read_deadline_fires(db_path: Path) -> None:
 
 def test_nan_and_infinity_are_parse_errors(db_path: Path) -> None:
     """`NaN` and `Infinity` are not JSON (RFC 8259 section 6): a request holding one is
-    -32700 with id null, as over HTTP, and the next request is answered."""
+    -32700 with id null, as over HTTP, and so is one nested past the parser's depth, in
+    words that say so; the next request is answered."""
     raw = RawStdio(db_path)
     try:
         raw.send(INIT)
@@ -239,6 +240,16 @@ def test_nan_and_infinity_are_parse_errors(db_path: Path) -> None:
             )
             refused = raw.read()
             assert refused["id"] is None and refused["error"]["code"] == -32700, refused
+        # Valid JSON nested past the parser's depth: a Parse error that says so.
+        raw.send(
+            b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":'
+            + b"[" * 300
+            + b"]" * 300
+            + b"}}"
+        )
+        refused = raw.read()
+        assert refused["error"]["code"] == -32700, refused
+        assert "nests arrays or objects more deeply" in refused["error"]["message"], refused
         raw.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         assert raw.read_until_id(3)["result"] == {}
     finally:

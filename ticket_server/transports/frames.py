@@ -9,6 +9,12 @@ import json
 from typing import Any
 
 PARSE_ERROR = "Parse error: the message is not valid JSON"
+TOO_DEEP = (
+    "Parse error: the message nests arrays or objects more deeply than this server reads "
+    "(no MCP message nests so deep)"
+)
+"""A message nested past the parser's depth, which may well be valid JSON: Python's
+``json`` stops at its recursion limit (about 1,000 levels), pydantic-core at 200."""
 NOT_UTF8 = "Parse error: the message is not UTF-8 (JSON text must be UTF-8, RFC 8259 section 8.1)"
 NOT_A_MESSAGE = "expected a JSON-RPC 2.0 request, notification or response object"
 NULL_ID = "a request id must be a string or an integer"
@@ -63,7 +69,7 @@ def _not_json(constant: str) -> Any:
 
 
 def parse(raw: str | bytes) -> tuple[Any, str | None]:
-    """(the parsed message, None) or (None, ``PARSE_ERROR`` or ``NOT_UTF8``). Bytes must
+    """(the parsed message, None) or (None, ``PARSE_ERROR``, ``TOO_DEEP`` or ``NOT_UTF8``). Bytes must
     be UTF-8 (RFC 8259 section 8.1): ``json.loads`` would also read UTF-16 and UTF-32,
     and ``NaN`` and ``Infinity``, which are not JSON (RFC 8259 section 6)."""
     if isinstance(raw, bytes):
@@ -73,5 +79,7 @@ def parse(raw: str | bytes) -> tuple[Any, str | None]:
             return None, NOT_UTF8
     try:
         return json.loads(raw, parse_constant=_not_json), None
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return None, TOO_DEEP
+    except ValueError:
         return None, PARSE_ERROR

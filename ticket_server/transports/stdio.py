@@ -73,12 +73,13 @@ def read_frame(line: bytes) -> SessionMessage | ErrorData | None:
         return None
     try:
         value = pydantic_core.from_json(line, allow_inf_nan=False)  # RFC 8259 section 6
-    except ValueError:
+    except ValueError as exc:
         try:
             line.decode("utf-8")
         except UnicodeDecodeError:
             return ErrorData(code=PARSE_ERROR, message=frames.NOT_UTF8)
-        return ErrorData(code=PARSE_ERROR, message=frames.PARSE_ERROR)
+        deep = str(exc).startswith("recursion limit exceeded")  # pydantic-core's depth, 200
+        return ErrorData(code=PARSE_ERROR, message=frames.TOO_DEEP if deep else frames.PARSE_ERROR)
     # HTTP's check first: it also refuses an id MCP forbids (null, a fraction, a boolean,
     # an object), with which the SDK would read a request as a notification, unanswered.
     problem = frames.problem(value)
