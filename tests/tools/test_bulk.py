@@ -138,6 +138,40 @@ async def test_a_field_already_as_asked_leaves_the_rest_of_the_change(
         assert failed["id"] == high and "already has priority urgent" in failed["reason"]
 
 
+async def test_a_part_already_as_asked_leaves_no_mark_on_the_other_writes_audit_rows(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """A part skipped as already as asked writes nothing, and the audit rows of the writes
+    that follow it (the next ticket's) say nothing of it: a review found each of them
+    saying 'no change', the skipped part's refusal, though each changed its ticket."""
+    import json
+
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    urgent, other = await _tickets(
+        settings, "queue = 'billing' AND status = 'open' AND priority <> 'urgent'", 2
+    )
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server) as client:
+        await client.call_tool(
+            "escalate_ticket", {"ticket_id": urgent, "priority": "urgent", "reason": "Outage."}
+        )
+        change = {"priority": "urgent", "owner": "n.haddad"}
+        dry = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": [urgent, other], **change}
+        )
+        await client.call_tool(
+            "bulk_update_tickets",
+            {**change, "dry_run": False, "plan_token": dry.structured_content["plan_token"]},
+        )
+    rows = await audit_rows(settings, caller="lead", tool="bulk_update_tickets")
+    writes = [(json.loads(r.change), r.detail) for r in rows if r.change]
+    written = sorted(
+        (c["ticket_id"], f) for c, _ in writes for f in ("owner", "priority") if f in c["after"]
+    )
+    assert written == sorted([(urgent, "owner"), (other, "owner"), (other, "priority")]), writes
+    assert [d for _, d in writes] == [None, None, None], writes
+
+
 async def test_the_ticket_story_holds_its_merges_and_bulk_changes(
     settings: Settings, add_caller, server_as
 ) -> None:
