@@ -10,7 +10,8 @@ template or a prompt takes, on every transport, beside the call pipeline
   name, e.g. ``resources/read attachment``), the caller's concurrency cap, a turn of its
   share of expensive work (``access/budget.py``, the budget the pipeline uses too), and
   the call deadline. Its refusals are JSON-RPC errors (``SERVER_ERROR``), in the words a
-  tool's refusal uses.
+  tool's refusal uses; a prompt's argument no tool could take either (a NUL, a lone
+  surrogate, a control character) is refused as ``INVALID_PARAMS`` before it runs.
 - Every read, refused or not, is one ``CallRecord`` for the observers (the audit trail
   and the metrics), as a tool call is: its ``tool`` is that same name, its arguments the
   URI and the template's parameters (``{"uri": ..., "id": "SUP-4412"}``), or the
@@ -42,8 +43,11 @@ from ticket_server.access.identity import Identity, protocol_version_of, transpo
 from ticket_server.access.pacing import RefusalPace
 from ticket_server.access.policy import READ_SCOPE, may_read
 from ticket_server.access.ratelimit import ToolLimiter
-from ticket_server.tools.errors import DATABASE_UNAVAILABLE, shown
+from ticket_server.tools.errors import DATABASE_UNAVAILABLE, describe_unusable_arguments, shown
 
+INVALID_PARAMS = -32602
+"""JSON-RPC 2.0's Invalid params: a prompt argument no text takes (as FastMCP answers a
+missing one)."""
 SERVER_ERROR = -32000
 """JSON-RPC 2.0's implementation-defined server error (-32000 to -32099): a read refused
 by the caller's limits. A tool's refusal is an ``isError`` result instead; a read has no
@@ -123,12 +127,16 @@ class ReadGate(Middleware):
         name = context.message.name
         server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
         component = await server.get_prompt(name) if server is not None else None
+        arguments = dict(context.message.arguments or {})
         return await self._served(
             context,
             call_next,
             component,
             NotFoundError(f"Unknown prompt: {shown(name)}"),
-            dict(context.message.arguments or {}),
+            arguments,
+            # What no tool takes (a NUL, a lone surrogate, a control character) no prompt
+            # takes either: PostgreSQL refuses the NUL as if the database were down.
+            refused=describe_unusable_arguments(name, arguments) if component else None,
         )
 
     async def _served(
@@ -138,6 +146,8 @@ class ReadGate(Middleware):
         component: Any,
         missing: Exception,
         arguments: dict[str, Any],
+        *,
+        refused: str | None = None,
     ) -> Any:
         if self.ready is not None:
             await self.ready()
@@ -161,6 +171,9 @@ class ReadGate(Middleware):
             if caller is None:  # only what needs no scope (the manifest)
                 return _sized(record, await call_next(context))
             await self._admit(record, caller, name)
+            if refused is not None:
+                record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
+                raise MCPError(code=INVALID_PARAMS, message=refused)
             with self.budget.running(caller.name):
                 async with compat.deadline(self.deadline), self.budget.turn(caller.name):
                     return _sized(record, await call_next(context))

@@ -125,3 +125,37 @@ async def test_every_read_is_audited_as_a_call_is(
     finally:
         await store.aclose()
     assert sum("called resources/read ticket: ok" in what for _, _, what, _ in story) == 2
+
+
+async def test_a_prompt_argument_no_text_takes_is_refused_as_a_tools_is(
+    server: Any, mode: str, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A prompt's argument holding a NUL, a lone surrogate or a control character is
+    refused before the prompt runs, in the words a tool's refusal uses (-32602, naming the
+    argument), and audited as invalid arguments: a review found PostgreSQL's refusal of the
+    NUL answered as "The ticket database is unavailable" (logged at ERROR), and SQLite's
+    of the surrogate as Python's codec error."""
+    import logging
+
+    from tests.access.conftest import audit_rows
+
+    caplog.set_level(logging.INFO)
+    sent = [
+        ("summarize_ticket", {"ticket_id": "SUP-4412\x00"}, "'ticket_id' holds a NUL"),
+        ("draft_reply", {"ticket_id": "\ud800"}, "'ticket_id' contains a lone UTF-16"),
+        ("triage_queue", {"queue": "billing", "owner": "\x1b[31m"}, "'owner' holds the control"),
+    ]
+    async with Client(server, mode=mode) as client:
+        for name, arguments, said in sent:
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(name, arguments)
+            message = refused.value.error.message
+            assert refused.value.error.code == -32602, message
+            assert message.startswith(f"Invalid arguments for {name}: {said}"), message
+            assert "unavailable" not in message and "codec" not in message, message
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    rows = await audit_rows(settings)
+    refusals = [(r.tool, r.outcome, r.detail) for r in rows if r.tool.startswith("prompts/get")]
+    assert refusals == [
+        (f"prompts/get {name}", "tool_error", "invalid arguments") for name, _, _ in sent
+    ], refusals
