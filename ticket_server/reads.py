@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic
 from typing import Any
 
-from fastmcp.exceptions import NotFoundError
+from fastmcp.exceptions import FastMCPError, NotFoundError, PromptError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp import types as mt
 from mcp.shared.exceptions import MCPError
@@ -192,6 +192,14 @@ class ReadGate(Middleware):
                 record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
             elif record.outcome is Outcome.OK:
                 record.fail(Outcome.TOOL_ERROR, detail=storable(str(exc), 160) or "refused")
+            if (
+                component is not None
+                and isinstance(exc, PromptError)
+                and _unexpected(exc.__cause__)
+            ):
+                # FastMCP words a prompt's unexpected error with its text whatever
+                # mask_error_details says (a tool's and a resource's it masks).
+                raise PromptError(f"Error rendering prompt {component.name!r}") from exc
             raise
         finally:
             current_call.reset(reset)
@@ -218,6 +226,12 @@ class ReadGate(Middleware):
         raise MCPError(
             code=SERVER_ERROR, message=text, data=refusal.meta if refusal is not None else None
         )
+
+
+def _unexpected(cause: BaseException | None) -> bool:
+    """Whether ``cause``, what a prompt raised, is an unexpected error (a bug, a driver's),
+    whose words are for the log only: neither one of FastMCP's nor a JSON-RPC error."""
+    return cause is not None and not isinstance(cause, FastMCPError | MCPError)
 
 
 def _sized(record: CallRecord, result: Any) -> Any:

@@ -159,3 +159,25 @@ async def test_a_prompt_argument_no_text_takes_is_refused_as_a_tools_is(
     assert refusals == [
         (f"prompts/get {name}", "tool_error", "invalid arguments") for name, _, _ in sent
     ], refusals
+
+
+async def test_an_unexpected_error_in_a_prompt_is_masked_as_in_a_tool(
+    server: Any, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server masks the details of an unexpected error (``mask_error_details``): a
+    tool's and a resource's say only that it failed, and so does a prompt's now. FastMCP
+    words a prompt's error with the exception's text whatever that setting says, so a
+    driver's error (its SQL) reached the client (a review's finding)."""
+    from ticket_server.tools import prompts
+
+    async def broken(*_: Any, **__: Any) -> None:
+        raise RuntimeError("SELECT tickets.body FROM tickets WHERE tickets.id = 'SUP-4412'")
+
+    monkeypatch.setattr(prompts, "read_ticket", broken)
+    async with Client(server, mode=mode) as client:
+        with pytest.raises(MCPError) as failed:
+            await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
+        assert failed.value.error.message == "Error rendering prompt 'summarize_ticket'"
+        with pytest.raises(MCPError) as unknown:  # a fixable error keeps its words
+            await client.get_prompt("triage_queue", {"queue": "no-such-queue"})
+        assert unknown.value.error.message == "No open tickets in a queue named 'no-such-queue'."
