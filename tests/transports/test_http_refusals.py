@@ -182,3 +182,18 @@ def test_a_token_in_the_url_is_refused_even_beside_a_valid_header(http_server) -
     served = httpx.post(f"{http_server.url}?tokenish=1", json=PING, headers=good)
     assert served.status_code == 200 and served.json()["result"]["tools"]
     assert http_server.token not in http_server.logs()
+
+
+def test_a_token_in_the_url_is_refused_however_its_name_is_encoded(http_server) -> None:
+    """A query parameter's name is percent-decoded by every URL parser (``access%5Ftoken``
+    is ``access_token``), so such a name beside a valid header is a token in the URL too:
+    400, not served (a review found these three served). A name that decodes to another
+    one (``access_token=x`` as one encoded name, a leading space) is not it."""
+    good = {**JSON, "Authorization": f"Bearer {http_server.token}"}
+    for query in ("access%5Ftoken=x", "%61ccess_token=x", "access%5ftoken", "ACCESS%5FTOKEN=x"):
+        answer = httpx.post(f"{http_server.url}?{query}", json=PING, headers=good)
+        assert answer.status_code == 400, (query, answer.text)
+        assert "never in the URL" in answer.json()["error"]["message"]
+    for query in ("access_token%3Dx", "%20access_token=x", "access_tokens=x"):
+        served = httpx.post(f"{http_server.url}?{query}", json=PING, headers=good)
+        assert served.status_code == 200, (query, served.text)

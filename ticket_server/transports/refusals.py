@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from mcp.shared.dispatcher import coerce_request_id
 from starlette.responses import Response
@@ -117,8 +118,10 @@ def token_in_url(scope: Scope) -> bool:
     URI query parameter), which MCP's authorization forbids ("Access tokens MUST NOT be
     included in the URI query string"): a URL is logged and cached where a header is not."""
     query = scope.get("query_string", b"")
-    return any(
-        part.split(b"=", 1)[0].lower() == b"access_token" for part in query.split(b"&") if part
+    return any(  # the name as a URL parser reads it: access%5Ftoken is access_token
+        unquote_to_bytes(part.split(b"=", 1)[0].replace(b"+", b" ")).lower() == b"access_token"
+        for part in query.split(b"&")
+        if part
     )
 
 
