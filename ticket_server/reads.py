@@ -151,18 +151,21 @@ class ReadGate(Middleware):
     ) -> Any:
         if self.ready is not None:
             await self.ready()
-        caller, transport = await self._reader(context)
         name = f"{context.method} {component.name}" if component else str(context.method)
         record = CallRecord(
             tool=storable(name, 128),
             known_tool=component is not None,
-            transport=transport,
-            caller=caller,
             protocol_version=protocol_version_of(context),
             arguments=storable(json.dumps(arguments, ensure_ascii=False, default=str), 2_000),
         )
         reset = current_call.set(record)
         try:
+            try:  # refused for want of the callers table: audited too, as a tool call is
+                caller, record.transport = await self._reader(context)
+            except MCPError:
+                record.fail(Outcome.TOOL_ERROR, Cause.CALLERS_UNAVAILABLE)
+                raise
+            record.caller = caller
             if component is not None and not may_read(caller, component):
                 record.fail(
                     Outcome.DENIED, Cause.NO_CALLER if caller is None else Cause.MISSING_SCOPE

@@ -181,3 +181,35 @@ async def test_an_unexpected_error_in_a_prompt_is_masked_as_in_a_tool(
         with pytest.raises(MCPError) as unknown:  # a fixable error keeps its words
             await client.get_prompt("triage_queue", {"queue": "no-such-queue"})
         assert unknown.value.error.message == "No open tickets in a queue named 'no-such-queue'."
+
+
+async def test_a_read_refused_for_want_of_the_callers_table_is_audited(
+    server_as: Any, add_caller: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read or prompt refused because the callers table did not answer leaves its audit
+    row (`callers table unavailable`), as a tool call refused so does: a review found
+    neither recorded."""
+    from tests.access.conftest import audit_rows
+    from ticket_server.access.callers import CallerStore, RegistryUnavailable
+
+    await add_caller("reader")
+    server = server_as(stdio_caller="reader", caller_cache_seconds=0)
+    async with Client(server) as client:
+        assert await client.read_resource(TICKET_URI)
+
+        async def down(*_: Any, **__: Any) -> None:
+            raise RegistryUnavailable("callers table")
+
+        monkeypatch.setattr(CallerStore, "by_name", down)
+        with pytest.raises(MCPError, match="database is unavailable"):
+            await client.read_resource(TICKET_URI)
+        with pytest.raises(MCPError, match="database is unavailable"):
+            await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
+        monkeypatch.undo()
+    rows = await audit_rows(settings)
+    seen = [(r.tool, r.outcome, r.detail) for r in rows if r.tool.split(" ")[0] != "tools/call"]
+    assert seen == [
+        ("resources/read ticket", "ok", None),
+        ("resources/read ticket", "tool_error", "callers table unavailable"),
+        ("prompts/get summarize_ticket", "tool_error", "callers table unavailable"),
+    ], seen
