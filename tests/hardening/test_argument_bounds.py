@@ -210,3 +210,23 @@ async def test_a_bad_item_of_a_list_is_one_sentence(client) -> None:
     text = text_of(result)
     assert result.is_error and text.count("'status' must be") == 1, text
     assert "one of 'new', 'open'" in text and "(got 'opened')" in text
+
+
+async def test_a_list_of_the_wrong_length_is_told_its_bounds(client) -> None:
+    """A list with too few or too many items names how many it may hold: a review found
+    "'status' must be a list of one of 'new', 'open', ... (got [])", which the model had
+    sent, and eleven tags answered as "must be a list of a string"."""
+    sent = [
+        ({"query": "x", "status": []}, "'status' must be a list of 1 to 6 items, each one of"),
+        (
+            {"query": "x", "tags": [f"t{i}" for i in range(11)]},
+            "'tags' must be a list of 1 to 10 items, each a string of at most 64 characters",
+        ),
+    ]
+    for arguments, said in sent:
+        result = await client.call_tool("search_tickets_v2", arguments, raise_on_error=False)
+        assert result.is_error and said in text_of(result), text_of(result)
+    result = await client.call_tool(
+        "count_tickets", {"group_by": ["queue"] * 6}, raise_on_error=False
+    )
+    assert "'group_by' must be a list of at most 5 items, each one of" in text_of(result)

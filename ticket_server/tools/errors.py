@@ -102,7 +102,20 @@ def _expectation(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> 
         return text
     if kind == "array":
         items = schema.get("items", {})
-        return f"a list of {_expectation(items, defs)}" if items else "a list"
+        lo, hi = schema.get("minItems"), schema.get("maxItems")
+        count = (  # named, or a list of the wrong length is told what it already is
+            f"{lo} to {hi} items"
+            if lo is not None and hi is not None
+            else f"at most {hi} items"
+            if hi is not None
+            else f"at least {lo} item{'s' if lo != 1 else ''}"
+            if lo is not None
+            else None
+        )
+        each = _expectation(items, defs) if items else None
+        if count is None:
+            return f"a list of {each}" if each else "a list"
+        return f"a list of {count}, each {each}" if each else f"a list of {count}"
     return {"boolean": "true or false", "number": "a number", "object": "an object"}.get(
         str(kind), "a valid value"
     )
