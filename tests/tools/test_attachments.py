@@ -212,6 +212,22 @@ async def test_a_bad_field_of_an_upload_is_named_by_its_path(settings: Settings,
     assert await stored(settings) == before
 
 
+async def test_an_upload_of_one_form_is_told_of_that_form(settings: Settings, agent) -> None:
+    """An embedded resource whose `type` is misspelt is told of its `type`, the field it
+    sent wrong, not that the other form's `name` is required (a review's finding: both
+    forms' errors lie as deep, and the first form's was worded)."""
+    billing = await ticket_in(settings, "billing")
+    upload = {"type": "resources", "resource": {"uri": "file:///a.txt", "text": "A"}}
+    async with Client(agent) as client:
+        is_error, text = await call_any(
+            client,
+            "add_internal_note",
+            {"ticket_id": billing, "note": "n", "attachments": [upload]},
+        )
+    assert is_error and "'attachments[0].type'" in text and "'resources'" in text, text
+    assert "name" not in text, text
+
+
 async def test_type_from_bytes_queue_scoping_and_untrusted_label(
     settings: Settings, agent, server_as, mode: str
 ) -> None:

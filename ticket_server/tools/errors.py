@@ -174,8 +174,9 @@ def _problem(name: str, errs: list[Any], properties: dict[str, Any], defs: dict[
     schema = properties[name]
     if any(e["type"] in ("missing", "missing_argument") and len(e["loc"]) == 1 for e in errs):
         return f"'{name}' is required ({_expectation(schema, defs)})"
-    # The branch the value came nearest to: the one whose error lies deepest in it.
-    err = max(errs, key=lambda e: len(_path(e["loc"], schema, defs)))
+    # The branch the value came nearest to: the one whose error lies deepest in it, and
+    # of those as deep, one about a field it sent (a missing field is another branch's).
+    err = max(errs, key=lambda e: (len(_path(e["loc"], schema, defs)), e["type"] != "missing"))
     path = _path(err["loc"], schema, defs)
     if not any(isinstance(part, str) for part in path):  # the argument, or an item of it
         return f"'{name}' must be {_expectation(schema, defs)} (got {_shown(err.get('input'))})"
