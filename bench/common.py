@@ -142,11 +142,19 @@ def sqlite_copy(count: int, dest: Path) -> Path:
 
 
 class Postgres:
-    """A private PostgreSQL 15 cluster in .cache/bench/pg (trust auth, loopback only)."""
+    """A private PostgreSQL 15 cluster in .cache/bench/pg (trust auth, loopback only).
 
-    def __init__(self) -> None:
-        self.dir = CACHE / "pg"
-        self.url_base = f"postgresql+asyncpg://postgres@127.0.0.1:{PG_PORT}"
+    ``durable``: a second cluster (.cache/bench/pg-durable, port ``BENCH_PG_PORT`` + 1)
+    with PostgreSQL's default durability (fsync, synchronous commit, full-page writes), as
+    a deployment runs it; the default cluster turns them off, which only speeds up loading
+    data sets but leaves a write's time all CPU.
+    """
+
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
+        self.dir = CACHE / ("pg-durable" if durable else "pg")
+        self.port = PG_PORT + 1 if durable else PG_PORT
+        self.url_base = f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}"
         self.started = False
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -173,10 +181,14 @@ class Postgres:
             == 0
         ):
             return
+        fast = (
+            ""
+            if self.durable
+            else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        )
         opts = (
-            f"-p {PG_PORT} -k {self.dir} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_wal_size=4GB "
-            "-c maintenance_work_mem=512MB -c work_mem=32MB"
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
+            f"{fast}-c max_wal_size=4GB -c maintenance_work_mem=512MB -c work_mem=32MB"
         )
         self._run(
             str(PG_BIN / "pg_ctl"),
@@ -204,7 +216,7 @@ class Postgres:
             "-h",
             "127.0.0.1",
             "-p",
-            str(PG_PORT),
+            str(self.port),
             "-U",
             "postgres",
             "-d",

@@ -14,6 +14,8 @@ Prints write p50/p95 and throughput, and read p50/p95 alone and during the write
 of its own, in the same run on the same copy; prints each phase's writes/s and the ratio
 (target on PostgreSQL: at least 4x). ``--processes``: each of the writers is a server
 process of its own (as replicas are), started together; else one server, one caller.
+``--durable``: PostgreSQL with fsync and synchronous commit on, as a deployment runs it
+(the default benchmark cluster turns them off, so a write there is all CPU).
 
     .venv/bin/python -m bench.writes --engine postgresql --count 10000 --spread --writes 300
 """
@@ -223,16 +225,22 @@ def main() -> None:
         "--spread", action="store_true", help="one writer, then --writers on as many tickets"
     )
     p.add_argument("--processes", action="store_true", help="--spread: a server process each")
+    p.add_argument(
+        "--durable",
+        action="store_true",
+        help="postgresql: a cluster with fsync and synchronous commit on, as deployed",
+    )
     args = p.parse_args()
     if args.spread:
         if args.engine == "postgresql":
             from bench.common import Postgres
 
-            pg = Postgres()
+            pg = Postgres(durable=args.durable)
             pg.start()
             try:
                 url = pg.copy(args.count, "bench_writes")
-                spread(url, args.writes, args.writers, args.processes, "postgresql")
+                mode = "postgresql, durable" if args.durable else "postgresql, fsync off"
+                spread(url, args.writes, args.writers, args.processes, mode)
             finally:
                 pg.stop()
         else:
@@ -243,7 +251,7 @@ def main() -> None:
     if args.engine == "postgresql":
         from bench.common import Postgres
 
-        pg = Postgres()
+        pg = Postgres(durable=args.durable)
         pg.start()
         try:
             writes, elapsed, alone, during = asyncio.run(
