@@ -154,6 +154,7 @@ class ReadGate(Middleware):
         name = f"{context.method} {component.name}" if component else str(context.method)
         record = CallRecord(
             tool=storable(name, 128),
+            method=str(context.method),
             known_tool=component is not None,
             protocol_version=protocol_version_of(context),
             arguments=storable(json.dumps(arguments, ensure_ascii=False, default=str), 2_000),
@@ -192,7 +193,12 @@ class ReadGate(Middleware):
             raise
         except Exception as exc:
             if record.outcome is Outcome.OK and component is None:
-                record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
+                unknown = (
+                    Cause.UNKNOWN_PROMPT
+                    if record.method == "prompts/get"
+                    else Cause.UNKNOWN_RESOURCE
+                )
+                record.fail(Outcome.TOOL_ERROR, unknown)
             elif record.outcome is Outcome.OK:
                 record.fail(Outcome.TOOL_ERROR, detail=storable(str(exc), 160) or "refused")
             if (

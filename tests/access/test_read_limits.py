@@ -113,7 +113,7 @@ async def test_every_read_is_audited_as_a_call_is(
             ("resources/read ticket", "ok", None),
             ("resources/read ticket", "rate_limited", "rate limit reached"),
             ("prompts/get summarize_ticket", "ok", None),
-            ("resources/read", "tool_error", "unknown tool"),
+            ("resources/read", "tool_error", "unknown resource"),
         ]
     ), seen
     read = next(r for r in rows if r.tool == "resources/read ticket" and r.outcome == "ok")
@@ -213,3 +213,29 @@ async def test_a_read_refused_for_want_of_the_callers_table_is_audited(
         ("resources/read ticket", "tool_error", "callers table unavailable"),
         ("prompts/get summarize_ticket", "tool_error", "callers table unavailable"),
     ], seen
+
+
+async def test_the_audit_log_line_names_the_method(
+    server_as: Any, add_caller: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's stderr line is named by the request's method: a resource read is not
+    logged as a tools/call."""
+    import logging
+
+    await add_caller("reader")
+    with caplog.at_level(logging.INFO, logger="ticket_server.audit"):
+        async with Client(server_as(stdio_caller="reader")) as client:
+            await client.read_resource(TICKET_URI)
+            await client.get_prompt("summarize_ticket", {"ticket_id": "SUP-4412"})
+            await client.call_tool("get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+            with pytest.raises(MCPError):
+                await client.get_prompt("no_such_prompt", {})
+    named = [(r.getMessage(), r.audit["tool"]) for r in caplog.records if hasattr(r, "audit")]
+    assert named == [
+        ("resources/read", "resources/read ticket"),
+        ("prompts/get", "prompts/get summarize_ticket"),
+        ("tools/call", "get_ticket_status_v2"),
+        ("prompts/get", "prompts/get"),
+    ], named
+    unknown = [r.audit["detail"] for r in caplog.records if hasattr(r, "audit")][-1]
+    assert unknown == "unknown prompt"

@@ -1,4 +1,5 @@
-"""The audit trail: one record per tools/call, whatever its outcome.
+"""The audit trail: one record per tools/call, resources/read and prompts/get, whatever
+its outcome.
 
 The call pipeline hands each finished ``CallRecord`` to ``AuditWriter.observe``: it goes
 to stderr at once (one JSON log line, logger ``ticket_server.audit``) and to the
@@ -199,7 +200,7 @@ class AuditWriter:
     def observe(self, record: CallRecord) -> None:
         """Log ``record`` on stderr now and queue its row for the table."""
         row = record.as_row(datetime.now(UTC))
-        audit_log.info("tools/call", extra={"audit": {**row, "time": row["time"].isoformat()}})
+        audit_log.info(record.method, extra={"audit": {**row, "time": row["time"].isoformat()}})
         if not record.audited:
             self.submit(row)
         elif record.audit_pk is not None:

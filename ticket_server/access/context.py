@@ -36,6 +36,8 @@ class Cause(StrEnum):
     MISSING_SCOPE = "missing scope"
     NOT_OFFERED = "not in the caller's toolsets"
     UNKNOWN_TOOL = "unknown tool"
+    UNKNOWN_RESOURCE = "unknown resource"
+    UNKNOWN_PROMPT = "unknown prompt"
     RETIRED = "retired tool"
     INVALID_ARGUMENTS = "invalid arguments"
     LIMIT_REACHED = "rate limit reached"
@@ -54,9 +56,11 @@ class Cause(StrEnum):
 
 @dataclass
 class CallRecord:
-    """One tools/call. ``arguments`` is the redacted JSON text the audit keeps."""
+    """One tools/call (or resources/read, prompts/get: ``method``). ``arguments`` is the
+    redacted JSON text the audit keeps."""
 
     tool: str
+    method: str = "tools/call"  # the JSON-RPC method: the audit's log line is named by it
     known_tool: bool = False  # ``tool`` names one of the server's tools
     transport: str = "unknown"
     protocol_version: str | None = None
