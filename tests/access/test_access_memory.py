@@ -239,7 +239,7 @@ async def test_default_limit_comes_from_settings(server_as) -> None:
         refused = await client.call_tool(
             "get_ticket_status", {"ticket_id": "SUP-4412"}, raise_on_error=False
         )
-        assert refused.is_error and "1 calls per minute" in text_of(refused)
+        assert refused.is_error and "1 call per minute" in text_of(refused)
         assert 1 <= refused.meta[META_KEY]["retry_after_seconds"] <= 60
 
 

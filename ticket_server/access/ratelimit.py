@@ -121,7 +121,7 @@ def parse_limit(text: str) -> RateLimitItem:
 def describe(item: RateLimitItem) -> str:
     unit = item.GRANULARITY.name
     per = f"{item.multiples} {unit}s" if item.multiples != 1 else unit
-    return f"{item.amount} calls per {per}"
+    return f"{item.amount} {'call' if item.amount == 1 else 'calls'} per {per}"
 
 
 @dataclass(frozen=True)
