@@ -85,6 +85,8 @@ UNLISTED = "(unlisted)"
 """The rate-limit key every name a caller may not call shares (unknown or out of scope)."""
 MALFORMED_NAME = "(not a name)"
 """The audit's tool for a tools/call whose name is not a string."""
+_RECORDED = frozenset({"tools/call", "resources/read", "prompts/get"})
+"""The requests that yield an audit record each (a malformed one too: ``on_request``)."""
 LIST_METHODS = frozenset(
     {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 )
@@ -182,24 +184,32 @@ class CallPipeline(Middleware):
             )
         return await call_next(ctx)
 
-    # --- a tools/call refused as malformed before the pipeline ---------------------
+    # --- a call or read refused as malformed before the pipeline or the read gate ---
 
     async def on_request(
         self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]
     ) -> Any:
         """FastMCP runs this pass with the raw params (a mapping, not a typed request)
-        for a tools/call only when it failed before ``on_call_tool`` could run: params
-        the SDK refuses (a name that is not a string, arguments that are not an object).
-        Such a call is recorded here, so every tools/call yields one record."""
-        if context.method != "tools/call" or not isinstance(context.message, Mapping):
+        for a tools/call, resources/read or prompts/get only when it failed before
+        ``on_call_tool`` (or the read gate's hooks) could run: params the SDK refuses (a
+        name that is not a string, arguments that are not an object, a prompt argument
+        that is not a text). Such a request is recorded here, so every call and read
+        yields one record."""
+        method = context.method
+        if method not in _RECORDED or not isinstance(context.message, Mapping):
             return await call_next(context)
         try:
             return await call_next(context)
         except Exception:
             params = context.message
             name, arguments = params.get("name"), params.get("arguments")
+            if method == "tools/call":
+                tool = storable(name, 128) if isinstance(name, str) else MALFORMED_NAME
+            else:  # the read gate's name: the prompt's, where there is one
+                tool = storable(f"{method} {name}" if isinstance(name, str) else str(method), 128)
             record = CallRecord(
-                tool=storable(name, 128) if isinstance(name, str) else MALFORMED_NAME,
+                tool=tool,
+                method=str(method),
                 protocol_version=protocol_version_of(context),
                 arguments=_not_recorded(len(arguments) if isinstance(arguments, Mapping) else 0),
             )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic
 from typing import Any
 
@@ -99,42 +99,6 @@ class ReadGate(Middleware):
     on_list_resources = _listed
     on_list_resource_templates = _listed
     on_list_prompts = _listed
-
-    async def on_request(
-        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]
-    ) -> Any:
-        """FastMCP runs this pass with the raw params (a mapping, not a typed request) for
-        a read only when it failed before ``on_read_resource`` / ``on_get_prompt`` could
-        run: params the SDK refuses (a prompt argument that is not a text). Such a read
-        is recorded here, so every read yields one record, as every tools/call does."""
-        method = context.method
-        if method not in ("resources/read", "prompts/get") or not isinstance(
-            context.message, Mapping
-        ):
-            return await call_next(context)
-        try:
-            return await call_next(context)
-        except Exception:
-            params = context.message
-            name = params.get("name")
-            shown_name = (
-                f"{method} {name}" if method == "prompts/get" and isinstance(name, str) else method
-            )
-            sent = {k: params.get(k) for k in ("uri", "arguments") if k in params}
-            record = CallRecord(
-                tool=storable(shown_name, 128),
-                method=method,
-                protocol_version=protocol_version_of(context),
-                arguments=storable(json.dumps(sent, ensure_ascii=False, default=str), 2_000),
-            )
-            try:
-                record.caller, record.transport = await self.identity.resolve(transport_of(context))
-            except RegistryUnavailable:
-                pass
-            record.fail(Outcome.TOOL_ERROR, Cause.MALFORMED)
-            for observe in self.observers:
-                observe(record)
-            raise
 
     async def on_read_resource(
         self,
