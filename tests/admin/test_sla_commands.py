@@ -158,3 +158,33 @@ def test_load_and_recompute_take_the_planners_statistics_again(
 
                 time.sleep(0.1)
         assert asyncio.run(statistics()) > before, command
+
+
+@pytest.mark.sqlite_only
+def test_report_sla_names_a_bad_since_or_queue(settings: Settings) -> None:
+    """`report sla` (a review's finding): a duration past the calendar (`99999999d`)
+    ended in a traceback and one written with a digit that is not 0-9 (`²d`) in
+    Python's words; each is now one line naming --since. A queue is named in any case,
+    as the tools take it (`--queue Billing`, the display name, reported no ticket), and
+    one that does not exist is refused naming the queues, where it said "no tickets
+    created in that time". The table's title gives a --since with an offset in UTC, as
+    it says (it printed the local time)."""
+    url = settings.database_url
+    for since in ("99999999d", "999999999999999999999d", "²d"):
+        assert "--since" in one_line(run(url, "report", "sla", "--since", since)), since
+
+    def priorities(queue: str) -> list[dict]:
+        report = run(url, "report", "sla", "--queue", queue, "--since", "100000d", "--json")
+        assert report.returncode == 0, report.stderr
+        document = json.loads(report.stdout)
+        assert document["queue"] == "billing"
+        return document["priorities"]
+
+    billing = priorities("billing")
+    assert billing and priorities("Billing") == billing == priorities(" BILLING ")
+    refused = one_line(run(url, "report", "sla", "--queue", "biling", "--since", "100000d"))
+    assert "'biling'" in refused and "billing, engineering" in refused, refused
+
+    table = run(url, "report", "sla", "--since", "2026-01-01T00:00+05:00")
+    assert table.returncode == 0, table.stderr
+    assert "since 2025-12-31 19:00 UTC" in " ".join(table.stdout.split()), table.stdout

@@ -17,14 +17,16 @@ def parse_since(text: str) -> datetime:
     from datetime import timedelta
 
     units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-    if text and text[-1] in units and text[:-1].isdigit():
-        return datetime.now(UTC) - timedelta(**{units[text[-1]]: int(text[:-1])})
+    wrong = f"--since {text!r}: give a duration like 24h, 30m, 7d or an ISO time"
+    if text and text[-1] in units and text[:-1].isascii() and text[:-1].isdigit():
+        try:
+            return datetime.now(UTC) - timedelta(**{units[text[-1]]: int(text[:-1])})
+        except OverflowError as exc:  # before year 1
+            raise ValueError(f"{wrong} (this one reaches back before year 1)") from exc
     try:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise ValueError(
-            f"--since {text!r}: give a duration like 24h, 30m, 7d or an ISO time"
-        ) from exc
+        raise ValueError(wrong) from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

@@ -124,14 +124,28 @@ def report(
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     at = now or datetime.now(UTC)
-    rows = _on_repository(
-        settings, lambda repo: repo.read(lambda conn: report_rows(conn, queue, moment, at))
-    )
+
+    async def read(repo: TicketRepository) -> tuple[str | None, list[tuple[Any, Any]]]:
+        from ticket_server.tickets.search import resolve_queue
+
+        names = None
+        if queue is not None and queue.strip():  # any case, as the tools take it
+            known = await repo.queues()
+            names = resolve_queue(queue, known)
+            if names is None:
+                raise CommandError(
+                    f"report sla --queue {queue!r}: there is no such queue; the queues are "
+                    f"{', '.join(known) or 'none'}"
+                )
+        rows = await repo.read(lambda conn: report_rows(conn, names, moment, at))
+        return (names[0] if names else None), rows
+
+    name, rows = _on_repository(settings, read)
     lines = summarise(rows)
     if as_json:
-        print(json.dumps({"queue": queue, "since": moment.isoformat(), "priorities": lines}))
+        print(json.dumps({"queue": name, "since": moment.isoformat(), "priorities": lines}))
         return
-    _table(lines, queue, moment)
+    _table(lines, name, moment)
 
 
 def summarise(rows: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
@@ -168,7 +182,8 @@ def _table(lines: list[dict[str, Any]], queue: str | None, since: datetime) -> N
     from rich.table import Table
 
     table = Table(
-        title=f"SLA of {queue or 'every queue'}, tickets created since {since:%Y-%m-%d %H:%M} UTC",
+        title=f"SLA of {queue or 'every queue'}, tickets created since "
+        f"{since.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
         caption="FR: first response, res: resolution; late: breached; open: not met, not "
         "breached yet; FR median in business minutes; no SLA: no target applies",
     )

@@ -457,10 +457,10 @@ def oldest(conn: Connection, filters: SearchFilters, limit: int) -> list[Any]:
 
 
 def report_rows(
-    conn: Connection, queue: str | None, since: datetime, now: datetime
+    conn: Connection, queues: tuple[str, ...] | None, since: datetime, now: datetime
 ) -> list[tuple[Any, SlaState]]:
-    """(ticket, SLA state) of every ticket created since ``since`` (in ``queue``)."""
-    filters = SearchFilters(created_after=since, queue=(queue,) if queue else None)
+    """(ticket, SLA state) of every ticket created since ``since`` (in ``queues``)."""
+    filters = SearchFilters(created_after=since, queue=queues)
     found = states(conn, filters, now, 10_000_000)
     assert found is not None
     return list(found.values())
