@@ -106,6 +106,27 @@ def test_reopen_runs_the_resolution_clock_on() -> None:
     assert again.business_minutes_left == 480 - 180
 
 
+def test_resolution_is_met_when_the_ticket_was_resolved_not_when_it_was_closed() -> None:
+    """A review's finding: a ticket resolved and closed days later said its resolution
+    was met at the closing (``met_at``); it was met when it was resolved, the last time
+    it went from an open status to resolved or closed."""
+    resolved = status(utc(30, 10), "open", "resolved")
+    closed = status(utc(31 + 3, 10), "resolved", "closed")
+    clock = sla_state(facts(resolved, closed, current=TicketStatus.CLOSED), POLICY, utc(31 + 5, 9))
+    assert clock.resolution is not None and clock.resolution.met_at == utc(30, 10)
+    assert clock.resolution.business_minutes_left == 480 - 120
+    # Reopened and resolved again: met at the second resolution.
+    again = (
+        resolved,
+        status(utc(31, 8), "resolved", "open"),
+        status(utc(31, 9), "open", "resolved"),
+    )
+    history = (*again, status(utc(31 + 2, 8), "resolved", "closed"))
+    clock = sla_state(facts(*history, current=TicketStatus.CLOSED), POLICY, utc(31 + 5, 9))
+    assert clock.resolution is not None and clock.resolution.met_at == utc(31, 9)
+    assert clock.resolution.business_minutes_left == 480 - 180
+
+
 def test_reassignment_counts_each_stretch_in_its_queues_hours() -> None:
     moved = Change("queue", "billing", "us", utc(30, 10))  # 11:00 Berlin: 2h counted there
     # New York works 09:00-17:00 EST = 14:00-22:00 UTC: 14:00-15:00 counts, 1h.

@@ -318,7 +318,13 @@ def sla_state(facts: TicketFacts, policy: Policy, now: datetime) -> SlaState:
     spans = _spans(facts, now)
     resolved_at = None
     if facts.status in DONE:
-        done = [c.at for c in facts.changes if c.field == "status" and c.new_value in DONE]
+        # Met when it last went from an open status to resolved or closed (not when a
+        # resolved ticket was closed later); created so: at its creation.
+        done = [
+            c.at
+            for c in facts.changes
+            if c.field == "status" and c.new_value in DONE and c.old_value not in DONE
+        ]
         resolved_at = max(done) if done else facts.created_at
     first = None
     if target.first_response is not None:
