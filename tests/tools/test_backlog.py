@@ -377,3 +377,34 @@ async def test_a_caller_limited_to_a_queue_counts_only_its_tickets(settings: Set
         assert data["overview"] == overview
         with pytest.raises((ToolError, MCPError)):
             await client.call_tool("count_tickets", {"group_by": ["customer"]})
+
+
+async def test_a_queue_without_tickets_yet_is_counted_not_unknown(settings: Settings) -> None:
+    """A review's finding: a queue an operator has just added (`ticket-server queues
+    add legal`) holds no ticket yet. Completion offered it for `tickets://queue/{name}`,
+    but reading it answered "not found", and `count_tickets` and `search_tickets_v2`
+    with `queue: "legal"` said there was no queue 'legal' among yours, while a caller
+    limited to it got its (empty) counts. Every caller now sees it as a queue with no
+    tickets; an unknown name is still refused, naming the queue as one of yours."""
+    from ticket_server.tickets.directory import add_queue
+
+    repo = open_repository(settings)
+    try:
+        await repo.transaction(lambda conn: add_queue(conn, "legal", None, "", "UTC"))
+    finally:
+        await repo.aclose()
+    server = build_server(settings.model_copy(update={"toolsets": ["read", "backlog"]}))
+    async with Client(server) as client:
+        template = ResourceTemplateReference(type="ref/resource", uri="tickets://queue/{name}")
+        completed = await client.complete(template, {"name": "name", "value": "le"})
+        assert completed.values == ["legal"]
+        overview = json.loads((await client.read_resource("tickets://queue/legal"))[0].text)
+        assert overview["queue"] == "legal" and overview["open_total"] == 0
+        assert overview["oldest"] == [] and overview["breaching_soon"] == []
+        counted = await client.call_tool("count_tickets", {"queue": "Legal"})
+        assert counted.structured_content["total"] == 0
+        found = await client.call_tool("search_tickets_v2", {"queue": "legal"})
+        assert found.structured_content["tickets"] == []
+        with pytest.raises(ToolError) as unknown:
+            await client.call_tool("count_tickets", {"queue": "legl"})
+        assert "billing, engineering, legal, onboarding" in str(unknown.value)

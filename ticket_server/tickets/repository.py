@@ -114,13 +114,14 @@ def _prefix(column: Any, prefix: str) -> Any:
     return func.lower(column).startswith(prefix.lower(), autoescape=True)
 
 
-# The distinct queues by a loose index scan (one index probe per queue), on both engines.
+# The distinct queues of the tickets by a loose index scan (one index probe per queue),
+# on both engines, and the queues table's: one added by an operator holds no ticket yet.
 _QUEUES = text("""
     WITH RECURSIVE q(name) AS (
         SELECT min(queue) FROM tickets
         UNION ALL
         SELECT (SELECT min(queue) FROM tickets WHERE queue > q.name) FROM q WHERE q.name IS NOT NULL
-    ) SELECT name FROM q WHERE name IS NOT NULL""")
+    ) SELECT name FROM q WHERE name IS NOT NULL UNION SELECT name FROM queues ORDER BY 1""")
 T = TypeVar("T")
 SUBSTRING_SEARCH_SECONDS = 1.0
 """Most seconds one deprecated substring search may scan on SQLite."""
@@ -454,7 +455,8 @@ class TicketRepository:
         return await self.storage.read(read)
 
     async def queues(self) -> list[str]:
-        """Every queue that holds a ticket, sorted."""
+        """Every queue, sorted: those that hold a ticket and those of the queues table
+        (an operator's new queue before its first ticket)."""
         return await self.storage.read(lambda conn: [r[0] for r in conn.execute(_QUEUES)])
 
     async def count(self) -> int:
