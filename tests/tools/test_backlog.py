@@ -408,3 +408,14 @@ async def test_a_queue_without_tickets_yet_is_counted_not_unknown(settings: Sett
         with pytest.raises(ToolError) as unknown:
             await client.call_tool("count_tickets", {"queue": "legl"})
         assert "billing, engineering, legal, onboarding" in str(unknown.value)
+
+
+async def test_triage_queue_with_a_blank_owner_is_the_whole_queue(settings: Settings) -> None:
+    """A review's finding: `triage_queue` with `owner` = `"   "` (a form's blank field)
+    answered "No open tickets in a queue named 'billing'", though billing has many; a
+    blank owner now means no owner, as `count_tickets` and `""` already took it."""
+    async with Client(build_server(settings, now=lambda: NOW)) as client:
+        whole = await client.get_prompt("triage_queue", {"queue": "billing"})
+        for blank in ("", "   "):
+            prompt = await client.get_prompt("triage_queue", {"queue": "billing", "owner": blank})
+            assert prompt.messages[1].content.text == whole.messages[1].content.text

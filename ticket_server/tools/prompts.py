@@ -117,7 +117,7 @@ async def triage_queue(
             filters = SearchFilters(
                 statuses=tuple(sorted(OPEN_STATUSES)),
                 queue=names,
-                owner=owner.strip() if owner else None,
+                owner=owner.strip() if owner and owner.strip() else None,
                 queues=queues,
             )
             rows = (await repo.search("", filters, "newest", None, TRIAGE_LIMIT)).tickets
