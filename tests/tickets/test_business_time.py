@@ -111,3 +111,41 @@ def test_the_answer_does_not_depend_on_what_was_asked_before() -> None:
                 (start + timedelta(days=d)).weekday() < 5 for d in range((end - start).days)
             )
             assert calendar.seconds_between(start, end) == weekdays * 8 * 3600, (warm, start)
+
+
+def test_one_calendar_read_from_threads_at_once_answers_as_alone() -> None:
+    """A review's finding: a calendar is shared (one per definition, ``sla._calendar``)
+    and SQLite's reads and writes run in worker threads, so two derivations at once
+    extended (or moved) its remembered sums together and both, and every later one, got
+    wrong business minutes: here a third of the answers. Each thread now answers what one
+    calendar asked alone answers."""
+    import random
+    import sys
+    import threading
+
+    rng = random.Random(34)
+    spans = []
+    for _ in range(150):
+        start = utc(2020, 1, 1) + timedelta(minutes=rng.randrange(60 * 24 * 365 * 6))
+        spans.append((start, start + timedelta(minutes=rng.randrange(60 * 24 * 900))))
+    alone = [Calendar.build("Europe/Berlin", WEEKDAYS).seconds_between(*s) for s in spans]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+    try:
+        for trial in range(6):
+            shared = Calendar.build("Europe/Berlin", WEEKDAYS)
+            wrong: list[int] = []
+
+            def ask(seed: int, shared: Calendar = shared, wrong: list[int] = wrong) -> None:
+                order = list(range(len(spans)))
+                random.Random(seed).shuffle(order)
+                wrong.extend(i for i in order if shared.seconds_between(*spans[i]) != alone[i])
+
+            threads = [threading.Thread(target=ask, args=(trial * 4 + k,)) for k in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert wrong == [], (trial, len(wrong))
+    finally:
+        sys.setswitchinterval(switch)

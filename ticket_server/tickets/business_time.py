@@ -11,6 +11,7 @@ taken at that wall time's first occurrence (``fold=0``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -21,6 +22,12 @@ from zoneinfo import ZoneInfo
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MAX_DAYS = 3 * 366
 """How far a calendar is searched for working time: beyond it, no working hours at all."""
+
+
+_SUMS = threading.Lock()
+"""Held while a calendar's remembered sums (``_prefix``, ``_base``) are read and
+extended: one calendar serves every read (``sla._calendar``), and SQLite runs reads and
+writes in worker threads."""
 
 
 class NoWorkingHours(ValueError):
@@ -155,8 +162,9 @@ class Calendar:
             return self._within(first, start, end)
         # The earlier end first: reading it may move the base day back (and forget the
         # sums from the old one), which must happen before the later end is read.
-        earlier = self._before(first + timedelta(days=1))
-        between = self._before(last) - earlier
+        with _SUMS:
+            earlier = self._before(first + timedelta(days=1))
+            between = self._before(last) - earlier
         return self._within(first, start, end) + between + self._within(last, start, end)
 
     def _before(self, day: date) -> float:
