@@ -207,3 +207,22 @@ def test_the_readme_policy_loads(tmp_path: Path) -> None:
     billing = policy.entry("billing")
     assert billing is not None and billing.calendar.weekly[4][1][0].hour == 13
     assert policy.entry("support") is policy.queues["*"]
+
+
+def test_a_policys_queue_names_are_folded_as_queue_names_are(tmp_path: Path) -> None:
+    """A review's finding: queue names are lower case (`queues add` folds them), but a
+    policy's `[queues.Billing]` (the display name) loaded without a word and applied to
+    no ticket: billing's tickets fell to the `*` targets. A policy's queue names are now
+    folded the same way, and two that fold to one name are refused."""
+    toml = tmp_path / "sla.toml"
+    toml.write_text(
+        "[queues.Billing]\ntargets.urgent = { first_response = 30 }\n"
+        '[queues."*"]\ntargets.urgent = { first_response = 90 }\n'
+    )
+    policy = parse_policy(toml)
+    assert list(policy.queues) == ["billing", "*"]
+    billing = policy.entry("billing")
+    assert billing is not None and billing.targets[TicketPriority.URGENT].first_response == 30
+    toml.write_text("[queues.Billing]\n[queues.billing]\n")
+    with pytest.raises(ValueError, match="'Billing' and 'billing'"):
+        parse_policy(toml)

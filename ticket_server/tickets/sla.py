@@ -135,6 +135,20 @@ class Policy(BaseModel):
 
     queues: dict[str, QueuePolicy] = Field(default_factory=dict)
 
+    @field_validator("queues")
+    @classmethod
+    def _queue_names(cls, value: dict[str, QueuePolicy]) -> dict[str, QueuePolicy]:
+        """Names folded as a queue's key is (``queues add``: lower case, no spaces), so
+        ``Billing`` means the billing queue rather than none."""
+        folded: dict[str, QueuePolicy] = {}
+        given: dict[str, str] = {}
+        for name, entry in value.items():
+            key = name.strip().lower()
+            if key in given:
+                raise ValueError(f"queues {given[key]!r} and {name!r} name one queue")
+            folded[key], given[key] = entry, name
+        return folded
+
     def check(self) -> Policy:
         """``ValueError`` naming the queue whose calendar is invalid (zone, hours)."""
         for name, entry in self.queues.items():
