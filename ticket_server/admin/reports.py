@@ -25,9 +25,11 @@ def parse_since(text: str) -> datetime:
             raise ValueError(f"{wrong} (this one reaches back before year 1)") from exc
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError as exc:
+        # In UTC, as stored: a time whose UTC is outside years 1-9999 fails here, not
+        # in the query (where it read as the database not answering).
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
         raise ValueError(wrong) from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 async def query(
