@@ -146,8 +146,8 @@ async def search_tickets_v2(
         statuses=tuple(dict.fromkeys(status)) if status else None,
         priorities=tuple(dict.fromkeys(priority)) if priority else None,
         queue=queue_names,
-        owner=owner or None,
-        customer=customer or None,
+        owner=(owner or "").strip() or None,  # as count_tickets reads it
+        customer=(customer or "").strip() or None,
         created_after=created_after,
         updated_after=updated_after,
         updated_before=updated_before,
