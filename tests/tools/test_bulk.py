@@ -328,3 +328,32 @@ async def test_tags_are_added_and_taken_off_as_update_ticket_tags_does(
         assert {"vip", "outage"} <= {r[0] for r in tags} and "bug" not in {r[0] for r in tags}
     rows = [r for r in await audit_rows(settings, tool="bulk_update_tickets") if r.change]
     assert len(rows) == 3 and all("vip" in str(r.change) for r in rows)
+
+
+async def test_a_plan_token_altered_with_any_character_is_refused_in_words(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """A plan_token altered with a character outside ASCII (a model copying it may well
+    write one) is refused as any altered token is, in one sentence: a review found it
+    answered "Error calling tool" (Python's "comparing strings with non-ASCII characters
+    is not supported" in the log), though an ASCII alteration was told what to do."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    (ticket,) = await _tickets(settings, "queue = 'billing' AND status = 'open'", 1)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    change = {"ticket_ids": [ticket], "note": "Checked."}
+    async with Client(server) as client:
+        dry = await client.call_tool("bulk_update_tickets", change)
+        token = dry.structured_content["plan_token"]
+        payload, _, tag = token.rpartition(".")
+        for altered in (f"{payload}.{tag[:-1]}é", f"é{token}", f"{payload}.ｆ{tag[1:]}"):
+            refused = await client.call_tool(
+                "bulk_update_tickets",
+                {"note": "Checked.", "dry_run": False, "plan_token": altered},
+                raise_on_error=False,
+            )
+            assert refused.is_error and "does not match this change" in text_of(refused), (
+                altered,
+                text_of(refused),
+            )
+    notes = "SELECT count(*) FROM comments WHERE body = 'Checked.'"
+    assert (await _sql(settings, notes))[0][0] == 0
