@@ -208,3 +208,49 @@ async def test_crossed_merges_do_not_deadlock(settings: Settings, add_caller, se
             results = sorted([first, second], key=lambda r: r.is_error)
             assert [r.is_error for r in results] == [False, True], (a, b)
             assert "is closed, so nothing can be merged into it" in text_of(results[1])
+
+
+async def test_a_merge_moves_the_files_of_the_conversation_it_moves(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """The files of the source's comments (and of its first message) go with them to the
+    target: listed by the target's get_ticket and read by a caller of the target's queue,
+    answered as missing to a caller who sees only the source's queue, as the comments
+    are. A review found them left on the closed source: the target's readers saw a note
+    "file attached" and could not find the file, and readers of the source's queue alone
+    kept reading a file whose conversation had moved to another queue."""
+    import base64
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing", "support"])
+    await add_caller("support-only", scopes=("tickets:read",), queues=["support"])
+    await add_caller("billing-only", scopes=("tickets:read",), queues=["billing"])
+    (source,) = await _open(settings, "billing", 1)
+    (target,) = await _open(settings, "support", 1)
+    data = b"order 4412, refund 12.50 CHF\n"
+    upload = {"name": "refund.txt", "content_base64": base64.b64encode(data).decode()}
+    toolsets = [*EVERY_TOOLSET, "attachments"]
+    server = server_as(stdio_caller="agent", toolsets=toolsets, confirm_writes=[])
+    async with Client(server, mode=mode) as client:
+        noted = await client.call_tool(
+            "add_internal_note",
+            {"ticket_id": source, "note": "Refund file attached.", "attachments": [upload]},
+        )
+        (file,) = noted.structured_content["attachments"]
+        await client.call_tool(
+            "merge_tickets", {"source_ticket_id": source, "target_ticket_id": target}
+        )
+        left = await client.call_tool("get_ticket", {"ticket_id": source})
+        assert left.structured_content["attachments"]["items"] == []
+    uri = f"tickets://attachment/{file['id']}"
+    async with Client(server_as(stdio_caller="support-only", toolsets=toolsets), mode=mode) as c:
+        read = await c.call_tool("get_ticket", {"ticket_id": target})
+        assert [a["id"] for a in read.structured_content["attachments"]["items"]] == [file["id"]]
+        got = await c.call_tool("get_attachment", {"attachment_id": file["id"]})
+        assert got.structured_content["ticket_id"] == target
+        (content,) = await c.read_resource(uri)
+        assert base64.b64decode(content.blob) == data
+    async with Client(server_as(stdio_caller="billing-only", toolsets=toolsets), mode=mode) as c:
+        missing = await c.call_tool(
+            "get_attachment", {"attachment_id": file["id"]}, raise_on_error=False
+        )
+        assert missing.is_error and f"No attachment with id {file['id']}" in text_of(missing)

@@ -8,6 +8,7 @@ in one transaction:
 2. the source's comments move to the target (re-pointed, so each appears there exactly
    once), marked ``merged_from`` the source; the source's first message (its body)
    appears in the target as the customer's comment of the source's time, marked too;
+   the source's attachments move with them (they may take the target past its total);
 3. the source is closed (a ``status`` history event), linked ``duplicate_of`` the target
    and given an internal note naming it; the target gets an internal note naming the
    source and a new version (its row locked; its search postings, keyed by creation, stay).
@@ -26,6 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from ticket_server.tickets import sla_store
+from ticket_server.tickets.attachment_models import Attachment
 from ticket_server.tickets.domain import (
     AlreadyMerged,
     AuthorType,
@@ -42,6 +44,7 @@ from ticket_server.tickets.search import comment_search_bodies
 from ticket_server.tickets.writes import Plan, WriteContext
 
 _TICKETS, _COMMENTS, _LINKS = Ticket.__table__, Comment.__table__, TicketLink.__table__
+_ATTACHMENTS = Attachment.__table__
 
 
 class MergeRefused(WriteRefused):
@@ -120,6 +123,12 @@ def _merge(
         .where(_COMMENTS.c.ticket_id == source_id)
         .values(ticket_id=target_id, merged_from=func.coalesce(_COMMENTS.c.merged_from, source_id))
     ).rowcount
+    # Their files (and the first message's) go with them: listed and read on the target.
+    conn.execute(
+        update(_ATTACHMENTS)
+        .where(_ATTACHMENTS.c.ticket_id == source_id)
+        .values(ticket_id=target_id)
+    )
     notes = [
         f"Merged into {target_id}: this ticket's conversation ({moved} comments) is there now.",
         f"Merged {source_id} into this ticket: its first message and {moved} comments.",
