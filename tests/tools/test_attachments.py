@@ -228,6 +228,40 @@ async def test_an_upload_of_one_form_is_told_of_that_form(settings: Settings, ag
     assert "name" not in text, text
 
 
+async def test_an_embedded_resource_is_named_by_its_uris_path_as_decoded(
+    settings: Settings, agent
+) -> None:
+    """An embedded resource's name is its URI's last path part, percent-decoded (RFC 3986:
+    a file URI spells a space or an accent that way), without its query or fragment; a
+    URI of no file name is refused as a nameless upload is. A review found
+    `file:///caf%C3%A9%20menu.txt` stored as `caf%C3%A9%20menu.txt`, `file:///` as
+    `file:`, and `file:///a.txt?v=2` as `a.txt?v=2`."""
+    billing = await ticket_in(settings, "billing")
+    cases = {
+        "file:///C:/Users/me/caf%C3%A9%20menu.txt": "café menu.txt",
+        "file:///tmp/a.txt?v=2#top": "a.txt",
+        "file:///tmp/%2E%2E%2Fsecret.txt": "secret.txt",
+        "log.txt": "log.txt",
+    }
+    async with Client(agent) as client:
+        for uri, name in cases.items():
+            upload = {"type": "resource", "resource": {"uri": uri, "text": "A line.\n"}}
+            done = await client.call_tool(
+                "add_internal_note", {"ticket_id": billing, "note": "n", "attachments": [upload]}
+            )
+            assert done.structured_content["attachments"][0]["name"] == name, uri
+        before = await stored(settings)
+        for uri in ("file:///", "file:///tmp/?x=a.txt"):
+            upload = {"type": "resource", "resource": {"uri": uri, "text": "A line.\n"}}
+            is_error, text = await call_any(
+                client,
+                "add_internal_note",
+                {"ticket_id": billing, "note": "n", "attachments": [upload]},
+            )
+            assert is_error and "Attachment 1 has no file name" in text, (uri, text)
+    assert await stored(settings) == before
+
+
 async def test_type_from_bytes_queue_scoping_and_untrusted_label(
     settings: Settings, agent, server_as, mode: str
 ) -> None:

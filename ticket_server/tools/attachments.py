@@ -235,6 +235,14 @@ def _refuse(message: str) -> Exception:
     return model_error(message)
 
 
+def _uri_name(uri: str) -> str:
+    """The file name an embedded resource's URI gives: its path's last part, decoded
+    (``file:///a/caf%C3%A9.txt``: ``café.txt``); "" when the path ends in no name."""
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(urlsplit(uri).path.rsplit("/", 1)[-1])
+
+
 def _decoded(item: FileUpload | EmbeddedUpload, label: str, max_bytes: int) -> tuple[str, bytes]:
     """The name and bytes of one upload, decoded once; a refusal when malformed or plainly
     over ``max_bytes`` (judged from the base64 length, before decoding)."""
@@ -243,7 +251,7 @@ def _decoded(item: FileUpload | EmbeddedUpload, label: str, max_bytes: int) -> t
     if isinstance(item, FileUpload):
         name, encoded, text = item.name, _file_text(item.content_base64), None
     else:
-        name = item.resource.uri.rstrip("/").rsplit("/", 1)[-1]
+        name = _uri_name(item.resource.uri)
         encoded, text = _file_text(item.resource.blob), item.resource.text
         if (encoded is None) == (text is None):
             raise _refuse(
