@@ -312,3 +312,52 @@ async def test_open_with_an_attachment(settings: Settings, add_caller, server_as
         "ORDER BY time DESC LIMIT 1",
     )
     assert base64.b64encode(png).decode()[:40] not in audited[0]
+
+
+async def test_the_audit_of_an_opening_keeps_each_files_digest(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """The audit row of an open_ticket with files keeps each file's name, type, size and
+    SHA-256 in its `change`, as a note's or a reply's does (README, Attachments: Audit),
+    never the bytes: a review found it keeping nothing of them (its arguments say
+    `[redacted]`), so the audit could not tell which files a ticket was opened with."""
+    import base64
+    import hashlib
+
+    from ticket_server.admin.sample_files import sample_csv, sample_png
+
+    png, csv = sample_png(), sample_csv()
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    files = [
+        {"name": "error.png", "content_base64": base64.b64encode(png).decode()},
+        {
+            "type": "resource",
+            "resource": {"uri": "file:///tmp/usage.csv", "text": csv.decode()},
+        },
+    ]
+    async with Client(server_as(stdio_caller="agent", confirm_writes=[]), mode=mode) as client:
+        opened = await client.call_tool("open_ticket", {**OPEN, "attachments": files})
+    new_id = opened.structured_content["ticket"]["id"]
+    (row,) = [r for r in await audit_rows(settings, tool="open_ticket") if r.change]
+    change = json.loads(row.change)
+    assert change["ticket_id"] == new_id
+    ids = await _sql(
+        settings, "SELECT id FROM attachments WHERE ticket_id = :t ORDER BY id", t=new_id
+    )
+    assert change["after"]["attachments"] == [
+        {
+            "id": ids[0][0],
+            "name": "error.png",
+            "media_type": "image/png",
+            "size": len(png),
+            "sha256": hashlib.sha256(png).hexdigest(),
+        },
+        {
+            "id": ids[1][0],
+            "name": "usage.csv",
+            "media_type": "text/csv",
+            "size": len(csv),
+            "sha256": hashlib.sha256(csv).hexdigest(),
+        },
+    ]
+    assert base64.b64encode(png).decode()[:40] not in row.change + row.arguments

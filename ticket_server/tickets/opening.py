@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, select
 
 from ticket_server.tickets import directory
+from ticket_server.tickets.attachments import AttachmentRecord
 from ticket_server.tickets.domain import (
     ConfirmationSpent,
     EventField,
@@ -198,11 +199,12 @@ class TicketOpening:
         ctx: WriteContext,
         ticket_id: str,
         request: OpenRequest,
-        apply: Callable[[Connection, str], None] | None,
+        apply: Callable[[Connection, str], list[AttachmentRecord]] | None,
         audit: Audit | None,
     ) -> tuple[OpenedTicket, bool] | Checked:
         """Open the ticket ``request`` describes (``ticket_id``: ``NEW_TICKET``);
-        ``apply(conn, new_id)`` runs in the transaction after the insert (tags, fields)."""
+        ``apply(conn, new_id)`` runs in the transaction after the insert (tags, fields,
+        files) and returns the files it stored (the outcome's, so the audit's)."""
 
         def checked(conn: Connection, lock: bool) -> tuple[Checked, tuple[Any, Any, Any]]:
             if ctx.idempotency_key is not None:
@@ -270,8 +272,7 @@ class TicketOpening:
                 ],
                 references_exist=True,  # the queue and organisation were checked above
             )
-            if apply is not None:
-                apply(conn, new_id)
+            files = apply(conn, new_id) if apply is not None else []
             outcome = OpenedTicket(
                 ticket_id=new_id,
                 status=TicketStatus.NEW,
@@ -294,6 +295,7 @@ class TicketOpening:
                 requester_created=created,
                 channel=request.channel,
                 created_at=now,
+                attachments=files,
             )
             result = outcome.model_dump_json()
             if ctx.idempotency_key is not None:

@@ -41,7 +41,7 @@ from ticket_server.tools.writes import (
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from ticket_server.tickets.attachments import Attaching
+    from ticket_server.tickets.attachments import Attaching, AttachmentRecord
     from ticket_server.tickets.classification import ClassificationChange
     from ticket_server.tickets.opening import OpenedTicket
 
@@ -121,13 +121,13 @@ def _actor() -> str:
 
 def _complete(
     change: ClassificationChange, free_tags: bool, files: Attaching | None, actor: str
-) -> Callable[[Connection, str], None]:
+) -> Callable[[Connection, str], list[AttachmentRecord]]:
     """The ``apply`` of ``TicketOpening.open``: the new ticket's tags and custom fields,
     checked against the vocabulary and the definitions (every required field of its
     queue included), and its files (``files``, uploaded by ``actor``), in the opening's
-    transaction, so a refusal opens nothing."""
+    transaction, so a refusal opens nothing. It returns the files it stored."""
 
-    def apply(conn: Connection, ticket_id: str) -> None:
+    def apply(conn: Connection, ticket_id: str) -> list[AttachmentRecord]:
         from sqlalchemy import select
 
         from ticket_server.tickets.attachments import attach
@@ -139,8 +139,7 @@ def _complete(
             select(Ticket.pk, Ticket.queue).where(Ticket.id == ticket_id)
         ).one()
         apply_classification(conn, pk, queue, change, free_tags=free_tags, now=now, opening=True)
-        if files is not None:
-            attach(conn, ticket_id, None, files, actor, now)
+        return attach(conn, ticket_id, None, files, actor, now) if files is not None else []
 
     return apply
 
