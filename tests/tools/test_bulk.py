@@ -6,6 +6,7 @@ audit rows."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -357,3 +358,36 @@ async def test_a_plan_token_altered_with_any_character_is_refused_in_words(
             )
     notes = "SELECT count(*) FROM comments WHERE body = 'Checked.'"
     assert (await _sql(settings, notes))[0][0] == 0
+
+
+@pytest.mark.one_engine
+async def test_the_audit_keeps_a_digest_of_the_plan_token_and_every_argument(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """The audit rows of a confirmed run keep the plan_token as its SHA-256 and length,
+    not the token, and so keep the change's own arguments: a review found the token
+    copied into every row's arguments, where for 250 tickets (a 5,700-character token)
+    it filled the 4,000 characters kept and cut off the arguments after it (`owner`)."""
+    import json
+
+    await add_caller("lead", scopes=AGENT_SCOPES)
+    ids = await _tickets(settings, "status <> 'closed' AND owner IS NOT NULL", 250)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server) as client:
+        dry = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": ids, "owner": "bulk.owner"}
+        )
+        token = dry.structured_content["plan_token"]
+        assert len(token) > 4000
+        await client.call_tool(
+            "bulk_update_tickets", {"owner": "bulk.owner", "dry_run": False, "plan_token": token}
+        )
+    rows = [r for r in await audit_rows(settings, tool="bulk_update_tickets") if r.change]
+    assert len(rows) == 250
+    for row in rows:
+        kept = json.loads(row.arguments)
+        assert kept["owner"] == "bulk.owner" and kept["dry_run"] is False
+        assert kept["plan_token"] == {
+            "sha256": hashlib.sha256(token.encode()).hexdigest(),
+            "length": len(token),
+        }

@@ -68,8 +68,8 @@ if TYPE_CHECKING:
 
 NAME = "bulk_update_tickets"
 
-POLICY = {NAME: ToolPolicy(digests=("reply", "note"))}
-"""What the call pipeline applies to it: the reply and the note are kept as digests, the comment rows hold the text (``access/policy.py``)."""
+POLICY = {NAME: ToolPolicy(digests=("reply", "note", "plan_token"))}
+"""What the call pipeline applies to it: the reply and the note are kept as digests, the comment rows hold the text (``access/policy.py``); so is the plan_token (up to ``MAX_TOKEN`` characters, which would fill the arguments the audit keeps)."""
 PLAN_SECONDS = 900
 """How long a dry run's plan_token may be confirmed."""
 MAX_TOKEN = 65_536
