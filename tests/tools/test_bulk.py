@@ -284,6 +284,38 @@ async def test_a_reply_to_tickets_found_by_search_is_confirmed_once(
     assert replies[0][0] == len(ids)
 
 
+async def test_a_confirmed_run_that_would_write_nothing_asks_nobody(
+    settings: Settings, add_caller, server_as, mode: str
+) -> None:
+    """A confirmed run is asked once; sent again with its idempotency key (every write a
+    replay) or its plan_token sent again without one (every ticket changed since), it
+    would write nothing, so nobody is asked, as a single write's retry is not (C34,
+    C43): a review found the person asked to confirm each time."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    ids = await _tickets(settings, "queue = 'billing' AND status = 'open'", 2)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET)
+    change = {"reply": "Your invoice was corrected."}
+    ASKED.clear()
+    async with Client(server, mode=mode, elicitation_handler=_yes) as client:
+        dry = await client.call_tool("bulk_update_tickets", {"ticket_ids": ids, **change})
+        token = dry.structured_content["plan_token"]
+        confirmed = {**change, "dry_run": False, "plan_token": token, "idempotency_key": "b-1"}
+        done = await client.call_tool("bulk_update_tickets", confirmed)
+        assert len(ASKED) == 1
+        retried = await client.call_tool("bulk_update_tickets", confirmed)
+        assert retried.structured_content == done.structured_content
+        again = await client.call_tool(
+            "bulk_update_tickets", {**change, "dry_run": False, "plan_token": token}
+        )
+        assert [s["id"] for s in again.structured_content["skipped"]] == ids
+    assert len(ASKED) == 1, ASKED
+    ASKED.clear()
+    replies = await _sql(
+        settings, "SELECT count(*) FROM comments WHERE body = 'Your invoice was corrected.'"
+    )
+    assert replies[0][0] == 2
+
+
 async def test_tags_are_added_and_taken_off_as_update_ticket_tags_does(
     settings: Settings, add_caller, server_as, mode: str
 ) -> None:

@@ -358,7 +358,7 @@ async def bulk_update_tickets(
         ):
             whole, confirmation = await writer.answered(ctx, needed[0], whole, "bulk")
             await writer.guarded(writer.writes.spend_confirmation(whole, plan[0][0]))
-        else:
+        elif await writer.guarded(_writes_any(base, plan, parts, change)):
             asked = await writer.ask(ctx, needed[0], question, whole, "bulk")
             if isinstance(asked, InputRequiredResult):
                 return asked  # type: ignore[return-value]
@@ -425,6 +425,32 @@ async def bulk_update_tickets(
             )
         )
     return _result(BulkResult(dry_run=False, tickets=done, skipped=skipped, failed=failed))
+
+
+async def _writes_any(
+    base: WriteContext,
+    plan: list[tuple[str, int]],
+    parts: list[tuple[Part, str, Any, tuple[Any, ...]]],
+    change: dict[str, Any],
+) -> bool:
+    """Whether the confirmed run of ``plan`` would write anything: the writes' own checks
+    (no lock, no write), in the run's order. Not when every part is a replay of its key
+    or already as asked, or every ticket refuses (changed since the dry run): then nobody
+    is asked to confirm it."""
+    for tid, version in plan:
+        current = version
+        for part, tool, operation, args in parts:
+            wctx = contexts(base, tool, tid, part, args, current, change)
+            try:
+                checked = await operation(wctx, tid, *args, audit=None)
+            except NoChange:
+                continue
+            except WriteRefused:
+                break  # the run stops this ticket here too
+            if checked.replay is None:
+                return True
+            current = checked.replay.version
+    return False
 
 
 def _tags(classified: dict[str, Any] | None) -> TagsChanged | None:
