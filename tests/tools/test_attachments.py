@@ -834,3 +834,41 @@ async def test_a_file_sent_as_a_link_is_not_read(settings: Settings, agent) -> N
         assert read.content[1].type == "resource_link"
         with pytest.raises(Exception, match="is not available"):
             await client.read_resource(f"tickets://attachment/{linked['id']}")
+
+
+async def test_one_new_file_written_at_once_on_many_tickets_is_stored_once(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """Notes on 8 tickets sent at once, each with the same file not stored yet: each is
+    written, the file's content stored once (C48's shape). On PostgreSQL writes to
+    different tickets run side by side, and a review found one of them answered "The
+    ticket database is unavailable" (both inserted the content's row; the second broke
+    its key)."""
+    import asyncio
+    import os
+
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    server = server_as(stdio_caller="agent", confirm_writes=[], write_rate_limit="1000/minute")
+    rows = await _sql(
+        settings,
+        "SELECT id FROM tickets WHERE queue = 'billing' AND status IN ('open', 'in_progress') "
+        "ORDER BY pk LIMIT 8",
+    )
+    ids = [r[0] for r in rows]
+    before = await stored(settings)
+    async with Client(server) as client:
+        for _ in range(3):
+            data = (f"log line {os.urandom(8).hex()}\n").encode() * 4000
+            upload = [{"name": "log.txt", "content_base64": b64(data)}]
+            results = await asyncio.gather(
+                *(
+                    call_any(
+                        client,
+                        "add_internal_note",
+                        {"ticket_id": t, "note": "Same log.", "attachments": upload},
+                    )
+                    for t in ids
+                )
+            )
+            assert [text for failed, text in results if failed] == []
+    assert await stored(settings) == (before[0] + 24, before[1] + 3, before[2] + 3)

@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, func, insert, select
@@ -168,6 +169,17 @@ class Attaching:
     uploader_type: AuthorType = AuthorType.AGENT
 
 
+def _insert(conn: Connection) -> Any:
+    """The engine's ``insert`` (with ``on_conflict_do_nothing``)."""
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+    return postgresql_insert
+
+
 def attach(
     conn: Connection,
     ticket_id: str,
@@ -194,18 +206,26 @@ def attach(
         )
     records = []
     for upload in attaching.uploads:
-        known = conn.execute(select(_BLOBS.c.store).where(_BLOBS.c.sha256 == upload.sha256)).first()
-        store = attaching.store.name if known is None else known.store
-        if known is None:
-            conn.execute(
-                insert(_BLOBS).values(
-                    sha256=upload.sha256,
-                    size=upload.size,
-                    store=attaching.store.name,
-                    created_at=now,
-                )
+        # ON CONFLICT: a write storing the same new content at once (PostgreSQL writes
+        # other tickets side by side) waits for this row and then finds it, never breaks
+        # its key; the one that added the row stores the content.
+        added = conn.execute(
+            _insert(conn)(_BLOBS)
+            .values(
+                sha256=upload.sha256,
+                size=upload.size,
+                store=attaching.store.name,
+                created_at=now,
             )
+            .on_conflict_do_nothing(index_elements=[_BLOBS.c.sha256])
+        ).rowcount
+        if added:
+            store = attaching.store.name
             attaching.store.keep(conn, upload.sha256, upload.data)
+        else:
+            store = conn.execute(
+                select(_BLOBS.c.store).where(_BLOBS.c.sha256 == upload.sha256)
+            ).scalar_one()
         values = {
             "ticket_id": ticket_id,
             "comment_pk": comment_pk,
