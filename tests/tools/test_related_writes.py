@@ -210,6 +210,59 @@ async def test_crossed_merges_do_not_deadlock(settings: Settings, add_caller, se
             assert "is closed, so nothing can be merged into it" in text_of(results[1])
 
 
+@pytest.mark.postgresql_only
+async def test_one_link_named_from_both_sides_at_once_is_stored_once(
+    settings: Settings, add_caller, server_as, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`A duplicate_of B` and `B duplicated_by A` (one link, stored from A's side), or `A
+    related B` and `B related A`, sent at once for four pairs: one is written, the other
+    refused as the link made already; the link is stored once. Each write's check is
+    held open 0.3 s, so the two overlap. A review found each write locking its own
+    ticket only: the two deadlocked (each link row's key on the other ticket waits for
+    that ticket's lock), one answered "The ticket database is unavailable". PostgreSQL
+    only: SQLite serialises every write transaction."""
+    from sqlalchemy import text
+
+    from ticket_server.tickets import links
+
+    checked = links.has_link
+
+    def slow_check(conn: Any, *args: Any) -> bool:
+        found = checked(conn, *args)
+        conn.execute(text("SELECT pg_sleep(0.3)"))
+        return found
+
+    monkeypatch.setattr(links, "has_link", slow_check)
+    await add_caller("agent", scopes=AGENT_SCOPES, queues=["billing"])
+    tickets = await _open(settings, "billing", 12)
+    pairs = list(zip(tickets[::2], tickets[1::2], strict=True))[:4]
+    server = server_as(stdio_caller="agent", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    async with Client(server) as client:
+
+        async def link(ticket: str, name: str, other: str) -> Any:
+            return await client.call_tool(
+                "link_tickets",
+                {"ticket_id": ticket, "link": name, "other_ticket_id": other},
+                raise_on_error=False,
+            )
+
+        for number, (a, b) in enumerate(pairs):
+            names = ("duplicate_of", "duplicated_by") if number % 2 else ("related", "related")
+            first, second = await asyncio.gather(link(a, names[0], b), link(b, names[1], a))
+            results = sorted([first, second], key=lambda r: r.is_error)
+            assert [r.is_error for r in results] == [False, True], (a, b, text_of(results[1]))
+            refused = text_of(results[1])
+            assert any(f"is already {name}" in refused for name in names), refused
+            stored = await _sql(
+                settings,
+                "SELECT count(*) FROM ticket_links WHERE ticket_id IN (:a, :b) "
+                "AND other_id IN (:a, :b)",
+                a=a,
+                b=b,
+            )
+            assert stored[0][0] == 1, (a, b)
+
+
 async def test_a_merge_moves_the_files_of_the_conversation_it_moves(
     settings: Settings, add_caller, server_as, mode: str
 ) -> None:

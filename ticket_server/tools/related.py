@@ -95,7 +95,13 @@ async def link_tickets(
         lambda checked: _question(
             f"{'Remove the link' if remove else 'Link'} {tid} {link} {other}?", checked
         ),
-        _planned(writer, lambda wctx: link_plan(wctx, tid, link, other, remove)),
+        # The other ticket's row is locked too (a link row's key takes a lock on it): two
+        # writes linking the same two tickets from either side take turns, not deadlock.
+        _planned(
+            writer,
+            lambda wctx: link_plan(wctx, tid, link, other, remove),
+            also_locks=other if other != tid else None,
+        ),
         shape=lambda outcome: Linked(
             ticket=ticket_state(outcome), link=link, other_ticket_id=other, removed=remove
         ),
