@@ -16,7 +16,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, func, insert, select
@@ -25,6 +24,7 @@ from ticket_server.tickets.attachment_models import Attachment, AttachmentBlob
 from ticket_server.tickets.blobstore import BlobStore
 from ticket_server.tickets.domain import AuthorType, WriteRefused
 from ticket_server.tickets.models import Ticket
+from ticket_server.tickets.storage import dialect_insert
 
 _ATTACHMENTS, _BLOBS, _TICKETS = Attachment.__table__, AttachmentBlob.__table__, Ticket.__table__
 MAX_NAME = 255
@@ -169,17 +169,6 @@ class Attaching:
     uploader_type: AuthorType = AuthorType.AGENT
 
 
-def _insert(conn: Connection) -> Any:
-    """The engine's ``insert`` (with ``on_conflict_do_nothing``)."""
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        return sqlite_insert
-    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-
-    return postgresql_insert
-
-
 def attach(
     conn: Connection,
     ticket_id: str,
@@ -210,7 +199,7 @@ def attach(
         # other tickets side by side) waits for this row and then finds it, never breaks
         # its key; the one that added the row stores the content.
         added = conn.execute(
-            _insert(conn)(_BLOBS)
+            dialect_insert(conn)(_BLOBS)
             .values(
                 sha256=upload.sha256,
                 size=upload.size,

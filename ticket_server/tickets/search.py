@@ -117,6 +117,7 @@ from ticket_server.tickets.models import (
     TicketPriority,
     TicketStatus,
 )
+from ticket_server.tickets.storage import dialect_insert
 
 Sort = Literal["relevance", "newest", "due"]
 SUBJECT_WEIGHT, BODY_WEIGHT, COMMENT_WEIGHT = 2, 1, 1
@@ -158,19 +159,6 @@ def ticket_terms(columns: dict[str, str]) -> set[str]:
     return set(columns["search_subject"].split()) | set(columns["search_body"].split())
 
 
-def _dialect_insert(conn: Connection) -> Any:
-    """The engine's ``insert`` (with ``on_conflict_do_*``). Each engine's dialect module is
-    imported where that engine is in use: the PostgreSQL one is a large import that a
-    server on SQLite (e.g. over stdio) never needs."""
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-
-        return insert
-    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-
-    return postgresql_insert
-
-
 def postings(columns: Mapping[str, Any]) -> dict[str, int]:
     """A ticket's tokens with their impact (``SUBJECT_WEIGHT`` when the subject holds
     the token + ``BODY_WEIGHT`` when the body does), from its search columns."""
@@ -201,7 +189,7 @@ def post(
     search columns) in the caller's transaction. Every ticket written goes through here.
     ``missing_only``: postings stored already are left as they are."""
     rows = _posting_rows(tickets)
-    stmt = _dialect_insert(conn)(_POSTINGS).values(
+    stmt = dialect_insert(conn)(_POSTINGS).values(
         term=bindparam("p_term"),
         impact=bindparam("p_impact"),
         created_at=bindparam("p_at"),

@@ -35,6 +35,19 @@ T = TypeVar("T")
 Query = Callable[[Connection], T]
 
 
+def dialect_insert(conn: Connection) -> Any:
+    """The engine's ``insert`` (with ``on_conflict_do_*``). Each engine's dialect module is
+    imported where that engine is in use: the PostgreSQL one is a large import that a
+    server on SQLite (e.g. over stdio) never needs."""
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+
+        return insert
+    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+    return postgresql_insert
+
+
 class Storage:
     """The interface every executor gives; ``dialect``: ``"sqlite"`` or ``"postgresql"``."""
 
