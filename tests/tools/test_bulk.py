@@ -423,3 +423,33 @@ async def test_the_audit_keeps_a_digest_of_the_plan_token_and_every_argument(
             "sha256": hashlib.sha256(token.encode()).hexdigest(),
             "length": len(token),
         }
+
+
+async def test_a_confirmed_run_naming_other_tickets_than_its_plan_is_refused(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """The plan_token fixes the tickets; a confirmed run that also names tickets (or a
+    query) other than its dry run's is refused in words and changes nothing, where a
+    review found the names ignored and the plan's every ticket written. Sent as in the
+    dry run, or left out, they are the plan's."""
+    await add_caller("lead", scopes=AGENT_SCOPES, queues=["billing"])
+    first, second = await _tickets(settings, "queue = 'billing' AND status = 'open'", 2)
+    server = server_as(stdio_caller="lead", toolsets=EVERY_TOOLSET, confirm_writes=[])
+    notes = "SELECT count(*) FROM comments WHERE body = 'Checked.'"
+    async with Client(server) as client:
+        dry = await client.call_tool(
+            "bulk_update_tickets", {"ticket_ids": [first, second], "note": "Checked."}
+        )
+        token = dry.structured_content["plan_token"]
+        confirm = {"note": "Checked.", "dry_run": False, "plan_token": token}
+        for other in ({"ticket_ids": [first]}, {"query": "refund"}):
+            refused = await client.call_tool(
+                "bulk_update_tickets", {**confirm, **other}, raise_on_error=False
+            )
+            assert refused.is_error and "not the dry run's" in text_of(refused), text_of(refused)
+            assert (await _sql(settings, notes))[0][0] == 0
+        done = await client.call_tool(
+            "bulk_update_tickets", {**confirm, "ticket_ids": [first, second]}
+        )
+    assert [t["id"] for t in done.structured_content["tickets"]] == [first, second]
+    assert (await _sql(settings, notes))[0][0] == 2

@@ -115,6 +115,12 @@ def _change_hash(change: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(change, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _selection_hash(ticket_ids: list[str] | None, query: str | None) -> str:
+    """The tickets a dry run was asked for, as sent: a confirmed run naming others is
+    refused (the plan_token, not these, decides what is written)."""
+    return _change_hash({"ticket_ids": ticket_ids, "query": query})
+
+
 def operations(
     writer: Writer, change: dict[str, Any], free_tags: bool
 ) -> list[tuple[Part, str, Any, tuple[Any, ...]]]:
@@ -318,6 +324,7 @@ async def bulk_update_tickets(
             "h": digest,
             "e": int(time.time()) + PLAN_SECONDS,
             "p": [[p.id, p.version] for p in planned],
+            "s": _selection_hash(ticket_ids, query),
         }
         token = writer.states.seal(claims) if planned else None
         return _result(
@@ -336,6 +343,13 @@ async def bulk_update_tickets(
         raise model_error(
             "The plan_token does not match this change (altered, or made for another change "
             "or caller); nothing was changed. Run the dry run again."
+        )
+    if (ticket_ids is not None or query is not None) and sealed.get("s") != _selection_hash(
+        ticket_ids, query
+    ):
+        raise model_error(
+            "ticket_ids or query are not the dry run's; the plan_token applies the dry run's "
+            "tickets. Send them as in the dry run or leave them out; nothing was changed."
         )
     expires = sealed.get("e")
     if not isinstance(expires, int) or expires <= time.time():
