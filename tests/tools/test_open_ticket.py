@@ -281,8 +281,8 @@ async def test_open_with_tags_and_custom_fields(
 
 async def test_open_with_an_attachment(settings: Settings, add_caller, server_as) -> None:
     """A file given to open_ticket is stored on the new ticket as the customer's upload
-    (untrusted), listed by get_ticket, and audited as a digest; a refused file opens
-    nothing."""
+    (untrusted), listed in the result and by get_ticket, and audited as a digest; a
+    refused file opens nothing."""
     import base64
 
     from ticket_server.admin.sample_files import sample_png
@@ -299,6 +299,9 @@ async def test_open_with_an_attachment(settings: Settings, add_caller, server_as
         )
         (listed,) = read.structured_content["attachments"]["items"]
         assert listed["media_type"] == "image/png" and listed["size"] == len(png)
+        # The result lists the stored file as a note's does: the id to read it by, without
+        # a get_ticket first (a review's finding).
+        assert opened.structured_content["attachments"] == [listed]
         before = await _counts(settings)
         bad = {"name": "tool.exe", "content_base64": base64.b64encode(b"MZ" + bytes(300)).decode()}
         failed, text = await call_any(client, "open_ticket", {**OPEN, "attachments": [bad]})

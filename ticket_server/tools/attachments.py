@@ -25,7 +25,7 @@ import io
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from ticket_server.tickets.attachments import Attaching, AttachmentRecord
     from ticket_server.tickets.blobstore import BlobStore
     from ticket_server.tickets.repository import TicketRepository
-    from ticket_server.tickets.writes import WriteOutcome
 
 MAX_ATTACHMENTS = 10
 """Most files one note or reply carries."""
@@ -334,9 +333,9 @@ async def files_for(
     return await prepare(service, items)
 
 
-def attached_files(outcome: WriteOutcome) -> list[AttachmentInfo]:
-    """The files a write stored, as its result lists them."""
-    return [info(a) for a in outcome.attachments]
+def attached_files(records: Iterable[AttachmentRecord]) -> list[AttachmentInfo]:
+    """The files a write stored (its outcome's ``attachments``), as its result lists them."""
+    return [info(a) for a in records]
 
 
 def digests(attaching: Attaching | None) -> list[dict[str, object]] | None:

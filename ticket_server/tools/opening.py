@@ -25,7 +25,8 @@ from pydantic import BaseModel, Field
 
 from ticket_server.access.context import current_call
 from ticket_server.tickets.domain import AuthorType, TicketPriority, TicketStatus
-from ticket_server.tools.attachments import AttachmentsArg, digests, prepare
+from ticket_server.tools.attachment_shapes import AttachmentInfo
+from ticket_server.tools.attachments import AttachmentsArg, attached_files, digests, prepare
 from ticket_server.tools.classification import MAX_CHANGES, FieldName, FieldValue, Tags
 from ticket_server.tools.declare import write_tool
 from ticket_server.tools.full_read import MAX_BODY_BYTES, MAX_SUBJECT_BYTES, fit
@@ -87,6 +88,7 @@ class NewTicket(BaseModel):
 class TicketOpened(BaseModel):
     ticket: NewTicket
     requester_created: bool
+    attachments: list[AttachmentInfo] = []  # the files stored with the first message
 
 
 def _opened(outcome: OpenedTicket) -> TicketOpened:
@@ -109,6 +111,7 @@ def _opened(outcome: OpenedTicket) -> TicketOpened:
             updated_at=outcome.updated_at,
         ),
         requester_created=outcome.requester_created,
+        attachments=attached_files(outcome.attachments),
     )
 
 

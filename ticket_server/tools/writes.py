@@ -742,7 +742,11 @@ async def _comment(
     writer = services.write
 
     def shape(outcome: WriteOutcome) -> NoteAdded | ReplySent:
-        state, files, comment = ticket_state(outcome), attached_files(outcome), outcome.comment
+        state, files, comment = (
+            ticket_state(outcome),
+            attached_files(outcome.attachments),
+            outcome.comment,
+        )
         assert comment is not None  # add_comment's outcome carries the comment it added
         if visibility is Visibility.INTERNAL:
             return NoteAdded(
