@@ -872,3 +872,25 @@ async def test_one_new_file_written_at_once_on_many_tickets_is_stored_once(
             )
             assert [text for failed, text in results if failed] == []
     assert await stored(settings) == (before[0] + 24, before[1] + 3, before[2] + 3)
+
+
+async def test_a_utf16_text_file_is_read_as_text(settings: Settings, agent) -> None:
+    """A text file in UTF-16 (with its byte-order mark, either order) or in UTF-8 with a
+    mark is sent as its text, not as UTF-8 read with replacement characters (a review's
+    finding); a whole short file is not marked truncated."""
+    import codecs
+
+    billing = await ticket_in(settings, "billing")
+    words = "Invoice 2041: the VAT line says 19 %, it should be 7 % (Köln)\n" * 3
+    files = {
+        "le.txt": codecs.BOM_UTF16_LE + words.encode("utf-16-le"),
+        "be.txt": codecs.BOM_UTF16_BE + words.encode("utf-16-be"),
+        "bom.txt": codecs.BOM_UTF8 + words.encode("utf-8"),
+    }
+    async with Client(agent) as client:
+        for name, data in files.items():
+            stored = await note_with(client, billing, name, data)
+            assert stored["media_type"].startswith("text/"), (name, stored)
+            read = await client.call_tool("get_attachment", {"attachment_id": stored["id"]})
+            body = json.loads(read.content[1].text)
+            assert body["text"] == words and body["truncated"] is False, (name, body)

@@ -9,6 +9,7 @@ act on, and nothing is stored.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import io
@@ -94,14 +95,20 @@ def detect(data: bytes) -> str:
         if found:
             return str(found)
     head = bytes(data[:TEXT_SNIFF_BYTES])
-    if b"\x00" in head:
+    utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))  # RFC 2781 3.2
+    if utf16:
+        head = head[: len(head) // 2 * 2]
+    elif b"\x00" in head:
         return "application/octet-stream"
+    codec = "utf-16" if utf16 else "utf-8"
     try:
-        text = head.decode("utf-8")
+        text = head.decode(codec)
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 4:  # not a character cut at the sniff's end
             return "application/octet-stream"
-        text = head[: exc.start].decode("utf-8")
+        text = head[: exc.start].decode(codec)
+    if "\x00" in text:
+        return "application/octet-stream"
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import codecs
 import contextlib
 import functools
 import io
@@ -454,6 +455,15 @@ def _image(data: bytes, media_type: str) -> tuple[bytes, str, list[int] | None] 
         return None
 
 
+def decoded(data: bytes) -> str:
+    """A text file's bytes as text: UTF-16 when they open with its byte-order mark (which
+    is how a UTF-16 file is told from bytes, RFC 2781 section 3.2), else UTF-8 (a UTF-8
+    mark dropped); a byte sequence neither reads is replaced (U+FFFD), never refused."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", "replace")
+    return data.decode("utf-8-sig", "replace")
+
+
 def _untrusted_meta(record: AttachmentRecord) -> dict[str, Any] | None:
     return (
         {UNTRUSTED_META: {"untrusted": True, "note": UNTRUSTED_NOTE}} if record.untrusted else None
@@ -495,8 +505,9 @@ async def get_attachment(
         )
         extra = {"content": "image", "sent_bytes": len(sent), "downscaled": resized is not None}
     elif is_text:
-        text = data.decode("utf-8", "replace")[:MAX_TEXT_CHARS]
-        truncated = len(text) < record.size and len(text.encode("utf-8")) < record.size
+        whole = decoded(data)
+        text = whole[:MAX_TEXT_CHARS]
+        truncated = len(data) < record.size or len(whole) > MAX_TEXT_CHARS
         body = {"untrusted": record.untrusted, "text": text, "truncated": truncated}
         block = TextContent(
             type="text",
