@@ -251,7 +251,8 @@ async def test_an_embedded_resource_is_named_by_its_uris_path_as_decoded(
             )
             assert done.structured_content["attachments"][0]["name"] == name, uri
         before = await stored(settings)
-        for uri in ("file:///", "file:///tmp/?x=a.txt"):
+        # "." and ".." are path parts that name no file (a review found ".." stored as is).
+        for uri in ("file:///", "file:///tmp/?x=a.txt", "file:///tmp/..", "..", " . "):
             upload = {"type": "resource", "resource": {"uri": uri, "text": "A line.\n"}}
             is_error, text = await call_any(
                 client,

@@ -136,10 +136,11 @@ def _looks_like_csv(text: str) -> bool:
 
 
 def clean_name(name: str) -> str:
-    """The file name as stored: its last path part, without control characters."""
+    """The file name as stored: its last path part, without control characters; empty
+    when that names no file (nothing, ``.``, ``..``)."""
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
     base = "".join(ch for ch in base if ch.isprintable()).strip()
-    return base[:MAX_NAME]
+    return "" if base in (".", "..") else base[:MAX_NAME]
 
 
 def check_upload(
