@@ -170,6 +170,19 @@ async def test_a_human_controlled_call_goes_to_the_approval_callback(answer):
     assert [e["outcome"] for e in events if e["event"] == "attempt"] == (["ok"] if answer else [])
 
 
+@pytest.mark.parametrize("answer", ["no", "false", {"approved": False}, ["no"], 1])
+async def test_only_true_approves_a_call(answer):
+    """An approval callback's answer other than True (a "no" typed and returned as text,
+    a dict meant for a form, a list) refuses the call: it never runs on a truthy value."""
+    events: list[dict] = []
+    config = plain(tools={"echo": ToolConfig(surface="human_controlled")})
+    async with Kit(kit_config(config), approve=Approver(answer), audit=events.append) as kit:
+        with pytest.raises(CallRefused, match=r"plain.echo: the approval callback answered a"):
+            await kit.call("plain", "echo", {"text": "x"})
+    assert [e for e in events if e["event"] == "attempt"] == []
+    assert [e["approved"] for e in events if e["event"] == "approval"] == [False]
+
+
 async def test_a_side_effecting_call_without_an_approver_is_refused_and_a_missing_permission_too():
     config = plain(
         tools={

@@ -484,14 +484,19 @@ class Kit(ServerRequests):
             tool=definition.name,
             kind="call",
             reasons=list(reasons),
-            approved=answer is not None and bool(answer),
+            approved=answer is True,
         )
         if answer is None:
             raise CallRefused(
                 f"tool {where}: the approval callback failed, so the call was not made"
             )
-        if not answer:
+        if answer is False:
             raise CallRefused(f"tool {where}: a person refused the call")
+        if answer is not True:  # only True approves: a truthy "no" or dict never runs a call
+            raise CallRefused(
+                f"tool {where}: the approval callback answered a {type(answer).__name__}, "
+                "not True or False, so the call was not made"
+            )
 
     async def _execute(
         self,
