@@ -162,6 +162,29 @@ async def test_sampling_and_roots_are_refused_by_default_and_go_to_their_policie
     assert str(tmp_path / "shown") in allowed and "unused" not in allowed
 
 
+async def test_a_roots_policy_that_answers_false_refuses_and_one_uri_is_one_root(
+    reference_servers: Path, tmp_path: Path
+):
+    """A roots policy answering False refuses, as an approver's False does: logged, and
+    no Python error text reaches the server. One URI given as a string is one root, not
+    one root per character."""
+    events: list[dict] = []
+    async with Kit(
+        config(reference_servers), approve=Policy(), roots=lambda r: False, audit=events.append
+    ) as kit:
+        refused = await kit.call("everything", "get-roots-list")
+    assert of(events, "roots")[0]["outcome"] == "refused"
+    assert "iterable" not in text(refused) and "file:" not in text(refused)
+
+    events.clear()
+    async with Kit(
+        config(reference_servers), approve=Policy(), roots=tmp_path.as_uri(), audit=events.append
+    ) as kit:
+        listed = await kit.call("everything", "get-roots-list")
+    assert of(events, "roots")[0]["roots"] == [tmp_path.as_uri()]
+    assert tmp_path.as_uri() in text(listed)
+
+
 async def test_an_approver_that_raises_refuses_and_its_text_reaches_no_one(
     reference_servers: Path,
 ):

@@ -66,7 +66,7 @@ class ApprovalRequest:
 Approval = bool | dict[str, Any]
 Approver = Callable[[ApprovalRequest], Approval | Awaitable[Approval]]
 # A sampling policy: the ``CreateMessageResult`` to send (a dict or the model), or None
-# to refuse. A roots policy: the root URIs to show, or None to refuse.
+# to refuse. A roots policy: the root URIs to show, or None (or False) to refuse.
 SamplingPolicy = Callable[[ApprovalRequest], Any]
 RootsPolicy = Sequence[str] | Callable[[ApprovalRequest], Any]
 ProgressCallback = Callable[[float, float | None, str | None], Any]
@@ -366,7 +366,16 @@ class ServerRequests:
             elif callable(policy):
                 chosen = await self._ask(policy, request)
             else:
-                chosen = list(policy)
+                chosen = policy if isinstance(policy, str) else list(policy)
+            if isinstance(chosen, str):  # one URI, not one root per character
+                chosen = [chosen]
+            if chosen is False:  # the approver's "no"
+                chosen = None
+            if chosen is not None and not isinstance(chosen, (list, tuple, set, frozenset)):
+                self._log_request(
+                    request, outcome="refused", why="the policy's answer is not a list of URIs"
+                )
+                return ErrorData(code=-1, message="roots refused by the client")
             if chosen is None:
                 why = "no roots policy" if policy is None else "refused by the policy"
                 self._log_request(request, outcome="refused", why=why)
