@@ -175,6 +175,49 @@ async def test_customer_text_shows_as_text_and_a_reader_gets_no_action(
         assert await host.frame().evaluate("window.pwned") is None
 
 
+async def test_card_lists_the_tickets_attachments_as_get_ticket_gives_them(
+    settings: Settings, add_caller, server_as, bridge: Path
+) -> None:
+    """get_ticket's attachments ({items, total, truncated}) are listed by name, type and
+    size; a ticket without any shows no Attachments section."""
+    import base64
+
+    from ticket_server.admin.sample_files import sample_csv
+
+    await add_caller("agent", scopes=AGENT_SCOPES)
+    data = sample_csv()
+    bare = (
+        await _sql(
+            settings,
+            "SELECT id FROM tickets WHERE id NOT IN (SELECT ticket_id FROM attachments) LIMIT 1",
+        )
+    )[0][0]
+    async with (
+        Client(
+            server_as(stdio_caller="agent", confirm_writes=[]), extensions=[apps_extension()]
+        ) as client,
+        browser() as chromium,
+    ):
+        await client.call_tool(
+            "add_internal_note",
+            {
+                "ticket_id": "SUP-4412",
+                "note": "export attached",
+                "attachments": [
+                    {"name": "export.csv", "content_base64": base64.b64encode(data).decode()}
+                ],
+            },
+        )
+        host = await Host.open(chromium, client, bridge)
+        card = await host.show(CARD_URI, "get_ticket", {"ticket_id": "SUP-4412"})
+        files = card.locator("[data-section=attachments] li")
+        await files.first.wait_for(timeout=5_000)
+        assert f"export.csv (text/csv), {len(data)} bytes" in await files.all_inner_texts()
+        card = await host.show(CARD_URI, "get_ticket", {"ticket_id": bare})
+        await card.locator(f"[data-ticket='{bare}']").wait_for(timeout=5_000)
+        assert await card.locator("[data-section=attachments]").count() == 0
+
+
 async def test_board_counts_a_queue_and_opens_ticket_cards(
     settings: Settings, add_caller, server_as, bridge: Path
 ) -> None:
