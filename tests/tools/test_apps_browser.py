@@ -218,6 +218,54 @@ async def test_card_lists_the_tickets_attachments_as_get_ticket_gives_them(
         assert await card.locator("[data-section=attachments]").count() == 0
 
 
+async def customer_subject(settings: Settings, ticket_id: str, subject: str) -> None:
+    """The ticket's subject as its customer wrote it (straight into the table)."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE tickets SET subject = :s WHERE id = :t"),
+                {"s": subject, "t": ticket_id},
+            )
+    finally:
+        await engine.dispose()
+
+
+async def test_a_long_word_a_customer_wrote_wraps_inside_the_views(
+    settings: Settings, add_caller, server_as, bridge: Path
+) -> None:
+    """A subject that is one long word (a pasted URL or token) wraps inside the card and
+    the board: the page never grows wider than the frame the host gave it."""
+    word = "https-example-com-" + "x" * 300
+    oldest = (
+        await _sql(
+            settings,
+            "SELECT id FROM tickets WHERE queue = 'billing' AND status IN "
+            "('new', 'open', 'in_progress', 'waiting_on_customer') ORDER BY created_at, pk LIMIT 1",
+        )
+    )[0][0]
+    await customer_subject(settings, oldest, word)
+    await add_caller("reader", scopes=("tickets:read",))
+    width = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    async with (
+        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
+        browser() as chromium,
+    ):
+        host = await Host.open(chromium, client, bridge)
+        card = await host.show(CARD_URI, "get_ticket", {"ticket_id": oldest})
+        await card.locator(f"[data-ticket='{oldest}']").wait_for(timeout=5_000)
+        scroll, client_width = await host.frame().evaluate(width)
+        assert scroll <= client_width, "the card is wider than its frame"
+        board = await host.show(BOARD_URI, "get_queue_board", {"queue": "billing"})
+        await board.locator("[data-queue=billing]").wait_for(timeout=5_000)
+        assert word in await board.locator("[data-section=oldest-open]").inner_text()
+        scroll, client_width = await host.frame().evaluate(width)
+        assert scroll <= client_width, "the board is wider than its frame"
+
+
 async def test_board_counts_a_queue_and_opens_ticket_cards(
     settings: Settings, add_caller, server_as, bridge: Path
 ) -> None:
