@@ -172,3 +172,39 @@ async def test_the_board_carries_the_queues_sla_overview(
         overview = json.loads(read[0].text)  # type: ignore[union-attr]
     assert board["breached"] == overview["breached"] and board["breached"] > 0
     assert board["breaching_soon"] == overview["breaching_soon"]
+
+
+async def test_the_board_reads_a_queue_named_as_the_other_tools_name_it(
+    settings: Settings, add_caller, server_as
+) -> None:
+    """`Billing` is the billing queue for the board as for count_tickets and
+    tickets://queue/{name}: the same counts and SLA lists (its counts were empty beside
+    billing's breached tickets), for a caller of every queue and for one limited to
+    billing (refused before); a queue that does not exist is an error, not an empty
+    board; an operator's queue with no ticket yet is an empty board."""
+    from tests.tools.test_backlog import _load, policy
+    from ticket_server.db import open_repository
+    from ticket_server.tickets.directory import add_queue
+
+    await _load(settings, policy(high_resolution=600))
+    repo = open_repository(settings)
+    try:
+        await repo.transaction(lambda conn: add_queue(conn, "legal", None, "", "UTC"))
+    finally:
+        await repo.aclose()
+    await add_caller("reader", scopes=("tickets:read",))
+    await add_caller("billing", scopes=("tickets:read",), queues=["billing"])
+    for caller in ("reader", "billing"):
+        server = server_as(stdio_caller=caller)
+        async with Client(server, extensions=[apps_extension()]) as client:
+            exact = (await client.call_tool(BOARD_TOOL, {"queue": "billing"})).structured_content
+            named = await client.call_tool(BOARD_TOOL, {"queue": "Billing"}, raise_on_error=False)
+            assert not named.is_error, (caller, named.content)
+            board = named.structured_content
+            assert board["queue"] == "billing" and board["by_status"] == exact["by_status"]
+            assert board["breached"] == exact["breached"] and board["open_total"] > 0
+            unknown = await client.call_tool(BOARD_TOOL, {"queue": "nosuch"}, raise_on_error=False)
+            assert unknown.is_error and "nosuch" in unknown.content[0].text  # type: ignore[union-attr]
+    async with Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client:
+        empty = (await client.call_tool(BOARD_TOOL, {"queue": "legal"})).structured_content
+        assert (empty["by_status"], empty["open_total"], empty["oldest_open"]) == ({}, 0, [])

@@ -271,11 +271,16 @@ async def get_queue_board(
     """A queue's board, for the queue board view: tickets by status, open tickets by
     priority, and the 10 oldest open ones. A queue outside yours: an error."""
     from ticket_server.tickets.board import queue_board
+    from ticket_server.tickets.search import resolve_queue
 
-    name = queue.strip()
+    # The queue as the other tools name it (any case, accents ignored), among the caller's.
     readable = current_queues()
-    if readable is not None and name not in readable:
+    with domain_errors():
+        visible = sorted(readable) if readable is not None else await services.repository.queues()
+    names = resolve_queue(queue, visible)
+    if names is None:
         raise model_error(f"No queue {queue[:64]!r} among the queues you may read.")
+    name = names[0]
     with domain_errors():
         board = await services.repository.read(lambda conn: queue_board(conn, name, BOARD_LIMIT))
     value = Board(
