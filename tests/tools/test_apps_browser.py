@@ -28,7 +28,9 @@ def bridge() -> Path:
     return install_bridge()
 
 
-async def customer_comment(settings: Settings, ticket_id: str, body: str) -> None:
+async def customer_comment(
+    settings: Settings, ticket_id: str, body: str, author: str = "mallory@example.com"
+) -> None:
     """A comment by the ticket's customer, newer than any other, written as the
     customer's side writes one (straight into the table: no tool writes as a customer)."""
     from sqlalchemy import text
@@ -40,10 +42,9 @@ async def customer_comment(settings: Settings, ticket_id: str, body: str) -> Non
             await conn.execute(
                 text(
                     "INSERT INTO comments (ticket_id, author, author_type, visibility, body, "
-                    "created_at) VALUES (:t, 'mallory@example.com', 'customer', 'public', :b, "
-                    "'2030-01-01 00:00:00')"
+                    "created_at) VALUES (:t, :a, 'customer', 'public', :b, '2030-01-01 00:00:00')"
                 ),
-                {"t": ticket_id, "b": body},
+                {"t": ticket_id, "b": body, "a": author},
             )
     finally:
         await engine.dispose()
@@ -264,6 +265,38 @@ async def test_a_long_word_a_customer_wrote_wraps_inside_the_views(
         assert word in await board.locator("[data-section=oldest-open]").inner_text()
         scroll, client_width = await host.frame().evaluate(width)
         assert scroll <= client_width, "the board is wider than its frame"
+
+
+async def test_a_right_to_left_override_in_a_customers_name_stays_in_the_name(
+    settings: Settings, add_caller, server_as, bridge: Path
+) -> None:
+    """A customer name ending in U+202E (right-to-left override) turns only the name
+    around: the comment's author type and time after it still read left to right."""
+    await customer_comment(settings, "SUP-1337", "hello", author="Mallory\u202e")
+    await add_caller("reader", scopes=("tickets:read",))
+    async with (
+        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
+        browser() as chromium,
+    ):
+        host = await Host.open(chromium, client, bridge)
+        card = await host.show(CARD_URI, "get_ticket", {"ticket_id": "SUP-1337"})
+        meta = card.locator("[data-section=conversation] .comment .meta").first
+        await meta.wait_for(timeout=5_000)
+        # The x of the first and of the last character of the time "2030-01-01...".
+        xs = await meta.evaluate(
+            """(line) => {
+                const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+                for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+                    const at = n.data.indexOf("2030-01-01");
+                    if (at < 0) continue;
+                    const x = (i) => { const r = document.createRange();
+                        r.setStart(n, i); r.setEnd(n, i + 1); return r.getBoundingClientRect().left; };
+                    return [x(at), x(n.data.length - 1)];
+                }
+                return null;
+            }"""
+        )
+        assert xs is not None and xs[0] < xs[1], "the time after the name reads right to left"
 
 
 async def test_board_counts_a_queue_and_opens_ticket_cards(
