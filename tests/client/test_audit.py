@@ -176,3 +176,27 @@ async def test_a_notification_is_logged_in_full_under_the_turn_of_the_call_it_ca
     assert logged["trace_id"] == "2" * 32
     assert logged["params"]["level"] == "info"
     assert "from the second turn" in json.dumps(logged["params"])
+
+
+async def test_the_connect_event_names_the_url_without_its_credentials():
+    """A URL carrying a password or a token (userinfo, a query value) is logged with
+    neither: the host and path stay, the secrets do not, nor in the error."""
+    import pytest
+
+    from ticket_server.client.session import ServerUnavailable
+
+    events: list[dict] = []
+    server = ServerConfig(
+        name="remote",
+        transport="http",
+        url="http://bob:SECRETPW@127.0.0.1:1/mcp?access_token=SECRETQ",
+        envelope=LOCKED_READ,
+        tools={"echo": ToolConfig()},
+        retries=0,
+    )
+    async with Kit(KitConfig(servers={"remote": server}), audit=events.append) as kit:
+        with pytest.raises(ServerUnavailable) as failed:
+            await kit.call("remote", "echo", {"text": "x"})
+    (connect,) = [e for e in events if e["event"] == "connect"]
+    assert connect["target"].startswith("http://127.0.0.1:1/mcp?access_token=")
+    assert "SECRET" not in json.dumps(events) and "SECRET" not in str(failed.value)

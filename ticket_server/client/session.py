@@ -173,6 +173,17 @@ def client_info() -> Any:
     return Implementation(name="ticket-server-client-kit", version=ours)
 
 
+def _without_credentials(url: str) -> str:
+    """``url`` as the audit shows it: no userinfo, and every query value blanked (a
+    token in the query string is still a token)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    query = urlencode([(k, "redacted") for k, _ in parse_qsl(parts.query, keep_blank_values=True)])
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _describe(exc.exceptions[0])
@@ -340,7 +351,7 @@ class ServerSession:
             stack.push_async_callback(http.aclose)
             assert config.url  # checked by ServerConfig
             transport = streamable_http_client(config.url, http_client=http)
-            shown = config.url
+            shown = _without_credentials(config.url)
         self.audit.emit(
             "connect", server=self.name, transport=config.transport, target=shown, pid=os.getpid()
         )
