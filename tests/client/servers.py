@@ -7,7 +7,8 @@
 - ``grow``: ``echo`` plus ``add_tool(name)``, which registers a new tool at runtime
   (and sends ``notifications/tools/list_changed`` on a legacy connection).
 - ``confirm``: ``refund(amount)`` asks for a person's confirmation first: by elicitation
-  on a legacy connection, by an ``InputRequiredResult`` on a 2026-07-28 one.
+  on a legacy connection, by an ``InputRequiredResult`` on a 2026-07-28 one;
+  ``ask_form(schema)`` asks for a form of any JSON Schema the same ways.
 - ``mute``: reads requests and never answers anything, not even the handshake.
 - ``slowlist``: ``echo``; every ``tools/list`` after the first takes 5 s.
 
@@ -184,6 +185,23 @@ def confirm():
             result = await ctx.elicit(message, response_type=bool)
             accepted = result.action == "accept" and bool(result.data)
         return f"refunded {amount}" if accepted else "refund cancelled"
+
+    @mcp.tool
+    async def ask_form(schema: str, ctx: Context):
+        """Ask a person to fill a form of the JSON Schema SCHEMA (given as JSON text, so a
+        malformed one can be sent); answer with the action and the content received."""
+        import json
+
+        requested = json.loads(schema)
+        if ctx.request_context.protocol_version.startswith("2026"):
+            answers = ctx.input_responses
+            if not answers:
+                params = ElicitRequestFormParams(message="Fill in", requested_schema=requested)
+                return InputRequiredResult(input_requests={"form": ElicitRequest(params=params)})
+            answer = answers["form"]
+        else:
+            answer = await ctx.session.elicit_form("Fill in", requested)
+        return f"{answer.action} {json.dumps(answer.content)}"
 
     return mcp
 

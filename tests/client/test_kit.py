@@ -258,6 +258,41 @@ async def test_the_servers_confirmation_request_goes_to_the_approval_callback(
     )
 
 
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "strnig"}}},
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}},
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}},
+    ],
+)
+async def test_a_form_whose_schema_cannot_be_checked_is_declined_and_the_answer_kept(
+    mode, revision, method, schema
+):
+    """A server's requested schema that JSON Schema cannot apply (an unknown type, a
+    broken pattern, a reference to nowhere) declines the form: logged, and neither the
+    person's answer nor the checker's error text reaches the server."""
+    import json
+
+    server = ServerConfig(
+        name="forms",
+        transport="stdio",
+        command=kit_server("confirm"),
+        mode=mode,
+        envelope=LOCKED_READ,
+        tools={"ask_form": ToolConfig()},
+    )
+    events: list[dict] = []
+    approver = Approver(True, elicitation={"a": "PRIVATE-ANSWER"})
+    async with Kit(kit_config(server), approve=approver, audit=events.append) as kit:
+        result = await kit.call("forms", "ask_form", {"schema": json.dumps(schema)})
+    assert text(result).startswith("decline"), text(result)
+    assert "PRIVATE-ANSWER" not in str(result)
+    (logged,) = [e for e in events if e["event"] == "elicitation"]
+    assert logged["action"] == "decline" and "cannot be checked" in logged["why"]
+
+
 APPROVE_ON_TERMINAL = """
 import sys
 import anyio

@@ -312,7 +312,10 @@ class ServerRequests:
             return "decline", None, "the form has fields a yes cannot fill: answer with a dict"
         if not isinstance(answer, dict):
             return "decline", None, f"an answer of type {type(answer).__name__} is not a form"
-        found = problems(schema_validator(schema), answer) if schema else []
+        try:
+            found = problems(schema_validator(schema), answer) if schema else []
+        except Exception:  # the server's schema is not one JSON Schema can apply
+            return "decline", None, "the requested schema cannot be checked, so no answer is sent"
         if found:
             return (
                 "decline",
