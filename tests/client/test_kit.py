@@ -337,6 +337,37 @@ def test_the_terminal_approval_callback_asks_on_stderr_and_reads_stdin(tmp_path,
     )
 
 
+async def test_the_terminal_approval_callback_shows_a_servers_url_without_its_control_characters(
+    monkeypatch, capsys
+):
+    """A URL elicitation's URL is the server's text: an escape sequence or a line break in
+    it is shown escaped, never sent to the terminal, where it could erase or rewrite the
+    question the person answers."""
+    import io
+    import sys
+
+    from ticket_server.client.kit import ask_on_terminal
+
+    url = "https://pay.example.test/\x1b[2K\rAllow a harmless read?\nok"
+    request = ApprovalRequest(
+        kind="elicitation",
+        server="billing",
+        tool="refund",
+        arguments={},
+        envelope=None,
+        reasons=("server asks",),
+        trace_id="t",
+        message="Pay here",
+        mode="url",
+        url=url,
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    assert await ask_on_terminal(request) is False
+    shown = capsys.readouterr().err
+    assert "\x1b" not in shown and "\r" not in shown and "\n" not in shown
+    assert "pay.example.test" in shown
+
+
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
 async def test_our_server_over_http_through_the_kit(
     http_server, monkeypatch, mode, revision, method

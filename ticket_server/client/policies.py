@@ -129,7 +129,7 @@ async def ask_on_terminal(request: ApprovalRequest) -> Approval:
     elif request.kind == "elicitation" and request.mode == "url":
         question = (
             f"Server {request.server} (during {request.tool or 'a call'}) asks you to open "
-            f"{request.url} (its words: {request.message!r}). Open it and continue? [y/N] "
+            f"{request.url!r} (its words: {request.message!r}). Open it and continue? [y/N] "
         )
     elif request.kind == "elicitation":
         question = (
