@@ -299,6 +299,33 @@ async def test_a_right_to_left_override_in_a_customers_name_stays_in_the_name(
         assert xs is not None and xs[0] < xs[1], "the time after the name reads right to left"
 
 
+async def test_the_board_marks_breached_tickets_and_counts_them(
+    settings: Settings, add_caller, server_as, bridge: Path
+) -> None:
+    """With an SLA policy, the board says how many open tickets have breached, and a
+    ticket in its breaching-soon list that has already breached is marked so, not shown
+    as one still falling due."""
+    from tests.tools.test_backlog import _load, policy
+
+    await _load(settings, policy(high_resolution=600))
+    await add_caller("reader", scopes=("tickets:read",))
+    async with (
+        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
+        browser() as chromium,
+    ):
+        data = (await client.call_tool("get_queue_board", {"queue": "billing"})).structured_content
+        late = [t["id"] for t in data["breaching_soon"] if t["breached"]]
+        assert data["breached"] > 0 and late
+        host = await Host.open(chromium, client, bridge)
+        board = await host.show(BOARD_URI, "get_queue_board", {"queue": "billing"})
+        await board.locator("[data-queue=billing]").wait_for(timeout=5_000)
+        assert f"{data['breached']} breached" in await board.locator("h1").inner_text()
+        for row in await board.locator("[data-section=breaching-soon] tr").all():
+            cells = await row.locator("td").all_inner_texts()
+            if cells:
+                assert ("breached" in cells[-1]) == (cells[0] in late), cells
+
+
 async def test_board_counts_a_queue_and_opens_ticket_cards(
     settings: Settings, add_caller, server_as, bridge: Path
 ) -> None:
