@@ -62,6 +62,35 @@ async def test_our_server_over_http_records_the_handshake(http_server, mode, rev
         assert (session.handshake.method, session.handshake.protocol_version) == (method, revision)
 
 
+async def test_an_http_server_that_forgot_the_session_is_reconnected(
+    http_server, db_path: Path, tmp_path: Path
+):
+    """A legacy HTTP session the server no longer knows (it restarted: HTTP 404 "Session
+    not found") fails the call in flight as the server gone away, and the next call
+    opens a new session, as MCP says a client must; it never fails every call after."""
+    from tests.transports.conftest import start_http_server, stop
+
+    config = ServerConfig(
+        name="tickets",
+        transport="http",
+        url=http_server.url,
+        auth={"bearer": http_server.token},
+        mode="legacy",
+    )
+    async with ServerSession(config) as session:
+        await call(session, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+        stop(http_server.process)
+        again = start_http_server(db_path, tmp_path, port=http_server.port)
+        try:
+            with pytest.raises(ServerUnavailable, match="went away"):
+                await call(session, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+            result = await call(session, "get_ticket_status_v2", {"ticket_id": "SUP-4412"})
+            assert result.structured_content["id"] == "SUP-4412"
+            assert [h.generation for h in session.handshakes] == [1, 2]
+        finally:
+            stop(again.process)
+
+
 async def test_a_legacy_only_server_falls_back_to_initialize_and_says_so():
     events: list[dict] = []
     async with ServerSession(stdio("legacy", LEGACY_SERVER), audit=Audit(events.append)) as session:

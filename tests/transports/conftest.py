@@ -182,9 +182,12 @@ class HttpServer:
         return self.stderr.read_text(encoding="utf-8", errors="replace")
 
 
-def start_http_server(db_path: Path | str, tmp_path: Path, *args: str, **env: str) -> HttpServer:
-    """`ticket-server serve --transport http` on a free port, with ``args`` and ``env`` added."""
-    port = free_port()
+def start_http_server(
+    db_path: Path | str, tmp_path: Path, *args: str, port: int | None = None, **env: str
+) -> HttpServer:
+    """`ticket-server serve --transport http` on ``port`` (default: a free one), with
+    ``args`` and ``env`` added."""
+    port = port or free_port()
     stderr = tmp_path / f"http-{port}.stderr"
     process = subprocess.Popen(
         [*TICKET_SERVER, "serve", "--transport", "http", "--port", str(port), *args],

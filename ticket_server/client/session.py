@@ -340,7 +340,14 @@ class ServerSession:
 
             token = config.auth.token() if config.auth else None
             headers = {"Authorization": f"Bearer {token}"} if token else None
-            hooks = {"response": [self.on_http_response]} if self.on_http_response else None
+
+            async def session_gone(response: Any) -> None:
+                # 404 to a request naming a session: the server no longer knows it (it
+                # restarted, or expired it). MCP says start a new one: the next call does.
+                if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+                    on_end()
+
+            hooks = {"response": [session_gone, *filter(None, [self.on_http_response])]}
             # No read timeout: a legacy call's SSE stream stays quiet while a person answers
             # the server; every request is bounded by its own deadline instead.
             http = httpx.AsyncClient(
@@ -443,8 +450,9 @@ class ServerSession:
                 self.audit.emit("disconnect", server=self.name, reason=why, generation=generation)
 
     def _ended(self, send: Any, generation: int) -> None:
-        """The stdio server closed its stdout (exited) while this connection was current,
-        with or without a call in flight: the next call starts a new connection."""
+        """The stdio server closed its stdout (exited), or the HTTP server no longer knows
+        the session, while this connection was current, with or without a call in
+        flight: the next call starts a new connection."""
         if self._send is send and not self._closing:
             self.audit.emit(
                 "disconnect",
@@ -477,7 +485,7 @@ class ServerSession:
                 try:
                     request.settle(await request.op(client))
                 except Exception as exc:
-                    if connection_lost(exc):
+                    if connection_lost(exc) or self._send is not send:  # also: ended meanwhile
                         self._retire(send)
                         owner.cancel()
                         gone = ServerUnavailable(
