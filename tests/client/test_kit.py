@@ -293,6 +293,35 @@ async def test_a_form_whose_schema_cannot_be_checked_is_declined_and_the_answer_
     assert logged["action"] == "decline" and "cannot be checked" in logged["why"]
 
 
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+@pytest.mark.parametrize("answer", [{"a": {"nested": "x"}}, {"a": [1, {"x": "y"}]}, {1: "x"}])
+async def test_an_answer_a_form_cannot_carry_is_declined_and_the_call_completes(
+    mode, revision, method, answer
+):
+    """A form carries text, numbers, booleans and lists of text: an approver's dict with
+    a nested object, a list of other things or a key that is not text is declined (the
+    server gets its answer, the call completes), where it was logged as accepted and the
+    call failed ("unhandled errors in a TaskGroup" on 2026-07-28)."""
+    import json
+
+    server = ServerConfig(
+        name="forms",
+        transport="stdio",
+        command=kit_server("confirm"),
+        mode=mode,
+        envelope=LOCKED_READ,
+        tools={"ask_form": ToolConfig()},
+    )
+    schema = {"type": "object", "properties": {"a": {}}}  # any value: JSON Schema finds none wrong
+    events: list[dict] = []
+    approver = Approver(True, elicitation=answer)
+    async with Kit(kit_config(server), approve=approver, audit=events.append) as kit:
+        result = await kit.call("forms", "ask_form", {"schema": json.dumps(schema)})
+    assert not result.is_error and text(result).startswith("decline"), text(result)
+    (logged,) = [e for e in events if e["event"] == "elicitation"]
+    assert logged["action"] == "decline" and "a form carries" in logged["why"]
+
+
 APPROVE_ON_TERMINAL = """
 import sys
 import anyio

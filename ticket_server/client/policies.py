@@ -172,6 +172,16 @@ def progress_callback(
     return progress
 
 
+def _form_value(name: Any, value: Any) -> bool:
+    """Whether ``name: value`` is a field an elicitation answer can carry (MCP's form
+    values: text, a number, a boolean, a list of text, or null)."""
+    if not isinstance(name, str):
+        return False
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
 class ServerRequests:
     """The kit's answers to a server's requests (mixed into ``Kit``)."""
 
@@ -312,6 +322,14 @@ class ServerRequests:
             return "decline", None, "the form has fields a yes cannot fill: answer with a dict"
         if not isinstance(answer, dict):
             return "decline", None, f"an answer of type {type(answer).__name__} is not a form"
+        cannot = sorted(str(k) for k, v in answer.items() if not _form_value(k, v))
+        if cannot:
+            return (
+                "decline",
+                None,
+                "a form carries text, numbers, booleans and lists of text under text names: "
+                + ", ".join(cannot),
+            )
         try:
             found = problems(schema_validator(schema), answer) if schema else []
         except Exception:  # the server's schema is not one JSON Schema can apply
