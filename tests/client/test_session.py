@@ -91,6 +91,40 @@ async def test_an_http_server_that_forgot_the_session_is_reconnected(
             stop(again.process)
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("status", [401, 403, 502])
+async def test_an_http_refusal_without_a_json_rpc_body_names_its_status(mode, status):
+    """Another server or a proxy refusing with a bare HTTP error (no JSON-RPC body) is
+    named by its status, so an auth failure reads apart from a server that is down (the
+    SDK alone says "Server returned an error response")."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Refuse(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(status)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", "9")
+            self.end_headers()
+            self.wfile.write(b"<p>no</p>")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    http = HTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{http.server_address[1]}/mcp"
+        config = ServerConfig(name="proxied", transport="http", url=url, mode=mode)
+        async with ServerSession(config) as session:
+            with pytest.raises(ServerUnavailable, match=f"could not connect: .*HTTP {status}"):
+                await call(session, "anything", {})
+    finally:
+        http.shutdown()
+        http.server_close()
+
+
 async def test_a_legacy_only_server_falls_back_to_initialize_and_says_so():
     events: list[dict] = []
     async with ServerSession(stdio("legacy", LEGACY_SERVER), audit=Audit(events.append)) as session:

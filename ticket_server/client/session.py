@@ -233,6 +233,7 @@ class ServerSession:
         self._closing = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
+        self._http_refusal: str | None = None  # the current connection's last HTTP error
 
     async def __aenter__(self) -> ServerSession:
         self._stack = AsyncExitStack()
@@ -341,7 +342,16 @@ class ServerSession:
             token = config.auth.token() if config.auth else None
             headers = {"Authorization": f"Bearer {token}"} if token else None
 
+            self._http_refusal = None
+
             async def session_gone(response: Any) -> None:
+                # The last answer's HTTP error, named in a failure the SDK words generically.
+                if response.status_code >= 400:
+                    self._http_refusal = (
+                        f"HTTP {response.status_code} {response.reason_phrase}".strip()
+                    )
+                else:
+                    self._http_refusal = None
                 # 404 to a request naming a session: the server no longer knows it (it
                 # restarted, or expired it). MCP says start a new one: the next call does.
                 if response.status_code == 404 and "mcp-session-id" in response.request.headers:
@@ -438,7 +448,10 @@ class ServerSession:
                 )
         except Exception as exc:  # every failure of the connection ends this owner
             cause = exc
-            why = f"{'connection lost' if self._connected(generation) else 'could not connect'}: {_describe(exc)}"
+            said = _describe(exc)
+            if self._http_refusal and self._http_refusal.split()[1] not in said:
+                said = f"{said} ({self._http_refusal})"  # "Server returned an error response"
+            why = f"{'connection lost' if self._connected(generation) else 'could not connect'}: {said}"
         finally:
             self._retire(send)
             leftover = ServerUnavailable(f"server {self.name}: {why}")
