@@ -265,6 +265,16 @@ async def test_a_long_word_a_customer_wrote_wraps_inside_the_views(
         assert word in await board.locator("[data-section=oldest-open]").inner_text()
         scroll, client_width = await host.frame().evaluate(width)
         assert scroll <= client_width, "the board is wider than its frame"
+        # Only the subject breaks: an id, a status, a priority, an owner, a time each keep
+        # to one line (a first form of this fix broke "waiting_on_customer" and "normal").
+        lines = await board.locator("[data-section=oldest-open] td:not(.wrap)").evaluate_all(
+            "cells => cells.map(c => { const w = document.createTreeWalker(c, "
+            "NodeFilter.SHOW_TEXT), tops = new Set(); while (w.nextNode()) { "
+            "const r = document.createRange(); r.selectNodeContents(w.currentNode); "
+            "for (const x of r.getClientRects()) tops.add(Math.round(x.top)); } "
+            "return [c.textContent, tops.size]; })"
+        )
+        assert lines and all(n == 1 for _, n in lines), [t for t, n in lines if n != 1]
 
 
 async def test_a_right_to_left_override_in_a_customers_name_stays_in_the_name(
