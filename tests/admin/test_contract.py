@@ -311,3 +311,35 @@ def test_cli_check_fails_when_the_block_is_over_budget(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "over its budget of 100" in proc.stderr
     assert "model-facing block: " in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("{", "not valid JSON"), ("[]", 'no "tools" list'), ('{"tools": 1}', 'no "tools" list')],
+)
+def test_cli_check_names_a_contract_it_cannot_read(tmp_path: Path, text: str, words: str) -> None:
+    """`tools check --contract F` (a review's finding): a file that is not JSON, or JSON
+    without a "tools" list, ended in a traceback (exit status 1); it is one line naming
+    the file, exit status 2."""
+    path = tmp_path / "contract.json"
+    path.write_text(text)
+    proc = run_check(path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and str(path) in proc.stderr and words in proc.stderr
+
+
+def test_cli_snapshot_names_a_contract_it_cannot_write(tmp_path: Path) -> None:
+    """`tools snapshot --contract F` into a folder that does not exist (a review's
+    finding) ended in a traceback; it is one line naming the file, exit status 2."""
+    path = tmp_path / "missing" / "contract.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ticket_server", "tools", "snapshot", "--contract", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert str(path) in proc.stderr and "cannot write" in proc.stderr

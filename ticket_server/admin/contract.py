@@ -363,12 +363,31 @@ def command(tools_command: str, path: Path, default_toolsets: Sequence[str]) -> 
             print(f"  {', '.join(names)}")
         return
     if tools_command == "snapshot":
-        write_contract(live, path)
+        try:
+            write_contract(live, path)
+        except (OSError, ValueError) as exc:
+            raise CommandError(
+                f"tools snapshot: cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
+            ) from exc
         print(f"wrote {len(live['tools'])} tools to {path}", file=sys.stderr)
         return
     if not path.exists():
         raise CommandError(f"no published contract at {path}; run `ticket-server tools snapshot`")
-    differences = compare(read_contract(path), live)
+    try:
+        published = read_contract(path)
+    except OSError as exc:
+        raise CommandError(f"tools check: cannot read {path}: {exc.strerror}") from exc
+    except ValueError as exc:  # json.JSONDecodeError, or not UTF-8
+        raise CommandError(
+            f"tools check: {path} is not valid JSON ({exc}); "
+            "`ticket-server tools snapshot` writes one"
+        ) from exc
+    if not isinstance(published, dict) or not isinstance(published.get("tools"), list):
+        raise CommandError(
+            f'tools check: {path} has no "tools" list, so it is no published contract; '
+            "`ticket-server tools snapshot` writes one"
+        )
+    differences = compare(published, live)
     for difference in differences:
         print(difference)
     breaking = [d for d in differences if d.kind == "breaking"]
