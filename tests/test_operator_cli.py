@@ -281,6 +281,16 @@ def test_serve_http_flags_without_http_are_refused(tmp_path: Path, flags: list[s
     assert flags[0] in line and "--transport http" in line, line
 
 
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_serve_http_port_out_of_range_is_one_line(db_path: Path, port: str) -> None:
+    """`serve --transport http --port 70000` (a review's finding) ended in a pydantic
+    traceback and `--port -1` said the host could not be resolved; each is one line
+    naming --port and its range, as TICKET_SERVER_PORT's value is."""
+    url = f"sqlite+aiosqlite:///{db_path}"
+    line = one_line(run(url, "serve", "--transport", "http", "--port", port))
+    assert f"--port {port}" in line and "65535" in line, line
+
+
 def test_c05a_stdio_before_any_upgrade_says_run_db_upgrade(tmp_path: Path) -> None:
     """C05 (a), the default database: a stdio client config spawned before any `db upgrade`
     (no TICKET_SERVER_DATABASE_URL, no data folder yet) names the command, not a setting."""

@@ -58,6 +58,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             f"serve: {' and '.join(http_only)} {'apply' if len(http_only) > 1 else 'applies'} only to HTTP; add --transport http "
             "(stdio, the default, listens on no address)"
         )
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise CommandError(f"serve: --port {args.port}: give a TCP port from 0 to 65535")
     workers = 1 if args.workers is None else args.workers
     if workers < 1:
         raise CommandError("serve: --workers must be 1 or more")
@@ -278,6 +280,11 @@ def _probe(settings: Settings, args: argparse.Namespace) -> None:
 
     # The probe is a client: its stdout is the report; the SDK's own logs stay quiet.
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    if not 0 < args.timeout < float("inf"):  # nan too
+        raise CommandError(
+            f"probe: --timeout {args.timeout:g}: give the seconds each step may take, "
+            "more than 0 (default 10)"
+        )
     target, arguments = command_arguments(args.target, args.call, args.args)
     try:
         status, out = run_probe(

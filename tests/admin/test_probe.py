@@ -208,3 +208,13 @@ def test_probe_usage_errors() -> None:
     assert done.returncode == 2 and "--args needs --call" in done.stderr
     done = probe("--call", "x", "--args", "[1]", "http://127.0.0.1:1/mcp")
     assert done.returncode == 2 and "JSON object" in done.stderr
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf"])
+def test_probe_refuses_a_timeout_that_is_no_deadline(seconds: str) -> None:
+    """`--timeout 0` or a negative one (a review's finding) ended in a pydantic traceback
+    (exit status 1); it is a usage error now, one line naming --timeout, exit status 2."""
+    done = probe("--timeout", seconds, "http://127.0.0.1:1/mcp")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "--timeout" in done.stderr
