@@ -127,3 +127,50 @@ def test_audit_command_escapes_a_stored_caller_name(database_url: str) -> None:
     out = run(database_url, "audit").stdout
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
     assert "evil\\x1b]0;owned\\x07\\u202e" in out
+
+
+@pytest.mark.one_engine  # the filters are checked, and folded, before the query
+def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) -> None:
+    """`audit` (a review's finding): `--caller BILLING` found none of billing's rows,
+    though every caller name is stored lower-cased and `callers revoke BILLING` finds
+    it; `--ticket` printed the ticket's whole story whatever `--caller`, `--tool` or
+    `--since` said beside it; and `--limit 0` printed no row while `--limit -1` printed
+    every row. A name is folded now, and the others are one line each."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from ticket_server.access.callers import open_store
+    from ticket_server.access.models import AuditEvent
+    from ticket_server.settings import Settings
+
+    async def store_row() -> None:
+        store = open_store(Settings(database_url=database_url))
+        try:
+            async with store.session() as session, session.begin():
+                await session.execute(
+                    insert(AuditEvent.__table__).values(
+                        time=datetime.now(UTC),
+                        trace_id="t" * 32,
+                        caller="billing",
+                        transport="http",
+                        tool="get_ticket",
+                        arguments="{}",
+                        outcome="ok",
+                        result_bytes=1,
+                        duration_ms=1.0,
+                    )
+                )
+        finally:
+            await store.aclose()
+
+    asyncio.run(store_row())
+    folded = run(database_url, "audit", "--caller", " BILLING ", "--json")
+    assert folded.returncode == 0, folded.stderr
+    assert [json.loads(line)["caller"] for line in folded.stdout.splitlines()] == ["billing"]
+    for extra in (["--caller", "billing"], ["--tool", "get_ticket"], ["--since", "1h"]):
+        line = one_line(run(database_url, "audit", "--ticket", "SUP-4412", *extra))
+        assert "--ticket" in line and extra[0] in line, line
+    for limit in ("0", "-1"):
+        assert "--limit" in one_line(run(database_url, "audit", "--limit", limit))

@@ -276,8 +276,23 @@ def audit(
     ticket: str | None = None,
 ) -> None:
     if ticket is not None:
+        given = [
+            flag
+            for flag, value in (("--caller", caller), ("--tool", tool), ("--since", since))
+            if value is not None
+        ]
+        if given:
+            raise CommandError(
+                f"audit --ticket tells a ticket's whole story and takes no {', '.join(given)}; "
+                f"drop {'them' if len(given) > 1 else 'it'}, or leave out --ticket to filter "
+                "the audit trail"
+            )
         ticket_story(settings, ticket.strip().upper(), as_json)
         return
+    if limit < 1:
+        raise CommandError(f"audit --limit {limit}: give how many rows to print, 1 or more")
+    if caller is not None:
+        caller = caller.strip().lower()  # as the callers table stores names
     try:
         moment = parse_since(since) if since else None
     except ValueError as exc:
