@@ -186,6 +186,11 @@ def test_downgrade_needs_a_revision_and_base_needs_yes(database_url: str) -> Non
         ("TICKET_SERVER_DATABASE_URL", "sqlite:///tickets.db", "sqlite+aiosqlite:///tickets.db"),
         ("TICKET_SERVER_TOOL_RATE_LIMIT", "lots", "60/minute"),
         ("TICKET_SERVER_HTTP_RATE_LIMIT", "fast", "60/minute"),
+        # A review's finding: the write limit was not checked (a traceback at start-up),
+        # a limit of 0 refused every call, and a second limit after ';' was dropped.
+        ("TICKET_SERVER_WRITE_RATE_LIMIT", "lots", "60/minute"),
+        ("TICKET_SERVER_TOOL_RATE_LIMIT", "0/minute", "at least 1"),
+        ("TICKET_SERVER_HTTP_RATE_LIMIT", "10/second;100/minute", "one limit"),
         ("TICKET_SERVER_AUTH_MODE", "jwt", "TICKET_SERVER_JWT_JWKS_URL"),
         ("TICKET_SERVER_ALLOWED_HOSTS", "host", "JSON list"),
         ("TICKET_SERVER_ALLOWED_ORIGINS", "http://localhost:6274", "JSON list"),

@@ -45,6 +45,23 @@ WORD_LISTS = {  # list settings also written as words: an example of each form
 }
 
 
+def rate_limit_problem(value: str) -> str | None:
+    """What is wrong with a rate limit as written (``60/minute``), or None. One limit of
+    at least one call: the limiter applies only the first of ``a;b`` (``limits.parse``),
+    and a limit of 0 refuses every call."""
+    from limits import parse_many
+
+    try:
+        items = parse_many(value)
+    except ValueError:
+        return f"{value!r} is not a rate limit; write it like 60/minute or 1000/hour"
+    if len(items) != 1:
+        return f"{value!r}: give one limit, like 60/minute (only the first would apply)"
+    if items[0].amount < 1:
+        return f"{value!r}: allow at least 1 call (like 60/minute); 0 would refuse every one"
+    return None
+
+
 def _listed(value: Any, examples: tuple[str, str]) -> Any:
     """A list setting's value: a JSON list, or words separated by commas or spaces."""
     if not isinstance(value, str):
@@ -215,17 +232,12 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("tool_rate_limit", "http_rate_limit")
+    @field_validator("tool_rate_limit", "write_rate_limit", "http_rate_limit")
     @classmethod
     def _rate_limit(cls, value: str) -> str:
-        from limits import parse
-
-        try:
-            parse(value)
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not a rate limit; write it like 60/minute or 1000/hour"
-            ) from None
+        problem = rate_limit_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("toolsets", "attachment_types", mode="before")

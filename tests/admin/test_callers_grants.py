@@ -31,6 +31,10 @@ W, R = "tickets:write", "tickets:read"
             "--write-queue support is not among its --queue queues",
         ),
         (["--scope", R, "--queue", "no-such-queue"], "--queue 'no-such-queue': no such queue"),
+        # A review's finding: a limit of 0 was stored (the caller could call nothing) and
+        # of '1/second;10/minute' only the first was ever applied.
+        (["--scope", R, "--tool-limit", "0/minute"], "at least 1"),
+        (["--scope", R, "--http-limit", "1/second;10/minute"], "one limit"),
     ],
 )
 def test_callers_add_refuses_contradictory_grants(

@@ -230,14 +230,11 @@ def validate(
     for queue in queues or []:
         if not QUEUE.match(queue):
             raise CallerError(f"queue {queue!r}: use letters, digits, '.', '_' or '-'")
-    from limits import parse_many
+    from ticket_server.settings import rate_limit_problem
 
     for limit in limits:
-        if limit is not None:
-            try:
-                parse_many(limit)
-            except ValueError as exc:
-                raise CallerError(f"rate limit {limit!r}: write it like 60/minute") from exc
+        if limit is not None and (problem := rate_limit_problem(limit)) is not None:
+            raise CallerError(problem)
 
 
 _generation = 0
