@@ -191,3 +191,35 @@ def test_report_sla_names_a_bad_since_or_queue(settings: Settings) -> None:
     table = run(url, "report", "sla", "--since", "2026-01-01T00:00+05:00")
     assert table.returncode == 0, table.stderr
     assert "since 2025-12-31 19:00 UTC" in " ".join(table.stdout.split()), table.stdout
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        # A review's finding: `true` was a 1-minute target and "30" 30 minutes.
+        ("p.toml", "[queues.billing]\ntargets.urgent = { first_response = true }\n", "integer"),
+        (
+            "p.json",
+            '{"queues": {"billing": {"targets": {"urgent": {"first_response": "30"}}}}}',
+            "integer",
+        ),
+        # A queue no ticket is in and `queues add` never made: its targets applied to none.
+        ("p.toml", "[queues.biling]\ntargets.urgent = { first_response = 30 }\n", "'biling'"),
+        # The time zone was refused in the words of Python's KeyError.
+        ("p.toml", '[queues.billing]\ntime_zone = "europe/berlin"\n', "IANA name"),
+        # A .yaml file was read as JSON and called "not valid yaml".
+        ("p.yaml", "queues: {}\n", "not valid JSON (a file not named .toml is read as JSON)"),
+    ],
+)
+def test_sla_load_refuses_what_would_apply_otherwise(
+    settings: Settings, tmp_path: Path, name: str, text: str, says: str
+) -> None:
+    url = settings.database_url
+    policy = tmp_path / name
+    policy.write_text(text)
+    before = run(url, "sla", "show").stdout
+    line = one_line(run(url, "sla", "load", str(policy)))
+    assert says in line, line
+    assert "No time zone found" not in line
+    assert run(url, "sla", "show").stdout == before

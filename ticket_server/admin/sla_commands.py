@@ -65,7 +65,7 @@ def load(settings: Settings, path: Path) -> None:
     """Replace the stored SLA policy by the one in ``path`` (TOML or JSON), in one
     transaction: a file with any error changes nothing."""
     from ticket_server.db import sqlite_write_problem
-    from ticket_server.tickets.sla import parse_policy
+    from ticket_server.tickets.sla import DEFAULT_QUEUE, parse_policy
     from ticket_server.tickets.sla_store import replace_policy
 
     try:
@@ -77,10 +77,21 @@ def load(settings: Settings, path: Path) -> None:
     problem = sqlite_write_problem(settings.database_url)
     if problem is not None:
         raise CommandError(problem)
-    calendars, targets = _on_repository(
-        _whole_table(settings),
-        lambda repo: _rewriting_every_ticket(repo, lambda conn: replace_policy(conn, policy)),
-    )
+
+    async def replace(repo: TicketRepository) -> tuple[int, int]:
+        # A queue no ticket is in and `queues add` never made (a misspelt name) would
+        # load without a word and apply to no ticket.
+        known = await repo.queues()
+        unknown = sorted(set(policy.queues) - set(known) - {DEFAULT_QUEUE})
+        if unknown:
+            raise CommandError(
+                f"SLA policy not loaded: {path.name}: no queue named "
+                f"{', '.join(map(repr, unknown))}; the queues are {', '.join(known) or 'none'} "
+                '("*" for every queue without an entry; `ticket-server queues add` makes one)'
+            )
+        return await _rewriting_every_ticket(repo, lambda conn: replace_policy(conn, policy))
+
+    calendars, targets = _on_repository(_whole_table(settings), replace)
     print(
         f"SLA policy loaded: {calendars} queue calendars, {targets} targets "
         "(every ticket's SLA state derived again under it)",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from itertools import pairwise
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MAX_DAYS = 3 * 366
@@ -97,7 +97,13 @@ class Calendar:
                 if start < end:
                     raise ValueError(f"working hours of {day} overlap")
             weekly[WEEKDAYS.index(day)] = spans
-        return cls(ZoneInfo(time_zone), weekly, frozenset(holidays), holiday_calendar)
+        try:
+            zone = ZoneInfo(time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"time zone {time_zone[:64]!r}: not an IANA name such as UTC or Europe/Berlin"
+            ) from None
+        return cls(zone, weekly, frozenset(holidays), holiday_calendar)
 
     _days: dict[date, tuple[tuple[datetime, datetime], ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False

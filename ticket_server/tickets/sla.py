@@ -55,8 +55,9 @@ DEFAULT_PAUSE = (TicketStatus.WAITING_ON_CUSTOMER,)
 class Target(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    first_response: int | None = Field(default=None, ge=1, le=10_000_000)
-    resolution: int | None = Field(default=None, ge=1, le=10_000_000)
+    # strict: `true` is no 1-minute target, nor "30" 30 minutes (a review's finding)
+    first_response: int | None = Field(default=None, ge=1, le=10_000_000, strict=True)
+    resolution: int | None = Field(default=None, ge=1, le=10_000_000, strict=True)
 
 
 class QueuePolicy(BaseModel):
@@ -168,13 +169,14 @@ def parse_policy(path: Path) -> Policy:
     """A policy file, TOML (``.toml``) or JSON; ``ValueError`` says what is wrong."""
     from pydantic import ValidationError
 
+    toml = path.suffix.lower() == ".toml"
     text = path.read_text(encoding="utf-8")
     try:
-        raw = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+        raw = tomllib.loads(text) if toml else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(
-            f"{path.name}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}"
-        ) from exc
+        # not "not valid yaml" for a .yaml file read as JSON (a review's finding)
+        kind = "TOML" if toml else "JSON (a file not named .toml is read as JSON)"
+        raise ValueError(f"{path.name}: not valid {kind}: {exc}") from exc
     try:
         return Policy.model_validate(raw).check()
     except ValidationError as exc:
