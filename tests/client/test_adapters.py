@@ -225,3 +225,20 @@ def test_the_cli_prints_the_figures(db_path: Path, tmp_path: Path):
         timeout=60,
     )
     assert done.returncode == 2 and "none.toml" in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("price", ["-3", "nan", "inf"])
+def test_the_cli_refuses_a_price_that_is_no_price(tmp_path: Path, price: str):
+    """`client tools --price -3` (a review's finding) printed a negative cost per request,
+    and `nan` "~$nan"; it is one line naming --price, exit status 2, before any server
+    is started."""
+    path = tmp_path / "kit.toml"
+    path.write_text("[servers.x]\ntransport = 'stdio'\ncommand = ['/nonexistent']\n")
+    done = subprocess.run(
+        [*TICKET_SERVER, "client", "tools", str(path), "--price", price],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.count("\n") == 1 and "--price" in done.stderr, done.stderr

@@ -18,6 +18,13 @@ def tools(settings: Any, args: argparse.Namespace) -> None:
     from ticket_server.client.adapters import ESTIMATE_METHOD, PRICED
     from ticket_server.client.audit import json_lines
 
+    if args.price is not None and not 0 <= args.price < float("inf"):  # nan too
+        print(
+            f"ticket-server client: --price {args.price:g}: give the input price in USD per "
+            "million tokens, 0 or more (e.g. --price 3)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     providers = PRICED if args.provider == "all" else (args.provider,)
     if args.print and len(providers) != 1:
         providers = ("openai",)
