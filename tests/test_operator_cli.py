@@ -296,6 +296,19 @@ def test_serve_http_port_out_of_range_is_one_line(db_path: Path, port: str) -> N
     assert f"--port {port}" in line and "65535" in line, line
 
 
+@pytest.mark.sqlite_only
+def test_serve_stdio_as_a_revoked_local_caller_says_how_to_restore_it(db_path: Path) -> None:
+    """A `local` row in the callers table stands for the built-in stdio caller; once
+    revoked, `serve` said only "set TICKET_SERVER_TOKEN" (a review's finding): the line
+    names the command that restores it, and the other setting too."""
+    url = upgraded(f"sqlite+aiosqlite:///{db_path}")
+    assert run(url, "callers", "add", "local", "--scope", "tickets:read").returncode == 0
+    assert run(url, "callers", "revoke", "local").returncode == 0
+    line = one_line(run(url, "serve"))
+    assert "`ticket-server callers rotate local`" in line, line
+    assert "TICKET_SERVER_STDIO_CALLER" in line and "TICKET_SERVER_TOKEN" in line, line
+
+
 def test_c05a_stdio_before_any_upgrade_says_run_db_upgrade(tmp_path: Path) -> None:
     """C05 (a), the default database: a stdio client config spawned before any `db upgrade`
     (no TICKET_SERVER_DATABASE_URL, no data folder yet) names the command, not a setting."""

@@ -256,7 +256,11 @@ async def check_stdio_identity(settings: Settings, store: CallerStore) -> str:
             f"TICKET_SERVER_STDIO_CALLER: no caller named {settings.stdio_caller!r} "
             "(or it is revoked); see `ticket-server callers list`"
         )
-    raise IdentityError("the built-in `local` caller is revoked; set TICKET_SERVER_TOKEN")
+    raise IdentityError(
+        "the `local` caller (stdio's default) is revoked in the callers table; "
+        "`ticket-server callers rotate local` restores it, or set TICKET_SERVER_STDIO_CALLER "
+        "or TICKET_SERVER_TOKEN to serve as another caller"
+    )
 
 
 def _in_http_request() -> bool:
