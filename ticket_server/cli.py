@@ -18,7 +18,13 @@ from pathlib import Path
 from ticket_server import __version__
 from ticket_server.admin import CommandError, classification_cli
 from ticket_server.logging import configure_logging
-from ticket_server.settings import Settings, SettingsInvalid, load_settings, unknown_variables
+from ticket_server.settings import (
+    Settings,
+    SettingsInvalid,
+    ToolsetName,
+    load_settings,
+    unknown_variables,
+)
 
 log = logging.getLogger("ticket_server")
 
@@ -414,8 +420,10 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--toolset",
         action="append",
-        help="a toolset this caller's model is offered: read, respond or triage (repeatable; "
-        "default: TICKET_SERVER_TOOLSETS); scopes still decide what it may call",
+        help="a toolset this caller's model is offered, one of "
+        f"{', '.join(typing.get_args(ToolsetName))} (repeatable; default: "
+        "TICKET_SERVER_TOOLSETS; `ticket-server tools toolsets` lists their tools); scopes "
+        "still decide what it may call",
     )
     add.add_argument(
         "--kind",

@@ -178,3 +178,18 @@ def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) 
         assert "--ticket" in line and extra[0] in line, line
     for limit in ("0", "-1"):
         assert "--limit" in one_line(run(database_url, "audit", "--limit", limit))
+
+
+@pytest.mark.one_engine  # --help reads no database
+def test_callers_add_help_names_every_toolset(database_url: str) -> None:
+    """`callers add --help` said a toolset is "read, respond or triage" (a review's
+    finding): the opt-in ones, which a caller's own list exists to grant, were missing."""
+    from typing import get_args
+
+    from ticket_server.settings import ToolsetName
+
+    shown = " ".join(run(database_url, "callers", "add", "--help").stdout.split())
+    for toolset in get_args(ToolsetName):
+        assert (
+            toolset in shown.split("--toolset TOOLSET a toolset", 1)[1].split("--kind {", 1)[0]
+        ), toolset
