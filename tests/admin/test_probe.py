@@ -218,3 +218,13 @@ def test_probe_refuses_a_timeout_that_is_no_deadline(seconds: str) -> None:
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "--timeout" in done.stderr
+
+
+@pytest.mark.parametrize("target", ["ftp://127.0.0.1/mcp", "ws://127.0.0.1:8000/mcp", "HTTP://x"])
+def test_probe_names_a_url_it_cannot_speak_to(target: str) -> None:
+    """A URL of another scheme (a review's finding) was run as a stdio command: "cannot
+    start the server: No such file or directory", exit status 3. It is a usage error
+    naming the schemes the probe speaks."""
+    done = probe(target, "--timeout", "1")
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.count("\n") == 1 and "http://" in done.stderr and target in done.stderr

@@ -370,11 +370,19 @@ def command_arguments(
     """The probe command's target (a URL, or a stdio command's argv) and its --call
     arguments; ``CommandError`` for an address without a scheme and for --args that are not
     a JSON object or come without --call."""
+    import re
+
     from ticket_server.admin import CommandError
 
     target: str | list[str] = list(targets)
     if len(targets) == 1 and targets[0].startswith(("http://", "https://")):
         target = targets[0]
+    elif len(targets) == 1 and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", targets[0]):
+        # another scheme was run as a stdio command ("No such file or directory")
+        raise CommandError(
+            f"probe: {targets[0]!r}: the probe speaks http:// and https:// (in lower case: "
+            "Streamable HTTP), or for a stdio server the command after `--`"
+        )
     elif len(targets) == 1 and looks_like_an_address(targets[0]):
         raise CommandError(
             f"probe: {targets[0]!r} has no scheme; write http://{targets[0]} (or "
