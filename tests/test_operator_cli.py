@@ -309,6 +309,19 @@ def test_serve_stdio_as_a_revoked_local_caller_says_how_to_restore_it(db_path: P
     assert "TICKET_SERVER_STDIO_CALLER" in line and "TICKET_SERVER_TOKEN" in line, line
 
 
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [(["sla", "show", "--json"], "sla show"), (["callers", "list", "--all"], "callers list")],
+)
+def test_an_unknown_option_points_at_its_command_help(
+    tmp_path: Path, args: list[str], command: str
+) -> None:
+    """An option a command does not take (a review's finding) pointed at the top-level
+    `ticket-server --help`, which lists no command's options; it names the command's."""
+    line = one_line(run(f"sqlite+aiosqlite:///{tmp_path / 't.db'}", *args))
+    assert f"see `ticket-server {command} --help`" in line and args[-1] in line, line
+
+
 def test_c05a_stdio_before_any_upgrade_says_run_db_upgrade(tmp_path: Path) -> None:
     """C05 (a), the default database: a stdio client config spawned before any `db upgrade`
     (no TICKET_SERVER_DATABASE_URL, no data folder yet) names the command, not a setting."""

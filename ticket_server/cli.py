@@ -321,8 +321,19 @@ def _client_tools(settings: Settings, args: argparse.Namespace) -> None:
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes as one line that points at --help, exit status 2, like every error."""
 
+    _deepest: typing.ClassVar[str | None] = None
+    """The prog of the last (sub)command parser that ran: arguments no parser took are
+    reported by the top one, but belong to the command given."""
+
+    def parse_known_args(self, *args: typing.Any, **kwargs: typing.Any) -> typing.Any:
+        _Parser._deepest = self.prog
+        return super().parse_known_args(*args, **kwargs)
+
     def error(self, message: str) -> typing.NoReturn:
-        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+        prog = self.prog
+        if message.startswith("unrecognized arguments") and _Parser._deepest:
+            prog = _Parser._deepest
+        self.exit(2, f"{self.prog}: {message}; see `{prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
