@@ -107,3 +107,26 @@ def test_the_tools_table_names_every_argument() -> None:
         tool = tools[name]
         missing = [a for a in tool["inputSchema"]["properties"] if f"`{a}`" not in arguments]
         assert not missing, f"README Tools table, {name}: no {', '.join(missing)}"
+
+
+def test_the_commands_table_names_every_command() -> None:
+    """Every (sub)command the parser knows has its row in "## Commands" (a review found
+    `audit prune` and `tools toolsets` in the prose only)."""
+    import argparse
+
+    table = README.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
+
+    def children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    missing = []
+    for name, command in children(build_parser()).items():
+        for sub in children(command) or {"": command}:
+            if not re.search(rf"`ticket-server {name}\b[^|]*{sub}", table) and (
+                f"`{name} {sub}" not in table
+            ):
+                missing.append(f"{name} {sub}".strip())
+    assert missing == []
