@@ -139,7 +139,8 @@ def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) 
     though every caller name is stored lower-cased and `callers revoke BILLING` finds
     it; `--ticket` printed the ticket's whole story whatever `--caller`, `--tool` or
     `--since` said beside it; and `--limit 0` printed no row while `--limit -1` printed
-    every row. A name is folded now, and the others are one line each."""
+    every row; an empty `--caller` or `--tool` printed every row. A name is folded now,
+    and the others are one line each."""
     import asyncio
     from datetime import UTC, datetime
 
@@ -178,6 +179,9 @@ def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) 
         assert "--ticket" in line and extra[0] in line, line
     for limit in ("0", "-1"):
         assert "--limit" in one_line(run(database_url, "audit", "--limit", limit))
+    # An empty name (`--caller "$NAME"` with NAME unset) printed every caller's rows.
+    for flag in ("--caller", "--tool"):
+        assert flag in one_line(run(database_url, "audit", flag, " "))
 
 
 @pytest.mark.one_engine  # --help reads no database

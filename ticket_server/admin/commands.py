@@ -291,6 +291,9 @@ def audit(
         return
     if limit < 1:
         raise CommandError(f"audit --limit {limit}: give how many rows to print, 1 or more")
+    for flag, value in (("--caller", caller), ("--tool", tool)):
+        if value is not None and not value.strip():  # "$NAME" unset: not every row
+            raise CommandError(f"audit {flag}: give a name; leave {flag} out for every one")
     if caller is not None:
         caller = caller.strip().lower()  # as the callers table stores names
     try:
