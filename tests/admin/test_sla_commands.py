@@ -210,6 +210,8 @@ def test_report_sla_names_a_bad_since_or_queue(settings: Settings) -> None:
         ("p.toml", '[queues.billing]\ntime_zone = "europe/berlin"\n', "IANA name"),
         # A .yaml file was read as JSON and called "not valid yaml".
         ("p.yaml", "queues: {}\n", "not valid JSON (a file not named .toml is read as JSON)"),
+        # Not UTF-8: Python's words without the file's name.
+        ("p.toml", "# caf\udce9\n", "p.toml: not UTF-8 text"),
     ],
 )
 def test_sla_load_refuses_what_would_apply_otherwise(
@@ -217,7 +219,7 @@ def test_sla_load_refuses_what_would_apply_otherwise(
 ) -> None:
     url = settings.database_url
     policy = tmp_path / name
-    policy.write_text(text)
+    policy.write_text(text, errors="surrogateescape")
     before = run(url, "sla", "show").stdout
     line = one_line(run(url, "sla", "load", str(policy)))
     assert says in line, line

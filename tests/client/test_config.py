@@ -130,6 +130,11 @@ def test_load_config_reads_a_file(tmp_path):
     assert load_config(path).servers["docs"].url == "http://127.0.0.1:1/mcp"
     with pytest.raises(ConfigError, match="missing.toml"):
         load_config(tmp_path / "missing.toml")
+    # A review's finding: a file that is not UTF-8 raised UnicodeDecodeError (a traceback
+    # from `ticket-server client tools`), not the ConfigError load_config promises.
+    (tmp_path / "latin.toml").write_bytes("# caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="latin.toml: not UTF-8 text"):
+        load_config(tmp_path / "latin.toml")
 
 
 def test_annotations_read_only_false_make_a_tool_side_effecting_even_when_not_destructive():

@@ -349,6 +349,8 @@ def load_config(path: str | Path) -> KitConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if path.suffix.lower() == ".json":
         return parse_mcp_servers(text, source=str(path))
     return parse_config(text, source=str(path))

@@ -170,7 +170,10 @@ def parse_policy(path: Path) -> Policy:
     from pydantic import ValidationError
 
     toml = path.suffix.lower() == ".toml"
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path.name}: not UTF-8 text (byte {exc.start})") from exc
     try:
         raw = tomllib.loads(text) if toml else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
