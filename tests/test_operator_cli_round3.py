@@ -266,3 +266,15 @@ def test_an_unreachable_redis_is_said_at_start(tmp_path: Path, transport: str) -
     )
     assert "TICKET_SERVER_RATE_LIMIT_STORAGE_URL" in line and "does not answer" in line, line
     assert "hunter2" not in line and "memory://" in line
+
+
+def test_seed_file_not_utf8_names_the_line(tmp_path: Path) -> None:
+    """`db seed --file` with a Latin-1 byte on line 3 (a review's finding) said "line 0"
+    (or whichever line ended the last 8 KiB read): the file is decoded line by line, so
+    the line named is the one holding the byte."""
+    first, second = SAMPLE.read_text().splitlines()[:2]
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes((first + "\n" + second + "\n").encode() + b'{"subject": "caf\xe9"}\n')
+    with pytest.raises(CommandError) as refused:
+        list(read_jsonl(path))
+    assert "line 3 " in str(refused.value) and "utf-8" in str(refused.value), refused.value

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from ticket_server.admin import CommandError
 from ticket_server.admin.classification import seed_classification
@@ -35,7 +35,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """The tickets of a JSON Lines file; ``CommandError`` naming the file and line for a
     missing file, a line that is not a JSON ticket or one that lacks a required field."""
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")  # decoded line by line, so a bad byte's line is the one named
     except OSError as exc:
         raise CommandError(
             f"db seed --file {path}: {exc.strerror}; give a JSON Lines file, one ticket per line"
@@ -43,7 +43,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     return _read_tickets(fh, path)
 
 
-def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
+def _read_tickets(fh: BinaryIO, path: Path) -> Iterator[dict[str, Any]]:
     from ticket_server.tickets.models import Ticket
 
     # The columns a file must give: the others have defaults (version) or are derived
@@ -61,7 +61,8 @@ def _read_tickets(fh: TextIO, path: Path) -> Iterator[dict[str, Any]]:
     with fh:
         number = 0
         try:
-            for number, line in enumerate(fh, start=1):  # noqa: B007  (read by the except)
+            for number, raw in enumerate(fh, start=1):  # noqa: B007  (read by the except)
+                line = raw.decode("utf-8")
                 if not line.strip():
                     continue
                 ticket = _parse_line(line)
