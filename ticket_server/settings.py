@@ -232,6 +232,21 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        from pydantic import AnyHttpUrl, ValidationError
+
+        if value is None:
+            return value
+        try:
+            AnyHttpUrl(value)
+        except ValidationError:
+            raise ValueError(
+                f"{value[:100]!r} is not an http(s) URL; write it like https://tickets.example.com"
+            ) from None
+        return value
+
     @field_validator("tool_rate_limit", "write_rate_limit", "http_rate_limit")
     @classmethod
     def _rate_limit(cls, value: str) -> str:
