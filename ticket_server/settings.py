@@ -232,6 +232,20 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("rate_limit_storage_url")
+    @classmethod
+    def _storage_url(cls, value: str) -> str:
+        """memory:// or Redis, the storages the limiter is built for; any other scheme
+        ended `serve` in a `limits` traceback. Only the scheme is echoed (a URL may
+        carry a password)."""
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in ("memory", "redis", "rediss", "redis+unix"):
+            raise ValueError(
+                f"scheme {scheme[:20]!r} is not a rate-limit storage; use memory:// (one "
+                "process) or redis://HOST:PORT/DB (rediss://, redis+unix:// too)"
+            )
+        return value
+
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
