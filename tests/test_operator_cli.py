@@ -194,6 +194,8 @@ def test_downgrade_needs_a_revision_and_base_needs_yes(database_url: str) -> Non
         # A review's finding: `serve --transport http` ended in a pydantic traceback.
         ("TICKET_SERVER_PUBLIC_URL", "tickets.example.com", "https://tickets.example.com"),
         ("TICKET_SERVER_RATE_LIMIT_STORAGE_URL", "memcached://h:1", "redis://HOST:PORT/DB"),
+        # A review's finding: served, and every attachment then failed at its call.
+        ("TICKET_SERVER_ATTACHMENT_STORE", "s3", "TICKET_SERVER_ATTACHMENT_S3_BUCKET"),
         ("TICKET_SERVER_AUTH_MODE", "jwt", "TICKET_SERVER_JWT_JWKS_URL"),
         ("TICKET_SERVER_ALLOWED_HOSTS", "host", "JSON list"),
         ("TICKET_SERVER_ALLOWED_ORIGINS", "http://localhost:6274", "JSON list"),

@@ -348,6 +348,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _s3_bucket(self) -> Settings:
+        if self.attachment_store == "s3" and not (self.attachment_s3_bucket or "").strip():
+            raise ValueError(
+                f"{ENV_PREFIX}ATTACHMENT_STORE=s3 needs {ENV_PREFIX}ATTACHMENT_S3_BUCKET: set it "
+                "to the bucket (it must exist), or use the database store"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_secret(self) -> Settings:
         if (
             self.secret is not None
