@@ -479,9 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     auditp.add_argument("--caller", help="only this caller")
     auditp.add_argument("--tool", help="only this tool")
     auditp.add_argument("--since", help="only since then: 24h, 30m, 7d, or an ISO time")
-    auditp.add_argument(
-        "--limit", type=int, default=1000, help="most recent rows to print (default: %(default)s)"
-    )
+    auditp.add_argument("--limit", type=int, help="most recent rows to print (default: 1000)")
     auditp.add_argument("--json", action="store_true", help="one JSON object per row")
     auditp.add_argument(
         "--ticket", help="the story of one ticket (e.g. SUP-4412): changes, comments, calls"

@@ -138,7 +138,7 @@ def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) 
     """`audit` (a review's finding): `--caller BILLING` found none of billing's rows,
     though every caller name is stored lower-cased and `callers revoke BILLING` finds
     it; `--ticket` printed the ticket's whole story whatever `--caller`, `--tool` or
-    `--since` said beside it; and `--limit 0` printed no row while `--limit -1` printed
+    `--since` (or `--limit`) said beside it; and `--limit 0` printed no row while `--limit -1` printed
     every row; an empty `--caller` or `--tool` printed every row. A name is folded now,
     and the others are one line each."""
     import asyncio
@@ -174,7 +174,12 @@ def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) 
     folded = run(database_url, "audit", "--caller", " BILLING ", "--json")
     assert folded.returncode == 0, folded.stderr
     assert [json.loads(line)["caller"] for line in folded.stdout.splitlines()] == ["billing"]
-    for extra in (["--caller", "billing"], ["--tool", "get_ticket"], ["--since", "1h"]):
+    for extra in (
+        ["--caller", "billing"],
+        ["--tool", "get_ticket"],
+        ["--since", "1h"],
+        ["--limit", "5"],
+    ):
         line = one_line(run(database_url, "audit", "--ticket", "SUP-4412", *extra))
         assert "--ticket" in line and extra[0] in line, line
     for limit in ("0", "-1"):

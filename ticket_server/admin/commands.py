@@ -266,19 +266,28 @@ def callers_rotate(settings: Settings, name: str) -> None:
         )
 
 
+AUDIT_LIMIT = 1000
+"""The most recent rows `audit` prints without --limit."""
+
+
 def audit(
     settings: Settings,
     caller: str | None,
     tool: str | None,
     since: str | None,
-    limit: int,
+    limit: int | None,
     as_json: bool = False,
     ticket: str | None = None,
 ) -> None:
     if ticket is not None:
         given = [
             flag
-            for flag, value in (("--caller", caller), ("--tool", tool), ("--since", since))
+            for flag, value in (
+                ("--caller", caller),
+                ("--tool", tool),
+                ("--since", since),
+                ("--limit", limit),
+            )
             if value is not None
         ]
         if given:
@@ -289,6 +298,7 @@ def audit(
             )
         ticket_story(settings, ticket.strip().upper(), as_json)
         return
+    limit = AUDIT_LIMIT if limit is None else limit
     if limit < 1:
         raise CommandError(f"audit --limit {limit}: give how many rows to print, 1 or more")
     for flag, value in (("--caller", caller), ("--tool", tool)):
