@@ -302,6 +302,22 @@ def test_serve_http_port_out_of_range_is_one_line(db_path: Path, port: str) -> N
 
 
 @pytest.mark.sqlite_only
+def test_serve_stdio_with_a_token_and_a_caller_name_says_to_keep_one(db_path: Path) -> None:
+    """TICKET_SERVER_TOKEN and TICKET_SERVER_STDIO_CALLER both set (a review's finding):
+    the server ran as the token's caller and ignored the name without a word, so an
+    operator who meant the name got another caller's scopes and queues. It is one line
+    naming both settings."""
+    url = upgraded(f"sqlite+aiosqlite:///{db_path}")
+    token = run(url, "callers", "add", "billing", "--scope", "tickets:read").stdout.strip()
+    assert run(url, "callers", "add", "admin", "--scope", "tickets:read").returncode == 0
+    line = one_line(
+        run(url, "serve", TICKET_SERVER_TOKEN=token, TICKET_SERVER_STDIO_CALLER="admin")
+    )
+    assert "TICKET_SERVER_TOKEN" in line and "TICKET_SERVER_STDIO_CALLER" in line, line
+    assert token not in line
+
+
+@pytest.mark.sqlite_only
 def test_serve_stdio_as_a_revoked_local_caller_says_how_to_restore_it(db_path: Path) -> None:
     """A `local` row in the callers table stands for the built-in stdio caller; once
     revoked, `serve` said only "set TICKET_SERVER_TOKEN" (a review's finding): the line

@@ -241,6 +241,12 @@ async def stdio_caller(settings: Settings, store: CallerStore) -> Caller | None:
 
 async def check_stdio_identity(settings: Settings, store: CallerStore) -> str:
     """The stdio caller's name, or ``IdentityError`` naming the setting to fix."""
+    if settings.token is not None and settings.stdio_caller:
+        # the token would win and the name be ignored without a word
+        raise IdentityError(
+            "TICKET_SERVER_TOKEN and TICKET_SERVER_STDIO_CALLER are both set, so which caller "
+            "this server is would be a guess; unset one of them"
+        )
     try:
         caller = await stdio_caller(settings, store)
     except RegistryUnavailable as exc:
