@@ -486,17 +486,12 @@ class Kit(ServerRequests):
             reasons=list(reasons),
             approved=answer is True,
         )
-        if answer is None:
-            raise CallRefused(
-                f"tool {where}: the approval callback failed, so the call was not made"
-            )
         if answer is False:
             raise CallRefused(f"tool {where}: a person refused the call")
         if answer is not True:  # only True approves: a truthy "no" or dict never runs a call
-            raise CallRefused(
-                f"tool {where}: the approval callback answered a {type(answer).__name__}, "
-                "not True or False, so the call was not made"
-            )
+            failed = "failed" if answer is None else f"answered a {type(answer).__name__}"
+            why = f"the approval callback {failed}, so the call was not made"
+            raise CallRefused(f"tool {where}: {why}")
 
     async def _execute(
         self,
