@@ -85,6 +85,38 @@ def test_confirm_writes_setting_takes_a_plain_list(database_url: str) -> None:
     assert "TICKET_SERVER_CONFIRM_WRITES" in line and "comma-separated" in line, line
 
 
+def _store_audit_row(database_url: str, **values: object) -> None:
+    """One audit row written straight to the table (what a client sent, stored as sent)."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from ticket_server.access.callers import open_store
+    from ticket_server.access.models import AuditEvent
+    from ticket_server.settings import Settings
+
+    row = {
+        "time": datetime.now(UTC),
+        "trace_id": "t" * 32,
+        "transport": "http",
+        "arguments": "{}",
+        "result_bytes": 1,
+        "duration_ms": 1.0,
+        **values,
+    }
+
+    async def store_row() -> None:
+        store = open_store(Settings(database_url=database_url))
+        try:
+            async with store.session() as session, session.begin():
+                await session.execute(insert(AuditEvent.__table__).values(**row))
+        finally:
+            await store.aclose()
+
+    asyncio.run(store_row())
+
+
 def test_audit_prints_control_characters_escaped() -> None:
     """Stored text printed by `ticket-server audit` cannot drive the operator's terminal:
     escapes, NUL, bidirectional marks and line breaks are shown escaped."""
@@ -97,37 +129,13 @@ def test_audit_prints_control_characters_escaped() -> None:
 def test_audit_command_escapes_a_stored_caller_name(database_url: str) -> None:
     """An audit row holding an ANSI escape (a tool name sent by a client is stored as
     sent) is printed escaped by `ticket-server audit`."""
-    import asyncio
-    from datetime import UTC, datetime
-
-    from sqlalchemy import insert
-
-    from ticket_server.access.callers import open_store
-    from ticket_server.access.models import AuditEvent
-    from ticket_server.settings import Settings
-
-    async def store_row() -> None:
-        store = open_store(Settings(database_url=database_url))
-        try:
-            async with store.session() as session, session.begin():
-                await session.execute(
-                    insert(AuditEvent.__table__).values(
-                        time=datetime.now(UTC),
-                        trace_id="t" * 32,
-                        caller="x",
-                        transport="http",
-                        tool="evil\x1b]0;owned\x07\u202e",
-                        arguments="{}",
-                        outcome="tool_error",
-                        detail="unknown tool",
-                        result_bytes=1,
-                        duration_ms=1.0,
-                    )
-                )
-        finally:
-            await store.aclose()
-
-    asyncio.run(store_row())
+    _store_audit_row(
+        database_url,
+        caller="x",
+        tool="evil\x1b]0;owned\x07\u202e",
+        outcome="tool_error",
+        detail="unknown tool",
+    )
     out = run(database_url, "audit").stdout
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
     assert "evil\\x1b]0;owned\\x07\\u202e" in out
@@ -141,36 +149,7 @@ def test_audit_filters_are_folded_and_never_silently_ignored(database_url: str) 
     `--since` (or `--limit`) said beside it; and `--limit 0` printed no row while `--limit -1` printed
     every row; an empty `--caller` or `--tool` printed every row. A name is folded now,
     and the others are one line each."""
-    import asyncio
-    from datetime import UTC, datetime
-
-    from sqlalchemy import insert
-
-    from ticket_server.access.callers import open_store
-    from ticket_server.access.models import AuditEvent
-    from ticket_server.settings import Settings
-
-    async def store_row() -> None:
-        store = open_store(Settings(database_url=database_url))
-        try:
-            async with store.session() as session, session.begin():
-                await session.execute(
-                    insert(AuditEvent.__table__).values(
-                        time=datetime.now(UTC),
-                        trace_id="t" * 32,
-                        caller="billing",
-                        transport="http",
-                        tool="get_ticket",
-                        arguments="{}",
-                        outcome="ok",
-                        result_bytes=1,
-                        duration_ms=1.0,
-                    )
-                )
-        finally:
-            await store.aclose()
-
-    asyncio.run(store_row())
+    _store_audit_row(database_url, caller="billing", tool="get_ticket", outcome="ok")
     folded = run(database_url, "audit", "--caller", " BILLING ", "--json")
     assert folded.returncode == 0, folded.stderr
     assert [json.loads(line)["caller"] for line in folded.stdout.splitlines()] == ["billing"]
