@@ -378,7 +378,6 @@ async def bulk_update_tickets(
                 return asked  # type: ignore[return-value]
             confirmation = asked
     done, skipped, failed = [], [], []
-    record = current_call.get()
     for tid, version in plan:
         current: int | None = version
         changes = []
@@ -387,17 +386,12 @@ async def bulk_update_tickets(
         try:
             for part, tool, operation, args in parts:
                 wctx = contexts(base, tool, tid, part, args, current, change)
-                noted = record.detail if record is not None else None
                 try:
-                    outcome, _ = await writer.run(operation, wctx, confirmation, tid, *args)
-                except ToolError as exc:
-                    if isinstance(exc.__cause__, NoChange):
-                        # Already as asked (the dry run left it out): nothing to write, and
-                        # no refusal noted on the audit rows of the writes that follow.
-                        if record is not None:
-                            record.detail = noted
-                        continue
-                    raise
+                    outcome, _ = await writer.run(
+                        operation, wctx, confirmation, tid, *args, passing=(NoChange,)
+                    )
+                except NoChange:  # already as asked (the dry run left it out): no write
+                    continue
                 current = outcome.version
                 applied.append(part)
                 changes += [

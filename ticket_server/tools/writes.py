@@ -405,10 +405,13 @@ class Writer:
             raise
 
     @staticmethod
-    async def guarded(work: Awaitable[T]) -> T:
-        """``await work``, a refusal made an ``isError`` (its reason noted for the audit)."""
+    async def guarded(work: Awaitable[T], *, passing: tuple[type[WriteRefused], ...] = ()) -> T:
+        """``await work``, a refusal made an ``isError`` (its reason noted for the audit);
+        one of ``passing`` is raised as it is, for a caller that handles it itself."""
         try:
             return await work
+        except passing:
+            raise
         except WriteRefused as exc:
             _note(exc.reason)
             raise model_error(str(exc)) from exc
@@ -492,8 +495,14 @@ class Writer:
         return await self.run(operation, wctx, confirmation, ticket_id, *args)
 
     async def run(
-        self, operation: Any, ctx: WriteContext, confirmation: str, *args: Any
+        self,
+        operation: Any,
+        ctx: WriteContext,
+        confirmation: str,
+        *args: Any,
+        passing: tuple[type[WriteRefused], ...] = (),
     ) -> tuple[WriteOutcome, bool]:
+        """``operation`` run as one audited write (``guarded``: ``passing`` as there)."""
         record = current_call.get()
 
         def audit(conn: Connection, outcome: WriteOutcome) -> None:
@@ -539,7 +548,7 @@ class Writer:
             key = done.inserted_primary_key
             record.audit_pk = int(key[0]) if key is not None else None
 
-        outcome, replayed = await self.guarded(operation(ctx, *args, audit=audit))
+        outcome, replayed = await self.guarded(operation(ctx, *args, audit=audit), passing=passing)
         if replayed:
             _note("replay")
         return outcome, replayed
