@@ -7,9 +7,10 @@ stage a method of the same name:
                       refused as malformed is recorded (``on_request``)
 1. record             a typed ``CallRecord`` (``ToolCall.of``): trace id, tool name,
                       protocol revision, how many arguments were sent
-2. ``stages``         ``identify`` (caller) -> ``find_tool`` (definition and policy) ->
-                      ``limit`` (per operation; unknown and refused names share one
-                      allowance) -> ``authorize`` (scopes, toolsets) ->
+2. ``stages``         ``identify`` (caller) -> ``find_tool`` (``KnownTool``: what is
+                      fixed about it, found once) -> ``limit`` (per operation; unknown
+                      and refused names share one allowance) -> ``authorize`` (scopes,
+                      toolsets) ->
                       ``check_retirement`` -> ``check_arguments`` (bounded refusals, then
                       unusable values; only then kept for the audit; long file texts set
                       aside from FastMCP's validation)
@@ -132,8 +133,8 @@ class CallPipeline(Middleware):
         self.pace = pace
         self.ready = ready
         self.policies: Mapping[str, ToolPolicy] = policies or {}
-        # name -> (tool, its policy, its sensitive arguments): see ``find_tool``.
-        self._tools: dict[str, tuple[Tool, ToolPolicy, dict[str, str]]] = {}
+        # name -> what is fixed about the tool of that name: see ``find_tool``.
+        self._tools: dict[str, KnownTool] = {}
         # The gatekeeper and the argument checks, in the order they run. Each returns a
         # refusal (an ``isError`` result), raises one, or lets the call go on. The limit
         # comes before the scopes on purpose: every name a caller may not call spends one
@@ -297,23 +298,17 @@ class CallPipeline(Middleware):
             raise ToolError(DATABASE_UNAVAILABLE) from exc
 
     async def find_tool(self, call: ToolCall) -> None:
-        """Tool: the definition by name, kept with its policy (FastMCP's get_tool runs the
-        providers again on every call; the server's tools are fixed once it is built, and a
-        name not found is looked up again)."""
-        found = self._tools.get(call.name)
-        if found is None and call.context.fastmcp_context is not None:
+        """Tool: the definition by name and everything fixed about it (``KnownTool``),
+        found once (FastMCP's get_tool runs the providers again on every call; the
+        server's tools are fixed once it is built, and a name not found is looked up
+        again)."""
+        known = self._tools.get(call.name)
+        if known is None and call.context.fastmcp_context is not None:
             tool = await call.context.fastmcp_context.fastmcp.get_tool(call.name)
             if tool is not None:
-                policy = policy_of(self.policies, tool.name, tool.tags)
-                found = self._tools[call.name] = (
-                    tool,
-                    policy,
-                    sensitive_fields(tool, policy.digests),
-                )
-        if found is not None:
-            call.tool, call.policy, call.sensitive = found
-        call.record.known_tool = found is not None
-        call.permitted = call.tool is not None and self.may_use(call.record.caller, call.tool)
+                known = self._tools[call.name] = KnownTool.of(tool, self.policies, self.versions)
+        call.known, call.record.known_tool = known, known is not None
+        call.permitted = known is not None and self.may_use(call.record.caller, known.tool)
 
     async def limit(self, call: ToolCall) -> ToolResult | None:
         """Rate limit, per operation: a deprecated name counts with its replacement, and
@@ -321,8 +316,9 @@ class CallPipeline(Middleware):
         record = call.record
         if record.caller is None:
             return None
-        key = self.versions.family(call.name) if call.permitted else UNLISTED
-        write = call.permitted and call.tool is not None and WRITE_SCOPE in call.tool.tags
+        known = call.known if call.permitted else None
+        key = known.family if known is not None else UNLISTED
+        write = known is not None and known.write
         shown_name = call.name if call.permitted else shown(call.name)
         refusal = await self.limiter.admit(record.caller, shown_name, key, write=write)
         if refusal is None:
@@ -337,15 +333,15 @@ class CallPipeline(Middleware):
     async def authorize(self, call: ToolCall) -> None:
         """Scopes and toolsets: a tool the caller may not call answers exactly like an
         unknown one; the audit says which it was."""
-        record, tool = call.record, call.tool
-        if tool is None:
+        record, known = call.record, call.known
+        if known is None:
             record.fail(Outcome.TOOL_ERROR, Cause.UNKNOWN_TOOL)
         elif call.permitted:
             return
         elif record.caller is None:
             record.fail(Outcome.DENIED, Cause.NO_CALLER)
-        elif not record.caller.may_call(tool.tags):
-            needs = " ".join(sorted(required_scopes(tool))) or "a scope tag"
+        elif not record.caller.may_call(known.tool.tags):
+            needs = " ".join(sorted(required_scopes(known.tool))) or "a scope tag"
             record.fail(Outcome.DENIED, Cause.MISSING_SCOPE, f"needs {needs}")
         else:
             detail = "not in the toolsets offered to this caller"
@@ -354,7 +350,8 @@ class CallPipeline(Middleware):
 
     async def check_retirement(self, call: ToolCall) -> ToolResult | None:
         """Retirement: a deprecated name past its date answers with its replacement."""
-        call.deprecation = self.versions.get(call.name)
+        assert call.known is not None  # ``authorize`` let the call on
+        call.deprecation = call.known.deprecation
         if call.deprecation is None or not call.deprecation.retired(self.versions.clock()):
             return None
         call.record.fail(Outcome.TOOL_ERROR, Cause.RETIRED)
@@ -365,19 +362,20 @@ class CallPipeline(Middleware):
         anything walks, validates or serialises them; then values no tool could use. Only
         then are they kept for the audit (until then it says how many were sent). Long
         file texts are then set aside from FastMCP's validation (``set_aside``)."""
-        assert call.tool is not None
-        properties = (call.tool.parameters or {}).get("properties", {})
+        known = call.known
+        assert known is not None
+        properties = (known.tool.parameters or {}).get("properties", {})
         arguments = call.arguments
         refused = describe_refused_arguments(call.name, arguments, properties, sent=call.sent)
         if refused is None:
-            call.record.arguments = redact(arguments, call.sensitive) if arguments else "{}"
+            call.record.arguments = redact(arguments, known.sensitive) if arguments else "{}"
             refused = describe_unusable_arguments(call.name, arguments)
         if refused is not None:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
             raise model_error(refused)
         whole = whole_numbers(arguments, properties)
-        if call.policy.files:
-            whole, call.aside = set_aside(whole, call.policy.files)
+        if known.policy.files:
+            whole, call.aside = set_aside(whole, known.policy.files)
         if whole is not arguments:
             message = call.context.message.model_copy(update={"arguments": whole})
             call.context = call.context.copy(message=message)
@@ -402,9 +400,10 @@ class CallPipeline(Middleware):
         """Fair share, then the tool under the deadline (its wait for a turn included): a
         caller's expensive calls beyond its share wait their turn (not refused: a refusal
         the client retries at once costs the loop as much again)."""
-        assert call.tool is not None and call.record.caller is not None
+        known = call.known
+        assert known is not None and call.record.caller is not None
         turn: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-        if call.policy.expensive:
+        if known.policy.expensive:
             turn = self.budget.turn(call.record.caller.name)
         try:
             aside = files_set_aside(call.aside) if call.aside else contextlib.nullcontext()
@@ -413,11 +412,11 @@ class CallPipeline(Middleware):
                     result = await call_next(call.context)
         except ValidationError as exc:
             call.record.fail(Outcome.TOOL_ERROR, Cause.INVALID_ARGUMENTS)
-            raise model_error(_invalid(call.tool, exc)) from exc
+            raise model_error(_invalid(known.tool, exc)) from exc
         except TimeoutError as exc:
             call.record.fail(Outcome.TOOL_ERROR, Cause.TIMEOUT)
             raise ToolError(
-                f"{call.tool.name} took longer than {self.deadline:g} seconds and was stopped; "
+                f"{known.tool.name} took longer than {self.deadline:g} seconds and was stopped; "
                 "nothing was changed. Try again, or narrow the request."
             ) from exc
         if call.deprecation is not None:
@@ -436,6 +435,34 @@ class CallPipeline(Middleware):
             observe(record)
 
 
+@dataclass(frozen=True)
+class KnownTool:
+    """What is fixed about one tool for as long as the server runs: its definition, the
+    policy it declared, the arguments the audit keeps only as digests, the operation
+    its rate limit counts under (a deprecated name's replacement) and its deprecation."""
+
+    tool: Tool
+    policy: ToolPolicy
+    sensitive: dict[str, str]
+    family: str
+    write: bool
+    deprecation: Deprecation | None
+
+    @classmethod
+    def of(
+        cls, tool: Tool, policies: Mapping[str, ToolPolicy], versions: ToolVersions
+    ) -> KnownTool:
+        policy = policy_of(policies, tool.name, tool.tags)
+        return cls(
+            tool=tool,
+            policy=policy,
+            sensitive=sensitive_fields(tool, policy.digests),
+            family=versions.family(tool.name),
+            write=WRITE_SCOPE in tool.tags,
+            deprecation=versions.get(tool.name),
+        )
+
+
 @dataclass
 class ToolCall:
     """One tools/call as the stages see it: what was asked, and what each stage found."""
@@ -446,9 +473,8 @@ class ToolCall:
     arguments: dict[str, Any]
     sent: int
     """How many argument keys the client sent (``bound_raw_call`` may pass on fewer)."""
-    tool: Tool | None = None
-    policy: ToolPolicy = field(default_factory=ToolPolicy)
-    sensitive: dict[str, str] = field(default_factory=dict)
+    known: KnownTool | None = None
+    """The tool called (None: no tool of that name), found by ``find_tool``."""
     permitted: bool = False
     deprecation: Deprecation | None = None
     aside: dict[str, str] = field(default_factory=dict)  # file texts set_aside took
