@@ -6,7 +6,10 @@ PostgreSQL, with the server's peak resident memory growth during each transfer
 transfer runs in a server of its own, warmed by one small upload and read, so memory the
 allocator kept from an earlier transfer neither hides nor adds to the next one's. Each
 upload is a new content (a CSV whose first line differs), so every one stores its
-bytes. Target: peak growth at most 3x the file size.
+bytes. Target: peak growth at most 3x the file size. The bare FastMCP server
+(``bench/bare_server.py --files``: a tool that decodes a base64 argument, a resource
+template that answers bytes) is measured the same way first: the floor the stdio
+transport and FastMCP's own encoding set before this server stores or reads anything.
 
 Each growth is given twice: for the first transfer of its size in the server, and for a
 transfer after one of the same size (another file's upload and read): a server that has
@@ -57,10 +60,13 @@ def _content(size: int, n: int) -> bytes:
 
 
 class Server:
-    def __init__(self, url: str) -> None:
+    """A server spawned over stdio: ours on the database at ``url``, or (``url`` None)
+    the bare FastMCP server with its file tool and resource (``bench/bare_server.py
+    --files``)."""
+
+    def __init__(self, url: str | None) -> None:
         env = {
             **os.environ,
-            "TICKET_SERVER_DATABASE_URL": url,
             "TICKET_SERVER_TOOL_RATE_LIMIT": UNLIMITED,
             "TICKET_SERVER_WRITE_RATE_LIMIT": UNLIMITED,
             "TICKET_SERVER_STDIO_CALLER": "bench",
@@ -69,8 +75,14 @@ class Server:
             "TICKET_SERVER_ATTACHMENT_TICKET_MAX_BYTES": str(10**12),
             "FASTMCP_CHECK_FOR_UPDATES": "off",
         }
+        if url is None:
+            command = [PYTHON, "bench/bare_server.py", "--files"]
+        else:
+            command = [str(Path(PYTHON).parent / "ticket-server"), "serve"]
+            env["TICKET_SERVER_DATABASE_URL"] = url
+        self.bare = url is None
         self.proc = subprocess.Popen(
-            [str(Path(PYTHON).parent / "ticket-server"), "serve"],
+            command,
             env=env,
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -97,6 +109,30 @@ class Server:
         elapsed = (time.perf_counter() - start) * 1000
         return result, elapsed, _status(self.proc.pid, "VmHWM") - before
 
+    def upload(self, data: bytes, note: str, measure: bool = False) -> tuple[str, float, int]:
+        """Upload ``data``: (the URI to read it back, milliseconds, peak RSS growth)."""
+        encoded = base64.b64encode(data).decode()
+        if self.bare:
+            params: dict = {"name": "take_file", "arguments": {"content_base64": encoded}}
+        else:
+            attachment = {"name": "bench.csv", "content_base64": encoded}
+            arguments = {"ticket_id": TICKET, "note": note, "attachments": [attachment]}
+            params = {"name": "add_internal_note", "arguments": arguments}
+        del encoded
+        if measure:
+            result, ms, grown = self.measured("tools/call", params)
+        else:
+            result, ms, grown = self.call("tools/call", params), 0.0, 0
+        del params
+        assert not result.get("isError"), str(result)[:500]
+        if self.bare:
+            return f"file://bytes/{len(data)}", ms, grown
+        return (
+            f"tickets://attachment/{result['structuredContent']['attachments'][0]['id']}",
+            ms,
+            grown,
+        )
+
 
 def _add_caller(url: str) -> None:
     import asyncio
@@ -117,46 +153,37 @@ def _add_caller(url: str) -> None:
     asyncio.run(add())
 
 
-def _upload(name: str, data: bytes, note: str) -> dict:
-    return {
-        "name": "add_internal_note",
-        "arguments": {
-            "ticket_id": TICKET,
-            "note": note,
-            "attachments": [{"name": name, "content_base64": base64.b64encode(data).decode()}],
-        },
-    }
-
-
 @contextmanager
-def _warm(url: str, size: int = 1000) -> Iterator[Server]:
+def _warm(url: str | None, size: int = 1000) -> Iterator[Server]:
     """A server that has made one upload and read of ``size`` bytes (small by default:
     what the first of each loads, puremagic and the write path, is not a transfer's
     cost)."""
     server = Server(url)
     try:
         data = _content(size, -1 - time.monotonic_ns() % 10**9)  # a new content each time
-        first = server.call("tools/call", _upload("w.csv", data, "warm-up"))
-        warm_id = first["structuredContent"]["attachments"][0]["id"]
-        server.call("resources/read", {"uri": f"tickets://attachment/{warm_id}"})
+        uri, _, _ = server.upload(data, "warm-up")
+        server.call("resources/read", {"uri": uri})
         yield server
     finally:
         stop(server.proc, 30)
 
 
-def _run(url: str, engine: str, runs: int) -> None:
-    _add_caller(url)
-    with _warm(url) as server:
-        status = [
-            server.measured(
-                "tools/call", {"name": "get_ticket_status_v2", "arguments": {"ticket_id": TICKET}}
-            )[1]
-            for _ in range(20)
-        ]
-    log(
-        f"{engine:<11} get_ticket_status_v2 (baseline): p50 {percentile(status, 0.5):.1f} ms, "
-        f"p95 {percentile(status, 0.95):.1f} ms over {len(status)} calls"
-    )
+def _run(url: str | None, engine: str, runs: int) -> None:
+    """``url`` None: the bare FastMCP server."""
+    if url is not None:
+        _add_caller(url)
+        with _warm(url) as server:
+            status = [
+                server.measured(
+                    "tools/call",
+                    {"name": "get_ticket_status_v2", "arguments": {"ticket_id": TICKET}},
+                )[1]
+                for _ in range(20)
+            ]
+        log(
+            f"{engine:<11} get_ticket_status_v2 (baseline): p50 {percentile(status, 0.5):.1f} "
+            f"ms, p95 {percentile(status, 0.95):.1f} ms over {len(status)} calls"
+        )
     for label, size in SIZES.items():
         up_ms, up_rss, read_ms, read_rss = [], [], [], []
         up_after, read_after = [], []
@@ -166,17 +193,12 @@ def _run(url: str, engine: str, runs: int) -> None:
             for warm_size, ups, reads in ((1000, up_rss, read_rss), (size, up_after, read_after)):
                 data = _content(size, n * 2 + (warm_size == size))
                 with _warm(url, warm_size) as server:
-                    params = _upload("bench.csv", data, f"bench {label} {n}")
-                    result, ms, grown = server.measured("tools/call", params)
-                    del params
-                assert not result.get("isError"), str(result)[:500]
+                    uri, ms, grown = server.upload(data, f"bench {label} {n}", measure=True)
                 ups.append(grown)
-                file_id = result["structuredContent"]["attachments"][0]["id"]
                 with _warm(url, warm_size) as server:
-                    read, read_time, read_grown = server.measured(
-                        "resources/read", {"uri": f"tickets://attachment/{file_id}"}
-                    )
-                assert base64.b64decode(read["contents"][0]["blob"]) == data, str(read)[:300]
+                    read, read_time, read_grown = server.measured("resources/read", {"uri": uri})
+                blob = base64.b64decode(read["contents"][0]["blob"])
+                assert blob == data or (url is None and len(blob) == size), str(read)[:300]
                 reads.append(read_grown)
                 if warm_size != size:
                     up_ms.append(ms)
@@ -196,11 +218,17 @@ def _run(url: str, engine: str, runs: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.attachments")
-    p.add_argument("--engine", choices=["sqlite", "postgresql", "both"], default="both")
+    p.add_argument(
+        "--engine",
+        choices=["sqlite", "postgresql", "both", "bare"],
+        default="both",
+        help="both: SQLite and PostgreSQL; the bare FastMCP server runs with each choice",
+    )
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--count", type=int, default=10_000, help="tickets in the data set")
     args = p.parse_args()
     log(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    _run(None, "bare", args.runs)
     if args.engine in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:
             db = sqlite_copy(args.count, Path(tmp) / "tickets.db")
