@@ -200,3 +200,29 @@ async def test_the_connect_event_names_the_url_without_its_credentials():
     (connect,) = [e for e in events if e["event"] == "connect"]
     assert connect["target"].startswith("http://127.0.0.1:1/mcp?access_token=")
     assert "SECRET" not in json.dumps(events) and "SECRET" not in str(failed.value)
+
+
+async def test_the_connect_event_names_the_program_but_not_its_arguments():
+    """A stdio server's arguments may carry a credential (``--api-key ...``): the connect
+    event names the program and how many arguments it was given, never them."""
+    import sys
+
+    import pytest
+
+    from ticket_server.client.session import ServerUnavailable
+
+    events: list[dict] = []
+    server = ServerConfig(
+        name="local",
+        transport="stdio",
+        command=[sys.executable, "-c", "raise SystemExit(3)", "--api-key", "SECRETARG"],
+        envelope=LOCKED_READ,
+        tools={"echo": ToolConfig()},
+        retries=0,
+    )
+    async with Kit(KitConfig(servers={"local": server}), audit=events.append) as kit:
+        with pytest.raises(ServerUnavailable) as failed:
+            await kit.call("local", "echo", {"text": "x"})
+    (connect,) = [e for e in events if e["event"] == "connect"]
+    assert connect["target"] == f"{sys.executable} (4 arguments, not logged)"
+    assert "SECRETARG" not in json.dumps(events) and "SECRETARG" not in str(failed.value)

@@ -2,9 +2,9 @@
 trace id of the turn that caused it.
 
 An event is a flat JSON object: ``{"ts": <unix seconds>, "trace_id": ..., "server":
-..., "event": ..., ...}``. Events: ``connect`` (transport, command or URL without
-credentials), ``handshake`` (which one, protocol version, server identity,
-capabilities), ``list`` (tool count, new and inert names), ``call`` (one per call
+..., "event": ..., ...}``. Events: ``connect`` (transport, the program without its
+arguments, or the URL without credentials), ``handshake`` (which one, protocol
+version, server identity, capabilities), ``list`` (tool count, new and inert names), ``call`` (one per call
 whatever its fate: tool, outcome, attempts, milliseconds without the time a person
 took and ``person_ms`` apart, result size, idempotency key, arguments as the
 configuration's ``audit_arguments`` says: a ``{sha256, bytes}`` digest by default),

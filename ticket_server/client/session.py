@@ -335,7 +335,9 @@ class ServerSession:
             transport: Any = _watch_end(
                 stdio_client(params, **({"errlog": self.errlog} if self.errlog else {})), on_end
             )
-            shown = " ".join(config.command)
+            # Arguments may carry a credential (``--api-key ...``): only their count.
+            count = len(config.command) - 1
+            shown = f"{config.command[0]} ({count} argument{'s' if count != 1 else ''}, not logged)"
         else:
             from mcp.client.streamable_http import streamable_http_client
 
