@@ -129,10 +129,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
         )
         return
     app = http.build_http_app(build_runtime(settings))
-    log.info(
-        f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__}
-    )
-    http.serve(app, settings)
+
+    def serving(port: int) -> None:
+        url = f"http://{settings.host}:{port}{http.MCP_PATH}"
+        log.info(
+            f"serving MCP over Streamable HTTP on {url}", extra={"url": url, "version": __version__}
+        )
+
+    http.serve(app, settings, serving)
 
 
 def _queues(settings: Settings, args: argparse.Namespace) -> None:

@@ -598,3 +598,40 @@ def test_idle_sessions_expire_and_free_their_place(db_path: Path, tmp_path: Path
         assert old.status_code == 404
     finally:
         stop(server.process)
+
+
+def test_port_0_logs_the_port_the_system_chose(db_path: Path, tmp_path: Path) -> None:
+    """`--port 0` lets the system choose a free port; the "serving" line names that
+    port (not 0), and the server answers there."""
+    import re
+    import subprocess
+    import time
+
+    from tests.transports.conftest import TICKET_SERVER, server_env
+
+    stderr = tmp_path / "port0.stderr"
+    process = subprocess.Popen(
+        [*TICKET_SERVER, "serve", "--transport", "http", "--port", "0"],
+        env=server_env(db_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("wb"),
+    )
+    try:
+        deadline, found = time.monotonic() + 30, None
+        while found is None and time.monotonic() < deadline and process.poll() is None:
+            found = re.search(r"serving MCP over Streamable HTTP on http://127\.0\.0\.1:(\d+)/mcp",
+                              stderr.read_text())  # fmt: skip
+            time.sleep(0.1)
+        assert found is not None, stderr.read_text()
+        port = int(found.group(1))
+        assert port != 0
+        while time.monotonic() < deadline:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert answer.status_code == 200
+    finally:
+        stop(process)

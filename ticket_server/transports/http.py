@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import logging
 import sys
+from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -301,9 +302,10 @@ def worker_options(settings: Settings) -> dict[str, Any]:
     return {**WORKER_OPTIONS, "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies}
 
 
-def serve(app: ASGIApp, settings: Settings) -> None:
+def serve(app: ASGIApp, settings: Settings, bound: Callable[[int], None] | None = None) -> None:
     """Serve ``app`` with uvicorn until SIGTERM or SIGINT; a graceful stop (the lifespan,
-    with the audit trail's flush, included) exits 0. A connection that has not sent a
+    with the audit trail's flush, included) exits 0. ``bound`` is told the port once the
+    socket is bound (the one the system chose for port 0). A connection that has not sent a
     request's headers within ``http_read_timeout`` seconds is closed (slowloris), and no
     answer announces the server software. X-Forwarded-* are read only from the proxies
     ``forwarded_allow_ips`` names (empty: none): uvicorn's default
@@ -324,4 +326,7 @@ def serve(app: ASGIApp, settings: Settings) -> None:
         proxy_headers=bool(settings.forwarded_allow_ips),
         forwarded_allow_ips=settings.forwarded_allow_ips,
     )
-    compat.graceful_uvicorn_server(config).run()
+    sock = config.bind_socket()
+    if bound is not None:
+        bound(sock.getsockname()[1])
+    compat.graceful_uvicorn_server(config).run(sockets=[sock])
