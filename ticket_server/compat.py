@@ -31,9 +31,9 @@ def dereference_refs(schema: dict[str, Any]) -> dict[str, Any]:
     imported without ``requests``. ``jsonref`` imports ``requests``, when it is installed,
     only to fetch remote ``$ref``s, and FastMCP strips every remote ``$ref`` before
     ``jsonref`` sees a schema. Where ``requests`` is installed (no dependency of ours
-    needs it; our test extras bring it), importing it costs a server process about 4.3 MB
-    and 60-80 ms at start (some 100 modules: requests, urllib3, charset_normalizer,
-    certifi). Leans on ``jsonref`` reading ``requests`` once, at its
+    needs it; our test extras bring it), importing it costs a server process memory and
+    start-up time (some 100 modules: requests, urllib3, charset_normalizer, certifi;
+    bench/ANALYSIS.md). Leans on ``jsonref`` reading ``requests`` once, at its
     own import (``jsonref.requests``); a later import of ``requests`` elsewhere works as
     usual."""
     import importlib

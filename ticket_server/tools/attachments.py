@@ -129,7 +129,7 @@ def set_aside(arguments: dict[str, Any], name: str) -> tuple[dict[str, Any], dic
     dict and ``{}`` when none is.
 
     FastMCP validates arguments strictly by serialising them to JSON and parsing that
-    again: for a 10 MB file 5.3x its size in memory (bench/ANALYSIS.md). These fields are
+    again: for a large file several times its size in memory (bench/ANALYSIS.md). These fields are
     strings without bounds, so a placeholder validates as its text would
     (``tests/tools/test_attachments.py`` holds them to that); ``_decoded`` checks the text
     itself. A placeholder holds a nonce of this call, so no client can name one."""

@@ -226,7 +226,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _lone_surrogate(text: str) -> bool:
     # ASCII (known without a scan) holds none; else one C-speed search, not a Python loop
-    # per character (1.6 s over a 10 MB attachment's base64).
+    # per character (seconds over a 10 MB attachment's base64: bench/ANALYSIS.md).
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 

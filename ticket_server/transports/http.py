@@ -151,10 +151,10 @@ default: 0.005)."""
 def prefer_the_event_loop() -> None:
     """Shorten the interpreter's thread switch interval to ``SWITCH_INTERVAL``. Searches
     and reads run in worker threads (``tickets/storage.py``) and share the GIL with the
-    event loop, which waited up to 5 ms for it at every step of every other request: on
-    2 cores, while one caller ran 2 searches at a time without pause, another caller's
-    lookups had p99 115-145 ms; with 1 ms, 20-80 ms, the searches as many a second
-    (``bench/fairness.py``, its "unlimited" phase)."""
+    event loop, which waited out CPython's default interval for it at every step of
+    every other request: one caller's searches without pause held back every other
+    caller's lookups (``bench/fairness.py``, its "unlimited" phase; figures in
+    ``bench/ANALYSIS.md``)."""
     sys.setswitchinterval(SWITCH_INTERVAL)
 
 
