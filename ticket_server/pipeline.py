@@ -98,6 +98,30 @@ def _not_recorded(count: int) -> str:
     return json.dumps({"[not recorded]": f"{count} argument{'s' if count != 1 else ''}"})
 
 
+def params_problem(method: str, params: Any) -> str | None:
+    """Why the params of a tools/call, prompts/get or resources/read cannot name what
+    they ask for, or None (the MCP schema: ``name`` a string, a tool's ``arguments`` an
+    object, a prompt's an object of strings, ``uri`` a string)."""
+    if not isinstance(params, Mapping):
+        return f"{method} params must be an object"
+    if method == "resources/read":
+        return (
+            None if isinstance(params.get("uri"), str) else f"{method} params.uri must be a string"
+        )
+    if not isinstance(params.get("name"), str):
+        return f"{method} params.name must be a string"
+    arguments = params.get("arguments")
+    if arguments is None:
+        return None
+    if method == "prompts/get" and not (
+        isinstance(arguments, Mapping) and all(isinstance(v, str) for v in arguments.values())
+    ):
+        return f"{method} params.arguments must be an object of texts"
+    if not isinstance(arguments, Mapping):
+        return f"{method} params.arguments must be an object"
+    return None
+
+
 def _refusal(text: str, meta: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[mt.TextContent(type="text", text=text)], meta=meta, is_error=True)
 
@@ -201,7 +225,7 @@ class CallPipeline(Middleware):
             return await call_next(context)
         try:
             return await call_next(context)
-        except Exception:
+        except Exception as exc:
             params = context.message
             name, arguments = params.get("name"), params.get("arguments")
             if method == "tools/call":
@@ -220,6 +244,12 @@ class CallPipeline(Middleware):
                 pass
             record.fail(Outcome.TOOL_ERROR, Cause.MALFORMED)
             self._observe(record)
+            problem = params_problem(str(method), params)
+            if problem and isinstance(exc, PydanticValidationError):
+                # The SDK answers "Invalid request parameters" alone: say which member.
+                raise MCPError(
+                    code=mt.INVALID_PARAMS, message=f"Invalid params: {problem}"
+                ) from None
             raise
 
     # --- tools/list ------------------------------------------------------------

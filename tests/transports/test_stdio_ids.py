@@ -80,3 +80,32 @@ def test_c31_an_id_in_flight_is_refused_at_once(db_path: Path) -> None:
         stop(raw.process)
     ids = [json.loads(line).get("id") for line in raw.lines]
     assert ids.count(10) == 4 and ids.count("10") == 1, ids
+
+
+def test_params_the_sdk_refuses_are_named_in_the_error(db_path: Path) -> None:
+    """A tools/call whose `name` is not a string or whose `arguments` is not an object,
+    and a prompts/get whose argument is not a text, are refused with -32602 saying which
+    member is wrong (the SDK's own answer is "Invalid request parameters" and nothing
+    else), as the HTTP gate says it."""
+    raw = RawStdio(db_path)
+    try:
+        raw.send(INIT)
+        raw.read_until_id(1)
+        raw.send(INITIALIZED)
+        sent = {
+            2: ("tools/call", {"name": 5, "arguments": {}}),
+            3: ("tools/call", {"name": "get_ticket_status_v2", "arguments": "SUP-4412"}),
+            4: ("tools/call", {"name": "get_ticket_status_v2", "arguments": ["SUP-4412"]}),
+            5: ("prompts/get", {"name": "summarize_ticket", "arguments": {"ticket_id": 5}}),
+        }
+        errors = {}
+        for request_id, (method, params) in sent.items():
+            raw.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            errors[request_id] = raw.read_until_id(request_id)["error"]
+    finally:
+        stop(raw.process)
+    assert {e["code"] for e in errors.values()} == {-32602}
+    assert "tools/call params.name must be a string" in errors[2]["message"]
+    assert "tools/call params.arguments must be an object" in errors[3]["message"]
+    assert "tools/call params.arguments must be an object" in errors[4]["message"]
+    assert "prompts/get params.arguments must be an object of texts" in errors[5]["message"]

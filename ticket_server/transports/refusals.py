@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.types import Message, Scope
 
 from ticket_server.access.ratelimit import HttpVerdict
+from ticket_server.pipeline import params_problem
 from ticket_server.transports import frames
 
 HOW_TO_GET_A_TOKEN = (
@@ -31,18 +32,6 @@ TOO_MANY_TOKENS = (
 UNREAD = "(request not read)"
 """The audit's tool for a request refused before its body was read, whose headers do not
 say what it is (the legacy revision has no ``Mcp-Method`` header)."""
-
-
-def params_problem(message: dict[str, Any]) -> str | None:
-    """Why a tools/call's params cannot name a tool and its arguments, or None."""
-    params = message.get("params")
-    if not isinstance(params, dict):
-        return "tools/call params must be an object"
-    if not isinstance(params.get("name"), str):
-        return "tools/call params.name must be a string"
-    if params.get("arguments") is not None and not isinstance(params["arguments"], dict):
-        return "tools/call params.arguments must be an object"
-    return None
 
 
 def jsonrpc_error(
@@ -226,7 +215,7 @@ def malformed(message: Any, request_id: Any) -> tuple[Response, str] | None:
     if problem is not None:
         return jsonrpc_error(400, -32600, f"Invalid Request: {problem}"), problem
     if message.get("method") == "tools/call" and "id" in message:
-        problem = params_problem(message)
+        problem = params_problem("tools/call", message.get("params"))
         if problem is not None:
             return jsonrpc_error(400, -32602, f"Invalid params: {problem}", request_id), problem
     return None
