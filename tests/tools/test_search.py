@@ -252,6 +252,22 @@ async def test_one_letter_words_are_named_as_not_searched(client: Client) -> Non
     assert "One-letter" not in (plain.structured_content["note"] or "")
 
 
+async def test_a_word_no_ticket_holds_names_no_one_letter_words_when_there_are_none(
+    client: Client,
+) -> None:
+    """A query whose every word no ticket holds said "One-letter words are not searched: ."
+    (an empty list) after naming the missing words; the sentence comes only with such a word."""
+    for query in ("zzqxv", "the zzqxv"):
+        result = await search(client, query=query)
+        assert result.structured_content["tickets"] == []
+        assert result.structured_content["note"] == (
+            "No ticket contains any of 'zzqxv'. Try other words or synonyms; for a known "
+            "ticket id use get_ticket_status_v2."
+        )
+    both = await search(client, query="zzqxv q")
+    assert both.structured_content["note"].endswith("One-letter words are not searched: 'q'.")
+
+
 # -- filters --------------------------------------------------------------------------
 
 

@@ -80,7 +80,8 @@ def explain(
                 f"No {holder} contains any of {_quoted(query.missing)}. Try other words or synonyms; "
                 "for a known ticket id use get_ticket_status_v2."
             )
-        notes.append(_unsearched(query, alone=not query.missing))
+        if query.one_letter or not query.missing:  # nothing to name beside the missing
+            notes.append(_unsearched(query, alone=not query.missing))
         return " ".join(notes)
     if query.one_letter:
         notes.append(_unsearched(query, alone=False))
