@@ -895,3 +895,30 @@ async def test_a_utf16_text_file_is_read_as_text(settings: Settings, agent) -> N
             read = await client.call_tool("get_attachment", {"attachment_id": stored["id"]})
             body = json.loads(read.content[1].text)
             assert body["text"] == words and body["truncated"] is False, (name, body)
+
+
+async def test_bytes_that_are_not_utf8_are_not_taken_for_text(settings: Settings, agent) -> None:
+    """A file whose bytes do not read as UTF-8 is not text, however short it is and
+    wherever the bad bytes are: `\\xff` alone and `hello` with three bytes no UTF-8
+    text holds were stored as text/plain, taken for a character cut at the end of the
+    64 KiB read to tell the type (a review's finding). A long text whose 64 KiB cut
+    falls inside a character is still text."""
+    billing = await ticket_in(settings, "billing")
+    long_text = ("é" * 40_000).encode()  # 80,000 bytes: the cut at 65,536 halves no "é"
+    cut_inside = b"a" + long_text  # ...this one's does
+    async with Client(agent) as client:
+        for data in (b"\xff", b"\x80", b"hello\xff\xfe\xfd", b"hello\xe2\x82"):
+            is_error, text = await call_any(
+                client,
+                "add_internal_note",
+                {
+                    "ticket_id": billing,
+                    "note": "n",
+                    "attachments": [{"name": "x.txt", "content_base64": b64(data)}],
+                },
+            )
+            assert is_error and "application/octet-stream by its content" in text, (data, text)
+        for data in (long_text, cut_inside):
+            assert (await note_with(client, billing, "long.txt", data))["media_type"] == (
+                "text/plain"
+            )

@@ -104,7 +104,8 @@ def detect(data: bytes) -> str:
     try:
         text = head.decode(codec)
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:  # not a character cut at the sniff's end
+        # Forgiven only for a character cut by the sniff's own end, the file going on.
+        if len(data) <= len(head) or exc.reason != "unexpected end of data":
             return "application/octet-stream"
         text = head[: exc.start].decode(codec)
     if "\x00" in text:
