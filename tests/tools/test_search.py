@@ -268,6 +268,21 @@ async def test_a_word_no_ticket_holds_names_no_one_letter_words_when_there_are_n
     assert both.structured_content["note"].endswith("One-letter words are not searched: 'q'.")
 
 
+async def test_a_word_with_combining_marks_is_not_named_as_one_letter_words(
+    client: Client,
+) -> None:
+    """A combining mark no letter composes with (`x\u0301y`, `a` under four marks) is
+    dropped when the word is searched (`xy`, `ab`), but the note named the letters
+    around it as one-letter words not searched (a review's finding)."""
+    for query in ("refund x\u0301y", "refund a\u0300\u0301\u0302\u0303b"):
+        result = await search(client, query=query, limit=3)
+        assert result.structured_content["tickets"]
+        assert "One-letter" not in (result.structured_content["note"] or ""), query
+    # a letter and its mark that compose stay one letter, named as typed
+    alone = await search(client, query="refund e\u0301")
+    assert "One-letter words are not searched: '\u00e9'." in alone.structured_content["note"]
+
+
 # -- filters --------------------------------------------------------------------------
 
 

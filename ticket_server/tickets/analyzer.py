@@ -139,7 +139,10 @@ def one_letter_words_in(query: str) -> list[str]:
     digit, not a stop word like ``a``, not the part of a compound, which is searched
     whole: ``e-mail``)."""
     out: dict[str, str] = {}  # folded: as typed first
-    for chunk in _CHUNK.findall(_APOSTROPHES.sub("", unicodedata.normalize("NFC", query))):
+    # As ``fold`` drops them: a mark no letter composes with does not split a word.
+    composed = unicodedata.normalize("NFC", query)
+    bare = "".join(c for c in composed if not unicodedata.combining(c))
+    for chunk in _CHUNK.findall(_APOSTROPHES.sub("", bare)):
         parts = _PART.findall(chunk)
         field_syntax = ":" in chunk and not _DIGIT.search(chunk) and "_" not in chunk
         if field_syntax or (len(parts) == 1 and "_" not in chunk):
