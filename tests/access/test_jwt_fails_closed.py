@@ -90,6 +90,36 @@ async def test_a_default_role_is_what_an_unknown_subject_gets(
     )  # a revoked name never falls back
 
 
+async def test_a_subject_keeps_every_grant_of_its_row(settings, add_caller, verify, keys) -> None:
+    """A JWT subject (or one under the default role) gets its row's write queues,
+    confirmation list, toolsets and kind, not only its queues and limits: the verifier
+    built the caller from those alone, so a row allowed to write in billing only wrote in
+    every queue it reads, its own confirmation list and toolsets gave way to the
+    deployment's, and an assistant's notes read as a person's (a review's finding)."""
+    grants = {
+        "queues": ["billing", "support"],
+        "write_queues": ["billing"],
+        "confirm_writes": ["add_internal_note"],
+        "toolsets": ["read", "respond"],
+        "kind": "assistant",
+    }
+    await add_caller("bot", scopes=("tickets:read", "tickets:write"), **grants)
+    verifier = verify(jwt_default_role="bot")
+    for subject, registered in (("bot", True), ("stranger", False)):
+        jwt = keys.create_token(
+            subject=subject,
+            issuer=ISSUER,
+            audience=AUDIENCE,
+            scopes=["tickets:read", "tickets:write"],
+        )
+        found = await caller(verifier, jwt)
+        assert found is not None and found.registered is registered, subject
+        assert found.writable_queues == frozenset({"billing"}), subject
+        assert found.confirm_writes == frozenset({"add_internal_note"}), subject
+        assert found.toolsets == frozenset({"read", "respond"}), subject
+        assert found.is_assistant, subject
+
+
 async def test_exp_is_required_and_nbf_honoured(add_caller, verify, keys) -> None:
     await add_caller("billing")
     verifier = verify()

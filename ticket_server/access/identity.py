@@ -15,6 +15,7 @@ effect within that time, one by this process at once.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
@@ -205,13 +206,10 @@ class CallerJWTVerifier(_MetadataRoutes, JWTVerifier):
             return _unverifiable(token)
         if row is None:  # revoked, or unknown without a default role: nothing
             return None
-        caller = Caller(
-            name=name,
-            scopes=frozenset(verified.scopes) & row.scopes,
-            queues=row.queues,
-            tool_rate_limit=row.tool_rate_limit,
-            http_rate_limit=row.http_rate_limit,
-            registered=known,
+        # Every grant of the row (queues, write queues, limits, confirmations, toolsets,
+        # kind) under the subject's name; the scopes only those the token has too.
+        caller = dataclasses.replace(
+            row, name=name, scopes=frozenset(verified.scopes) & row.scopes, registered=known
         )
         access = _access_token(caller, token, verified.claims)
         access.expires_at = verified.expires_at
