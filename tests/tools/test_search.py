@@ -268,6 +268,24 @@ async def test_a_word_no_ticket_holds_names_no_one_letter_words_when_there_are_n
     assert both.structured_content["note"].endswith("One-letter words are not searched: 'q'.")
 
 
+async def test_a_later_page_never_says_no_ticket_holds_every_word_when_one_does(
+    client: Client,
+) -> None:
+    """Page 2 onwards of a search whose first page held tickets with every word said "No
+    ticket matches all of ... first are tickets with 2 of the 3 words" (the note judged
+    by the first ticket of the page alone); a later page now says what it starts with."""
+    words = "'refund', 'invoice', 'charge'"
+    first = await search(client, query="refund invoice charge", limit=50)
+    assert first.structured_content["note"] is None  # its first ticket holds all three
+    cursor, notes = first.structured_content["next_cursor"], []
+    while cursor:
+        page = await search(client, query="refund invoice charge", limit=50, cursor=cursor)
+        notes.append(page.structured_content["note"])
+        cursor = page.structured_content["next_cursor"]
+    assert notes and not any("No ticket matches all" in (n or "") for n in notes), notes
+    assert f"This page starts with tickets holding 1 of the 3 words {words}" in notes[-1]
+
+
 async def test_a_word_with_combining_marks_is_not_named_as_one_letter_words(
     client: Client,
 ) -> None:

@@ -90,7 +90,12 @@ def explain(
         if first is not None and query.words and "rank" in first._mapping
         else len(query.words)
     )
-    if matched < len(query.words):
+    if matched < len(query.words) and continued:  # earlier pages may have held them all
+        notes.append(
+            f"This page starts with tickets holding {matched} of the {len(query.words)} "
+            f"words {_quoted(query.words)}; any holding more were on earlier pages."
+        )
+    elif matched < len(query.words):
         notes.append(
             f"No ticket matches all of {_quoted(query.words)} with these filters; "
             f"first are tickets with {matched} of the {len(query.words)} words."
