@@ -922,3 +922,14 @@ async def test_bytes_that_are_not_utf8_are_not_taken_for_text(settings: Settings
             assert (await note_with(client, billing, "long.txt", data))["media_type"] == (
                 "text/plain"
             )
+
+
+async def test_a_text_nested_too_deep_for_json_is_plain_text(settings: Settings, agent) -> None:
+    """A text file that opens like JSON but nests deeper than the JSON reader recurses
+    (100,000 `[`) failed the write with "Error calling tool" (a RecursionError in the
+    type detection, a review's finding): it is text, not JSON, and stored as such."""
+    billing = await ticket_in(settings, "billing")
+    async with Client(agent) as client:
+        for data in (b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000):
+            stored = await note_with(client, billing, "deep.json", data)
+            assert stored["media_type"] == "text/plain", stored

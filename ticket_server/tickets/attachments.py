@@ -115,7 +115,7 @@ def detect(data: bytes) -> str:
         try:
             json.loads(bytes(data))
             return "application/json"
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the reader's recursion: text
             pass
     return "text/csv" if _looks_like_csv(text) else "text/plain"
 
