@@ -933,3 +933,36 @@ async def test_a_text_nested_too_deep_for_json_is_plain_text(settings: Settings,
         for data in (b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000):
             stored = await note_with(client, billing, "deep.json", data)
             assert stored["media_type"] == "text/plain", stored
+
+
+async def test_text_opening_like_a_short_signature_is_text(settings: Settings, agent) -> None:
+    """A text file that happens to open with the two or three bytes of a binary format's
+    signature ("BMW" and `BM` of a bitmap, an order id "MZ-2041" and `MZ` of a Windows
+    program, a CSV whose first column is "ID3") was refused as that format ("is
+    image/x-ms-bmp by its content, which is not accepted", a review's finding), and text
+    opening with `{` was JSON by a one-byte guess: such a weak match counts only when the
+    bytes do not read as text. A real bitmap is still one."""
+    from PIL import Image
+
+    billing = await ticket_in(settings, "billing")
+    texts = {
+        "bmw.txt": (b"BMW invoice 2041 shows the wrong VAT rate\n", "text/plain"),
+        "order.txt": (b"MZ-2041: the order was charged twice\n", "text/plain"),
+        "ids.csv": (b"ID3,name,amount\n1,a,2\n2,b,3\n", "text/csv"),
+        "brace.txt": (b"{not JSON: a brace opens this note", "text/plain"),
+    }
+    bitmap = io.BytesIO()
+    Image.new("RGB", (2, 2)).save(bitmap, "BMP")
+    async with Client(agent) as client:
+        for name, (data, media_type) in texts.items():
+            assert (await note_with(client, billing, name, data))["media_type"] == media_type
+        is_error, text = await call_any(
+            client,
+            "add_internal_note",
+            {
+                "ticket_id": billing,
+                "note": "n",
+                "attachments": [{"name": "a.txt", "content_base64": b64(bitmap.getvalue())}],
+            },
+        )
+        assert is_error and "image/x-ms-bmp by its content" in text, text

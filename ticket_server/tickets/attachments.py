@@ -83,33 +83,48 @@ class AttachmentRecord(BaseModel):
 _COLUMNS = [_ATTACHMENTS.c[name] for name in AttachmentRecord.model_fields if name != "store"]
 
 
+WEAK_SIGNATURE = 0.4
+"""puremagic's confidence below which a signature is a file's first two or three bytes
+(``BM`` of a bitmap, ``MZ`` of a Windows program, ``ID3`` of an MP3, ``%!`` of
+PostScript): text may open so too ("BMW ..."), so such a match counts only for bytes
+that do not read as text."""
+
+
 def detect(data: bytes) -> str:
     """The media type of ``data``, from its bytes alone."""
     import puremagic
 
+    found, weak = "", False
     if data:
         try:
-            found = puremagic.from_string(data, mime=True)
-        except (puremagic.PureError, ValueError):
-            found = ""
-        if found:
-            return str(found)
+            best = puremagic.magic_string(data)[0]
+            found, weak = str(best.mime_type or ""), best.confidence < WEAK_SIGNATURE
+        except (puremagic.PureError, ValueError, IndexError):
+            pass
+        if found and not weak:
+            return found
+    return _text_type(data) or found or "application/octet-stream"
+
+
+def _text_type(data: bytes) -> str | None:
+    """JSON, CSV or plain text, as ``data`` reads (UTF-8, or UTF-16 after its byte-order
+    mark); None when it does not read as text."""
     head = bytes(data[:TEXT_SNIFF_BYTES])
     utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))  # RFC 2781 3.2
     if utf16:
         head = head[: len(head) // 2 * 2]
     elif b"\x00" in head:
-        return "application/octet-stream"
+        return None
     codec = "utf-16" if utf16 else "utf-8"
     try:
         text = head.decode(codec)
     except UnicodeDecodeError as exc:
         # Forgiven only for a character cut by the sniff's own end, the file going on.
         if len(data) <= len(head) or exc.reason != "unexpected end of data":
-            return "application/octet-stream"
+            return None
         text = head[: exc.start].decode(codec)
     if "\x00" in text:
-        return "application/octet-stream"
+        return None
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:
