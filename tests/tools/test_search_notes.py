@@ -72,3 +72,16 @@ async def test_sort_due_and_due_before_name_why_the_filtered_tickets_have_none(
         listed = await search(client, query="", sort="due", limit=3)
         assert len(listed.structured_content["tickets"]) == 3
         assert listed.structured_content["note"] is None
+
+
+async def test_a_breached_filter_is_named_with_its_value(settings: Settings) -> None:
+    """`breached: false` was named "with breached" in the note of an empty sort "due" page,
+    which reads as the opposite filter (a review's finding); it is named with its value."""
+    await _load(settings, policy(high_resolution=2400))
+    async with Client(build_server(settings)) as client:
+        for breached in (False, True):
+            note = await _note(client, query="", sort="due", status=["closed"], breached=breached)
+            assert note.startswith(
+                f"No ticket you can see with status closed, breached {str(breached).lower()} "
+                "has an SLA due time"
+            ), note

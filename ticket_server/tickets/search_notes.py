@@ -164,11 +164,15 @@ def _tickets(
 ) -> str:
     """The tickets a search looked at, in words: ``tickets you can see with status
     closed``, ``tickets with the words and priority low`` (a status or priority filter
-    with its values, another filter by name)."""
-    values = {"status": filters.statuses, "priority": filters.priorities} if filters else {}
-    described = [
-        f"{n} {'/'.join(v.value for v in values[n] or ())}" if n in values else n for n in names
-    ]
+    with its values, ``breached`` with true or false, another filter by name)."""
+    values: dict[str, str] = {}
+    if filters:
+        values = {
+            "status": "/".join(v.value for v in filters.statuses or ()),
+            "priority": "/".join(v.value for v in filters.priorities or ()),
+            "breached": str(filters.breached).lower(),  # "breached" alone reads as true
+        }
+    described = [f"{n} {values[n]}" if n in values else n for n in names]
     if query.words:
         return " and ".join([f"{noun} with the words", *described])
     return " with ".join([f"{noun} you can see", ", ".join(described)][: 1 + bool(described)])
