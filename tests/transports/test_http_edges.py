@@ -4,6 +4,7 @@ calls (16.11), no server header (16.14), and the cases C11-C13, C15, C17, C18.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import signal
@@ -536,6 +537,33 @@ def test_sessions_per_caller_and_none_for_callers_without_a_usable_scope(
     finally:
         stop(server.process)
     assert server.logs().count("Created new transport") == 4
+
+
+def test_concurrent_initializes_do_not_pass_the_session_quota(
+    db_path: Path, tmp_path: Path
+) -> None:
+    """16.3 under concurrency: initializes sent at once all passed the quota check before
+    any of their sessions was counted (40 of 40 opened with a quota of 8, a review's
+    finding), so one caller could hold any number of sessions, up to the SDK's cap for
+    every caller together. A session being opened now holds its place."""
+    greedy = add_caller(db_path, "greedy")
+    server = start_http_server(db_path, tmp_path, TICKET_SERVER_SESSIONS_PER_CALLER="2")
+
+    headers = {**ACCEPT, **bearer(greedy)}
+
+    async def at_once(n: int) -> list[int]:
+        limits = httpx.Limits(max_connections=n)
+        async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+            sent = [client.post(server.url, json=INIT, headers=headers) for _ in range(n)]
+            return [answer.status_code for answer in await asyncio.gather(*sent)]
+
+    try:
+        answers = asyncio.run(at_once(16))
+        assert answers.count(200) == 2 and answers.count(429) == 14, answers
+        assert httpx.post(server.url, json=INIT, headers=headers, timeout=10).status_code == 429
+    finally:
+        stop(server.process)
+    assert server.logs().count("Created new transport") == 2
 
 
 def test_c17_text_log_format_keeps_every_field(db_path: Path, tmp_path: Path) -> None:

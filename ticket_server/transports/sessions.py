@@ -36,6 +36,23 @@ class SessionQuota:
             str, dict[str, list[float]]
         ] = {}  # caller -> id -> [last seen, in flight]
         self.ids: dict[str, set[str]] = {}  # session id -> request ids in flight
+        self.opening: dict[str, int] = {}  # caller -> initializes not yet answered
+
+    def reserve(self, caller: str) -> bool:
+        """Hold a place for a session ``caller`` is opening until ``unreserve``; False
+        when its sessions and those being opened fill its quota. Checked and taken at
+        once: initializes sent together must not all pass before one is counted."""
+        if self.open_count(caller) + self.opening.get(caller, 0) >= self.per_caller:
+            return False
+        self.opening[caller] = self.opening.get(caller, 0) + 1
+        return True
+
+    def unreserve(self, caller: str) -> None:
+        left = self.opening.get(caller, 0) - 1
+        if left > 0:
+            self.opening[caller] = left
+        else:
+            self.opening.pop(caller, None)
 
     def open_count(self, caller: str) -> int:
         held = self.sessions.get(caller, {})
@@ -129,7 +146,7 @@ class LegacySessions:
                     request_id,
                 )(scope, receive, send)
                 return
-            if self.quota.open_count(caller.name) >= self.quota.per_caller:
+            if not self.quota.reserve(caller.name):
                 wait = max(1, round(self.quota.idle_seconds))
                 await jsonrpc_error(
                     429,
@@ -157,10 +174,10 @@ class LegacySessions:
                 )(scope, no_more_body, send)
                 return
             self.quota.begin(caller.name, sid)
-        status, finished = 0, False
+        status, finished, reserved = 0, False, opening
 
         async def watch(message: Message) -> None:
-            nonlocal status, finished
+            nonlocal status, finished, reserved
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 finished = True
             if message["type"] == "http.response.start":
@@ -169,6 +186,9 @@ class LegacySessions:
                     for key, value in message.get("headers", []):
                         if key.lower() == b"mcp-session-id":
                             self.quota.opened(caller.name, value.decode("latin-1"))
+                if reserved:  # the session is counted as open now, or never opened
+                    reserved = False
+                    self.quota.unreserve(caller.name)
             await send(message)
 
         gone = anyio.Event()
@@ -198,6 +218,8 @@ class LegacySessions:
                 # An SSE stream the server ended at shutdown: close it as a complete response.
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            if reserved:  # no answer was sent
+                self.quota.unreserve(caller.name)
             if sid is not None:
                 closed = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
                 self.quota.end(caller.name, sid, closed)
