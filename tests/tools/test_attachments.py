@@ -344,6 +344,34 @@ async def test_an_attachment_id_is_written_one_way_only(settings: Settings, agen
 
 
 @pytest.mark.sqlite_only  # image handling is the subject; storage runs on both engines above
+async def test_an_image_of_many_bytes_is_sent_within_the_embed_bound(
+    settings: Settings, agent
+) -> None:
+    """An image small in pixels but large in bytes (a detailed screenshot, here noise:
+    800 x 800 PNG, about 1.9 MB) is not sent whole: re-encoded, and smaller if need be,
+    it goes out within ``MAX_EMBED_BYTES``, the bound of any other embedded file."""
+    import os
+
+    from PIL import Image
+
+    from ticket_server.tools.attachments import MAX_EMBED_BYTES
+
+    billing = await ticket_in(settings, "billing")
+    out = io.BytesIO()
+    Image.frombytes("RGB", (800, 800), os.urandom(800 * 800 * 3)).save(out, "PNG")
+    assert len(out.getvalue()) > MAX_EMBED_BYTES
+    async with Client(agent) as client:
+        file = await note_with(client, billing, "detailed.png", out.getvalue())
+        read = await client.call_tool("get_attachment", {"attachment_id": file["id"]})
+    sent = base64.b64decode(read.content[1].data)
+    assert read.structured_content["content"] == "image"
+    assert len(sent) <= MAX_EMBED_BYTES and len(sent) == read.structured_content["sent_bytes"]
+    with Image.open(io.BytesIO(sent)) as image:
+        assert image.format == read.content[1].mimeType.split("/")[1].upper()
+        assert max(image.size) <= 800
+
+
+@pytest.mark.sqlite_only  # image handling is the subject; storage runs on both engines above
 async def test_a_large_image_is_downscaled(settings: Settings, agent) -> None:
     from PIL import Image
 

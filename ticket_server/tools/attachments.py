@@ -86,7 +86,10 @@ in a worker thread (``_image``); a call decodes one, and ``get_attachment`` coun
 expensive work (``POLICY``). Pillow's own bound (``Image.MAX_IMAGE_PIXELS``, 89 M, a
 global of the whole process) is left as it is: this one is checked first."""
 MAX_EMBED_BYTES = 1024 * 1024
-"""Largest file embedded in a get_attachment result; a larger one comes as a resource link."""
+"""Largest file embedded in a get_attachment result; a larger one comes as a resource
+link. An image is re-encoded, and made smaller, to fit (``_image``)."""
+IMAGE_ATTEMPTS = 6
+"""Sizes an image is encoded at, each 0.7 of the last, before it goes as a file instead."""
 MAX_TEXT_CHARS = 50_000
 """Most characters of a text file in a get_attachment result (the resource has it all)."""
 TEXT_TYPES = ("text/", "application/json")
@@ -429,10 +432,13 @@ _PILLOW_FORMATS = {
 
 
 def _image(data: bytes, media_type: str) -> tuple[bytes, str, list[int] | None] | None:
-    """The image as sent (downscaled when a side passes ``MAX_IMAGE_SIDE``), its type and
-    new size; None when Pillow cannot decode it or it has more than ``MAX_IMAGE_PIXELS``
-    (judged from its header: nothing is decoded then). It blocks for as long as the
-    decoding takes: a worker thread calls it (``get_attachment``)."""
+    """The image as sent, its type and its new size (None: as stored): downscaled when a
+    side passes ``MAX_IMAGE_SIDE``, and re-encoded (JPEG unless it has transparency),
+    then made smaller, while its bytes pass ``MAX_EMBED_BYTES``, the bound of any other
+    embedded file (a detailed screenshot can hold megabytes in few pixels). None when
+    Pillow cannot decode it or it has more than ``MAX_IMAGE_PIXELS`` (judged from its
+    header: nothing is decoded then). It blocks for as long as the decoding takes: a
+    worker thread calls it (``get_attachment``)."""
     from PIL import Image
 
     try:
@@ -440,17 +446,23 @@ def _image(data: bytes, media_type: str) -> tuple[bytes, str, list[int] | None] 
             width, height = image.size
             if width * height > MAX_IMAGE_PIXELS:
                 return None
-            if max(width, height) <= MAX_IMAGE_SIDE:
+            if max(width, height) <= MAX_IMAGE_SIDE and len(data) <= MAX_EMBED_BYTES:
                 return data, media_type, None
-            image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
-            out = io.BytesIO()
-            if media_type == "image/jpeg":
-                image.convert("RGB").save(out, "JPEG", quality=85)
-                sent_type = "image/jpeg"
-            else:
-                image.save(out, "PNG", optimize=False)
-                sent_type = "image/png"
-            return out.getvalue(), sent_type, list(image.size)
+            side = min(max(width, height), MAX_IMAGE_SIDE)
+            opaque = image.mode not in ("RGBA", "LA", "PA") and "transparency" not in image.info
+            for _ in range(IMAGE_ATTEMPTS):
+                smaller = image.copy()
+                smaller.thumbnail((side, side))
+                out = io.BytesIO()
+                if opaque:
+                    smaller.convert("RGB").save(out, "JPEG", quality=85)
+                else:
+                    smaller.save(out, "PNG", optimize=False)
+                if out.tell() <= MAX_EMBED_BYTES:
+                    resized = list(smaller.size) if smaller.size != image.size else None
+                    return out.getvalue(), "image/jpeg" if opaque else "image/png", resized
+                side = int(side * 0.7)
+            return None
     except (OSError, ValueError, Image.DecompressionBombError):
         return None
 
