@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy.sql.elements import UnaryExpression
+from sqlalchemy.sql.operators import custom_op
 
 from ticket_server.tickets.classification_models import Tag, TicketTag
 from ticket_server.tickets.domain import (
@@ -285,11 +287,6 @@ def analyze_tickets(conn: Connection) -> None:
         conn.exec_driver_sql("ANALYZE tickets")
 
 
-def breached_now(now: datetime) -> Any:
-    """The condition "breached at ``now``" on the stored columns."""
-    return _T.c.sla_breach_at <= now
-
-
 def states(
     conn: Connection, filters: SearchFilters, now: datetime, limit: int
 ) -> dict[str, tuple[Any, SlaState]] | None:
@@ -327,16 +324,30 @@ class Counts:
     sla_note: str | None
 
 
-def _younger_than(now: datetime) -> list[Any]:
+def _younger_than(now: datetime, bare: bool) -> list[Any]:
     """Per age bound, the count of the group's tickets created after ``now`` - bound:
     tallies beside ``count()`` rather than a GROUP BY on a bucket expression, which made the
     engine sort every matching row (a temporary B-tree on SQLite) where the index order
-    of the group's columns serves alone."""
+    of the group's columns serves alone. ``bare``: see ``_compared``."""
+    created = _compared(_T.c.created_at, bare)
     return [
-        _tally(_T.c.created_at > now - bound).label(f"younger_{i}")
+        _tally(created > now - bound).label(f"younger_{i}")
         for i, (_, bound) in enumerate(AGE_BUCKETS)
         if bound is not None
     ]
+
+
+def _compared(column: Any, bare: bool) -> Any:
+    """``column`` as a tally compares it with a moment. ``bare`` (SQLite): as ``+column``,
+    an expression without the column's type affinity. SQLite stores these timestamps as
+    text of one fixed format (``UTCDateTime``), and a ``DATETIME`` column has NUMERIC
+    affinity: compared with a moment, also text, the engine tries to read both sides as
+    numbers on every row before it compares them as text. Without the affinity it
+    compares the text at once: the same result, with less work on each of the rows a
+    count reads. Only in tallies: a condition in WHERE written so could not use an index."""
+    if not bare:
+        return column
+    return UnaryExpression(column, operator=custom_op("+"), type_=column.type)
 
 
 def _tally(condition: Any) -> Any:
@@ -375,12 +386,13 @@ def count(
     # Tickets whose SLA columns are not derived yet (sla_covered null): count(*) less
     # count(sla_covered), which costs less than a third conditional tally.
     covered = func.count(_T.c.sla_covered)
+    bare = conn.dialect.name == "sqlite"
     stmt = (
         select(
             *columns,
             func.count().label("n"),
-            *_younger_than(now),
-            _tally(breached_now(now)).label("late"),
+            *_younger_than(now, bare),
+            _tally(_compared(_T.c.sla_breach_at, bare) <= now).label("late"),
             _tally(_T.c.sla_covered.is_(False)).label("without"),
             covered.label("covered"),
         )
