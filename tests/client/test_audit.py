@@ -178,28 +178,38 @@ async def test_a_notification_is_logged_in_full_under_the_turn_of_the_call_it_ca
     assert "from the second turn" in json.dumps(logged["params"])
 
 
-async def test_the_connect_event_names_the_url_without_its_credentials():
-    """A URL carrying a password or a token (userinfo, a query value) is logged with
-    neither: the host and path stay, the secrets do not, nor in the error."""
+async def _unreachable(**where: object) -> tuple[list[dict], dict, str]:
+    """Every event, the connect event and the error of one call to a server that cannot
+    be reached at ``where`` (a ``url``, or a ``command`` that exits at once)."""
     import pytest
 
     from ticket_server.client.session import ServerUnavailable
 
     events: list[dict] = []
+    transport = "http" if "url" in where else "stdio"
     server = ServerConfig(
-        name="remote",
-        transport="http",
-        url="http://bob:SECRETPW@127.0.0.1:1/mcp?access_token=SECRETQ",
+        name="there",
+        transport=transport,
         envelope=LOCKED_READ,
         tools={"echo": ToolConfig()},
         retries=0,
+        **where,
     )
-    async with Kit(KitConfig(servers={"remote": server}), audit=events.append) as kit:
+    async with Kit(KitConfig(servers={"there": server}), audit=events.append) as kit:
         with pytest.raises(ServerUnavailable) as failed:
-            await kit.call("remote", "echo", {"text": "x"})
+            await kit.call("there", "echo", {"text": "x"})
     (connect,) = [e for e in events if e["event"] == "connect"]
+    return events, connect, str(failed.value)
+
+
+async def test_the_connect_event_names_the_url_without_its_credentials():
+    """A URL carrying a password or a token (userinfo, a query value) is logged with
+    neither: the host and path stay, the secrets do not, nor in the error."""
+    events, connect, error = await _unreachable(
+        url="http://bob:SECRETPW@127.0.0.1:1/mcp?access_token=SECRETQ"
+    )
     assert connect["target"].startswith("http://127.0.0.1:1/mcp?access_token=")
-    assert "SECRET" not in json.dumps(events) and "SECRET" not in str(failed.value)
+    assert "SECRET" not in json.dumps(events) and "SECRET" not in error
 
 
 async def test_the_connect_event_names_the_program_but_not_its_arguments():
@@ -207,22 +217,8 @@ async def test_the_connect_event_names_the_program_but_not_its_arguments():
     event names the program and how many arguments it was given, never them."""
     import sys
 
-    import pytest
-
-    from ticket_server.client.session import ServerUnavailable
-
-    events: list[dict] = []
-    server = ServerConfig(
-        name="local",
-        transport="stdio",
-        command=[sys.executable, "-c", "raise SystemExit(3)", "--api-key", "SECRETARG"],
-        envelope=LOCKED_READ,
-        tools={"echo": ToolConfig()},
-        retries=0,
+    events, connect, error = await _unreachable(
+        command=[sys.executable, "-c", "raise SystemExit(3)", "--api-key", "SECRETARG"]
     )
-    async with Kit(KitConfig(servers={"local": server}), audit=events.append) as kit:
-        with pytest.raises(ServerUnavailable) as failed:
-            await kit.call("local", "echo", {"text": "x"})
-    (connect,) = [e for e in events if e["event"] == "connect"]
     assert connect["target"] == f"{sys.executable} (4 arguments, not logged)"
-    assert "SECRETARG" not in json.dumps(events) and "SECRETARG" not in str(failed.value)
+    assert "SECRETARG" not in json.dumps(events) and "SECRETARG" not in error
