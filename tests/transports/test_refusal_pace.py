@@ -156,7 +156,8 @@ def test_a_refusal_whose_client_left_while_it_waited_stays_refused(
 def test_serving_http_shortens_the_thread_switch_interval(monkeypatch, db_path: Path) -> None:
     """`serve` lets the event loop have the GIL after 1 ms of a worker thread's Python,
     not CPython's 5 ms (`create_app`, each of `--workers N`, makes the same call): the
-    figure is in bench/fairness.py. Nothing is served here: uvicorn's run is replaced."""
+    figure is in bench/fairness.py. Nothing is served here: uvicorn's run is replaced by
+    one that closes the socket `serve` bound (port 0: any free one)."""
     import sys
 
     from ticket_server import compat
@@ -165,6 +166,11 @@ def test_serving_http_shortens_the_thread_switch_interval(monkeypatch, db_path: 
 
     switched: list[float] = []
     monkeypatch.setattr(sys, "setswitchinterval", switched.append)
-    monkeypatch.setattr(compat, "graceful_uvicorn_server", lambda _: SimpleNamespace(run=list))
-    http.serve(lambda *_: None, Settings(database_url=f"sqlite+aiosqlite:///{db_path}"))
+
+    def run(sockets: list) -> None:
+        for sock in sockets:
+            sock.close()
+
+    monkeypatch.setattr(compat, "graceful_uvicorn_server", lambda _: SimpleNamespace(run=run))
+    http.serve(lambda *_: None, Settings(database_url=f"sqlite+aiosqlite:///{db_path}", port=0))
     assert switched == [http.SWITCH_INTERVAL] and http.SWITCH_INTERVAL < 0.005
