@@ -35,6 +35,19 @@ def plain(**fields) -> ServerConfig:
     return ServerConfig(name="plain", transport="stdio", command=kit_server("plain"), **fields)
 
 
+def confirming(name: str, tool: str, mode: str) -> ServerConfig:
+    """The kit's test server that asks the person (``kit_server("confirm")``), offering
+    ``tool``, on the ``mode`` revision."""
+    return ServerConfig(
+        name=name,
+        transport="stdio",
+        command=kit_server("confirm"),
+        mode=mode,
+        envelope=LOCKED_READ,
+        tools={tool: ToolConfig()},
+    )
+
+
 class Approver:
     """An approval callback that answers ``answer`` and remembers what it was asked."""
 
@@ -231,14 +244,7 @@ async def test_a_side_effecting_call_that_is_not_idempotent_is_never_retried(tmp
 async def test_the_servers_confirmation_request_goes_to_the_approval_callback(
     mode, revision, method, answer, outcome
 ):
-    confirm = ServerConfig(
-        name="billing",
-        transport="stdio",
-        command=kit_server("confirm"),
-        mode=mode,
-        envelope=LOCKED_READ,
-        tools={"refund": ToolConfig()},
-    )
+    confirm = confirming("billing", "refund", mode)
     approver = Approver(True, elicitation=answer)
     async with Kit(kit_config(confirm), approve=approver, audit=lambda e: None) as kit:
         result = await kit.call("billing", "refund", {"amount": 250})
@@ -275,14 +281,7 @@ async def test_a_form_whose_schema_cannot_be_checked_is_declined_and_the_answer_
     person's answer nor the checker's error text reaches the server."""
     import json
 
-    server = ServerConfig(
-        name="forms",
-        transport="stdio",
-        command=kit_server("confirm"),
-        mode=mode,
-        envelope=LOCKED_READ,
-        tools={"ask_form": ToolConfig()},
-    )
+    server = confirming("forms", "ask_form", mode)
     events: list[dict] = []
     approver = Approver(True, elicitation={"a": "PRIVATE-ANSWER"})
     async with Kit(kit_config(server), approve=approver, audit=events.append) as kit:
@@ -304,14 +303,7 @@ async def test_an_answer_a_form_cannot_carry_is_declined_and_the_call_completes(
     call failed ("unhandled errors in a TaskGroup" on 2026-07-28)."""
     import json
 
-    server = ServerConfig(
-        name="forms",
-        transport="stdio",
-        command=kit_server("confirm"),
-        mode=mode,
-        envelope=LOCKED_READ,
-        tools={"ask_form": ToolConfig()},
-    )
+    server = confirming("forms", "ask_form", mode)
     schema = {"type": "object", "properties": {"a": {}}}  # any value: JSON Schema finds none wrong
     events: list[dict] = []
     approver = Approver(True, elicitation=answer)

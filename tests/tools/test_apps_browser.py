@@ -5,6 +5,8 @@ to the server's own tools. SQLite only: what is checked is the page, not the eng
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,16 @@ SCRIPT = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"
 @pytest.fixture(scope="module")
 def bridge() -> Path:
     return install_bridge()
+
+
+@asynccontextmanager
+async def as_reader(server_as: Any, bridge: Path) -> AsyncIterator[tuple[Client, Host]]:
+    """The in-memory client of caller "reader" (Apps negotiated) and a browser host on it."""
+    async with (
+        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
+        browser() as chromium,
+    ):
+        yield client, await Host.open(chromium, client, bridge)
 
 
 async def customer_comment(
@@ -136,11 +148,7 @@ async def test_customer_text_shows_as_text_and_a_reader_gets_no_action(
     card offers no action."""
     await customer_comment(settings, "SUP-1337", SCRIPT)
     await add_caller("reader", scopes=("tickets:read",))
-    async with (
-        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
-        browser() as chromium,
-    ):
-        host = await Host.open(chromium, client, bridge)
+    async with as_reader(server_as, bridge) as (client, host):
         card = await host.show(CARD_URI, "get_ticket", {"ticket_id": "SUP-1337"})
         newest = card.locator("[data-section=conversation] .comment").first
         await newest.wait_for(timeout=5_000)
@@ -251,11 +259,7 @@ async def test_a_long_word_a_customer_wrote_wraps_inside_the_views(
     await customer_subject(settings, oldest, word)
     await add_caller("reader", scopes=("tickets:read",))
     width = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-    async with (
-        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
-        browser() as chromium,
-    ):
-        host = await Host.open(chromium, client, bridge)
+    async with as_reader(server_as, bridge) as (_, host):
         card = await host.show(CARD_URI, "get_ticket", {"ticket_id": oldest})
         await card.locator(f"[data-ticket='{oldest}']").wait_for(timeout=5_000)
         scroll, client_width = await host.frame().evaluate(width)
@@ -284,11 +288,7 @@ async def test_a_right_to_left_override_in_a_customers_name_stays_in_the_name(
     around: the comment's author type and time after it still read left to right."""
     await customer_comment(settings, "SUP-1337", "hello", author="Mallory\u202e")
     await add_caller("reader", scopes=("tickets:read",))
-    async with (
-        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
-        browser() as chromium,
-    ):
-        host = await Host.open(chromium, client, bridge)
+    async with as_reader(server_as, bridge) as (_, host):
         card = await host.show(CARD_URI, "get_ticket", {"ticket_id": "SUP-1337"})
         meta = card.locator("[data-section=conversation] .comment .meta").first
         await meta.wait_for(timeout=5_000)
@@ -319,14 +319,10 @@ async def test_the_board_marks_breached_tickets_and_counts_them(
 
     await _load(settings, policy(high_resolution=600))
     await add_caller("reader", scopes=("tickets:read",))
-    async with (
-        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
-        browser() as chromium,
-    ):
+    async with as_reader(server_as, bridge) as (client, host):
         data = (await client.call_tool("get_queue_board", {"queue": "billing"})).structured_content
         late = [t["id"] for t in data["breaching_soon"] if t["breached"]]
         assert data["breached"] > 0 and late
-        host = await Host.open(chromium, client, bridge)
         board = await host.show(BOARD_URI, "get_queue_board", {"queue": "billing"})
         await board.locator("[data-queue=billing]").wait_for(timeout=5_000)
         assert f"{data['breached']} breached" in await board.locator("h1").inner_text()
@@ -346,11 +342,7 @@ async def test_board_counts_a_queue_and_opens_ticket_cards(
         settings,
         "SELECT count(*) FROM tickets WHERE queue = 'billing' AND status = 'open'",
     )
-    async with (
-        Client(server_as(stdio_caller="reader"), extensions=[apps_extension()]) as client,
-        browser() as chromium,
-    ):
-        host = await Host.open(chromium, client, bridge)
+    async with as_reader(server_as, bridge) as (_, host):
         board = await host.show(BOARD_URI, "get_queue_board", {"queue": "billing"})
         await board.locator("[data-queue=billing]").wait_for(timeout=5_000)
         status = board.locator("[data-section=by-status] .count", has_text="open")
