@@ -7,6 +7,7 @@ before the handshake. Each gets the JSON-RPC 2.0 error the spec names (section 5
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import httpx2 as httpx
@@ -153,6 +154,26 @@ def test_http_frames_get_a_json_rpc_error_and_the_server_keeps_serving(http) -> 
         )
         assert ok.status_code == 200 and ok.json()["result"]["isError"] is False
     assert server.process.poll() is None
+
+
+def test_a_client_that_expects_100_continue_is_refused_without_being_waited_for(http) -> None:
+    """A body declared too large with ``Expect: 100-continue`` gets its 413 and the
+    connection closed at once: the client was never asked for the body, so the server does
+    not wait (10 s here) for bytes to drop, and never sends ``100 Continue``."""
+    server, token = http
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n"
+        f"Content-Length: {TEN_MIB}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):  # a socket timeout here: the server waited
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    assert b"100 Continue" not in answer
 
 
 # --- the token count told before parsing (issue 16, item 2) -------------------------------

@@ -11,7 +11,8 @@ served (``forward``):
 3. ``authenticated``   no valid token: 401, before a byte of the body is read (a request
                        without a token costs almost nothing), or 429 once its client
                        address is past the HTTP limit;
-4. ``declared_size``   a declared body over ``max_request_bytes``: 413, unread;
+4. ``declared_size``   a declared body over ``max_request_bytes``: 413 from the headers
+                       (what is sent after it read and dropped: ``RefusedMidBody``);
 5. ``media_type``      an ``Accept`` or ``Content-Type`` no JSON answer fits: 406 / 415;
 6. ``read_body``       the caller's HTTP limit counted, then the body read within
                        ``http_read_timeout`` (408) and ``max_request_bytes`` (413);
@@ -235,7 +236,7 @@ class McpGate:
         if declared is None or not declared.isdigit() or int(declared) <= self.max_bytes:
             return None
         self._refused(r, Outcome.TOOL_ERROR, Cause.TOO_LARGE)
-        return too_large(self.max_bytes)
+        return too_large(self.max_bytes, self.read_timeout)
 
     async def media_type(self, r: GateRequest) -> Response | None:
         unfit = media_problem(r.headers) if r.post else None
@@ -260,7 +261,7 @@ class McpGate:
                     size += len(message.get("body", b""))
                     if size > self.max_bytes:
                         self._refused(r, Outcome.TOOL_ERROR, Cause.TOO_LARGE)
-                        return too_large(self.max_bytes)
+                        return too_large(self.max_bytes, self.read_timeout)
                     if not message.get("more_body", False):
                         return None
         except TimeoutError:

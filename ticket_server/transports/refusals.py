@@ -4,13 +4,15 @@ bodies that decide them, each a plain function of what the request sent."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from mcp.shared.dispatcher import coerce_request_id
 from starlette.responses import Response
-from starlette.types import Message, Scope
+from starlette.types import Message, Receive, Scope, Send
 
 from ticket_server.access.ratelimit import HttpVerdict
 from ticket_server.pipeline import params_problem
@@ -198,13 +200,53 @@ def too_many(verdict: HttpVerdict, request_id: Any, by_caller: bool) -> Response
     )
 
 
-def too_large(max_bytes: int) -> Response:
-    return jsonrpc_error(
+DISCARD_AT_MOST = 64 * 1024 * 1024
+"""Bytes of a refused body read and dropped before the connection is closed anyway."""
+
+
+class RefusedMidBody(Response):
+    """``answer``, sent before the request's body is all read: its status, headers and
+    body go out at once, then what the client still sends of its body is read and dropped,
+    for at most ``seconds`` and ``DISCARD_AT_MOST`` bytes, before the connection is closed.
+    Closing a TCP connection with bytes unread makes the kernel reset it, which can destroy
+    the answer before the client reads it; RFC 9112 section 9.6 asks a server to go on
+    reading a while. A client that sent ``Expect: 100-continue`` was never asked for its
+    body, so nothing is waited for."""
+
+    def __init__(self, answer: Response, seconds: float) -> None:
+        super().__init__(answer.body, answer.status_code)
+        self.raw_headers, self.seconds = answer.raw_headers, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        expects = (b"expect", b"100-continue") in [
+            (k.lower(), v.lower()) for k, v in scope["headers"]
+        ]
+        await send({"type": "http.response.body", "body": self.body, "more_body": not expects})
+        if expects:
+            return
+        dropped = 0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.seconds):
+                while dropped <= DISCARD_AT_MOST:
+                    message = await receive()
+                    if message["type"] != "http.request" or not message.get("more_body"):
+                        break
+                    dropped += len(message.get("body", b""))
+        await send({"type": "http.response.body", "body": b""})
+
+
+def too_large(max_bytes: int, seconds: float) -> Response:
+    """413 for a body over ``max_bytes``, the rest of it dropped for up to ``seconds``."""
+    answer = jsonrpc_error(
         413,
         -32600,
         f"Request body too large: the limit is {max_bytes} bytes",
         headers={"Connection": "close"},
     )
+    return RefusedMidBody(answer, seconds)
 
 
 def malformed(message: Any, request_id: Any) -> tuple[Response, str] | None:
