@@ -130,3 +130,34 @@ async def test_long_lists_of_postings_are_joined_with_the_planners_own_settings(
         -3000:
     ]
     assert not [block for block in statements if "set_config" in block], plans[-3000:]
+
+
+async def test_count_tickets_reads_its_index_alone_in_heap_order(
+    postgres: PostgresServer, database_url: str
+) -> None:
+    """count_tickets grouped by queue and status is an index-only scan of
+    ``ix_tickets_counts``, which PostgreSQL orders ``(status, pk)`` (revision 0024): a
+    status's entries follow the heap, so the scan's visibility checks stay on one map page
+    at a time (the other order cost 186,000 buffers at 1M tickets, bench/ANALYSIS.md)."""
+    assert postgres.data_dir is not None, (
+        "reads the plans from the tests' own PostgreSQL server log"
+    )
+    explain_everything(postgres, database_url)
+    _, name = server_at(database_url)
+    postgres.psql("VACUUM ANALYZE tickets", name)  # the visibility map an index-only scan reads
+    log = postgres.data_dir / "server.log"
+    start = log.stat().st_size
+    settings = Settings(database_url=database_url, toolsets=["read", "backlog"])
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool("count_tickets", {"group_by": ["queue", "status"]})
+    assert result.is_error is False and result.structured_content["groups"], result
+    with log.open("rb") as f:
+        f.seek(start)
+        plans = f.read().decode(errors="replace")
+    counts = [block for block in plans.split(" LOG:  ") if "count(*) FILTER" in block]
+    assert len(counts) == 1, plans[-3000:]
+    assert "Index Only Scan using ix_tickets_counts" in counts[0], counts[0]
+    definition = postgres.psql(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_tickets_counts'", name
+    )
+    assert "(status, pk) INCLUDE" in definition, definition
