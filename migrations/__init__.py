@@ -6,4 +6,4 @@ scripts. ``tests/test_migrations.py`` fails when it is not Alembic's own head, s
 revision updates it.
 """
 
-HEAD = "0024_counts_heap_order"
+HEAD = "0025_sqlite_count_integers"

@@ -34,7 +34,9 @@ HAND_MANAGED_NAMES = frozenset(
         "ix_tickets_search_vector",
         "ix_tickets_subject_trgm",
         "ix_comments_search_vector",
-        "ix_tickets_counts",  # one per engine: revisions 0018 and 0024
+        "ix_tickets_counts",  # one per engine: revisions 0018, 0024 and 0025
+        "created_at_us",  # SQLite's integer copies for the counts (revision 0025)
+        "sla_breach_at_us",
     }
 )
 

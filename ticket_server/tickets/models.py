@@ -158,7 +158,8 @@ class Ticket(Base):
         Index("ix_tickets_sla_due_at", "sla_due_at"),
         Index("ix_tickets_sla_breach_at", "sla_breach_at"),
         # ix_tickets_counts (count_tickets' GROUP BY read from the index alone) differs by
-        # engine, so the revisions manage it by hand: 0018, and 0024 for PostgreSQL.
+        # engine, so the revisions manage it by hand: 0018, 0024 (PostgreSQL) and 0025
+        # (SQLite, over integer copies of created_at and sla_breach_at kept by triggers).
         # A ticket's queue and status by its key without reading its row (which holds the
         # body): find_similar_tickets tests its candidates' scope here (revision 0020).
         Index("ix_tickets_scope", "pk", "queue", "status"),
