@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import httpx2 as httpx
@@ -154,6 +155,64 @@ def test_http_frames_get_a_json_rpc_error_and_the_server_keeps_serving(http) -> 
         )
         assert ok.status_code == 200 and ok.json()["result"]["isError"] is False
     assert server.process.poll() is None
+
+
+def test_a_body_refused_for_its_size_is_read_and_dropped_so_the_413_arrives(http) -> None:
+    """A body declared over ``max_request_bytes`` is answered 413 from its headers, then
+    the server reads and drops what the client still sends before it closes (RFC 9112
+    section 9.6): closing with bytes unread makes the kernel reset the connection, which
+    can destroy the answer before the client reads it. The client here sends part of the
+    body, waits past the moment the answer is sent, and must still read the whole 413;
+    once it sends the rest, the server closes cleanly (no reset)."""
+    server, token = http
+    size = 5 * 1024 * 1024
+    head = "".join(
+        f"{k}: {v}\r\n"
+        for k, v in {
+            "Host": f"127.0.0.1:{server.port}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {token}",
+            "Content-Length": str(size),
+        }.items()
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + b"x" * 256 * 1024)
+        time.sleep(0.5)  # the 413 is out; an unread body would have reset the connection
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed before the whole answer: {answer!r}"
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+        assert body["error"]["code"] == -32600 and "too large" in body["error"]["message"]
+        sock.sendall(b"x" * (size - 256 * 1024))
+        assert sock.recv(65536) == b""  # closed cleanly once the body is in
+
+
+def test_a_whole_chunked_body_over_the_limit_is_refused_without_waiting(http) -> None:
+    """A chunked body (no declared size) found over the limit once it has all arrived: its
+    413 comes and the connection is closed at once, with nothing left to read and drop;
+    the server does not wait (10 s here) for a client that keeps the connection open."""
+    server, token = http
+    chunk = b"x" * (300 * 1024)  # over the default 256 KiB
+    request = (
+        (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ).encode()
+        + f"{len(chunk):x}\r\n".encode()
+        + chunk
+        + b"\r\n0\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(request)
+        answer = b""
+        while data := sock.recv(65536):  # a socket timeout here: the server waited
+            answer += data
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
 
 
 def test_a_client_that_expects_100_continue_is_refused_without_being_waited_for(http) -> None:

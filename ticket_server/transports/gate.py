@@ -66,6 +66,7 @@ from ticket_server.transports.refusals import (
     UNAUTHORIZED,
     address_key,
     can_ask,
+    expects_continue,
     header_call,
     jsonrpc_error,
     malformed,
@@ -236,7 +237,8 @@ class McpGate:
         if declared is None or not declared.isdigit() or int(declared) <= self.max_bytes:
             return None
         self._refused(r, Outcome.TOOL_ERROR, Cause.TOO_LARGE)
-        return too_large(self.max_bytes, self.read_timeout)
+        unasked = expects_continue(r.headers)  # no body comes until it is read
+        return too_large(self.max_bytes, None if unasked else self.read_timeout)
 
     async def media_type(self, r: GateRequest) -> Response | None:
         unfit = media_problem(r.headers) if r.post else None
@@ -261,7 +263,8 @@ class McpGate:
                     size += len(message.get("body", b""))
                     if size > self.max_bytes:
                         self._refused(r, Outcome.TOOL_ERROR, Cause.TOO_LARGE)
-                        return too_large(self.max_bytes, self.read_timeout)
+                        more = message.get("more_body", False)
+                        return too_large(self.max_bytes, self.read_timeout if more else None)
                     if not message.get("more_body", False):
                         return None
         except TimeoutError:

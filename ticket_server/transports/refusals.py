@@ -210,8 +210,7 @@ class RefusedMidBody(Response):
     for at most ``seconds`` and ``DISCARD_AT_MOST`` bytes, before the connection is closed.
     Closing a TCP connection with bytes unread makes the kernel reset it, which can destroy
     the answer before the client reads it; RFC 9112 section 9.6 asks a server to go on
-    reading a while. A client that sent ``Expect: 100-continue`` was never asked for its
-    body, so nothing is waited for."""
+    reading a while."""
 
     def __init__(self, answer: Response, seconds: float) -> None:
         super().__init__(answer.body, answer.status_code)
@@ -221,12 +220,7 @@ class RefusedMidBody(Response):
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        expects = (b"expect", b"100-continue") in [
-            (k.lower(), v.lower()) for k, v in scope["headers"]
-        ]
-        await send({"type": "http.response.body", "body": self.body, "more_body": not expects})
-        if expects:
-            return
+        await send({"type": "http.response.body", "body": self.body, "more_body": True})
         dropped = 0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.seconds):
@@ -238,15 +232,23 @@ class RefusedMidBody(Response):
         await send({"type": "http.response.body", "body": b""})
 
 
-def too_large(max_bytes: int, seconds: float) -> Response:
-    """413 for a body over ``max_bytes``, the rest of it dropped for up to ``seconds``."""
+def too_large(max_bytes: int, drop_for: float | None = None) -> Response:
+    """413 for a body over ``max_bytes``. ``drop_for``: seconds to read and drop the rest
+    of a body still arriving (``RefusedMidBody``); None when none is: the body has ended,
+    or the client sent ``Expect: 100-continue`` and was never asked for it."""
     answer = jsonrpc_error(
         413,
         -32600,
         f"Request body too large: the limit is {max_bytes} bytes",
         headers={"Connection": "close"},
     )
-    return RefusedMidBody(answer, seconds)
+    return answer if drop_for is None else RefusedMidBody(answer, drop_for)
+
+
+def expects_continue(headers: dict[str, str]) -> bool:
+    """Whether the client waits for ``100 Continue`` before it sends its body (RFC 9110
+    section 10.1.1), which the server sends only when the body is first read."""
+    return headers.get("expect", "").strip().lower() == "100-continue"
 
 
 def malformed(message: Any, request_id: Any) -> tuple[Response, str] | None:
