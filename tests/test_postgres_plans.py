@@ -136,9 +136,9 @@ async def test_count_tickets_reads_its_index_alone_in_heap_order(
     postgres: PostgresServer, database_url: str
 ) -> None:
     """count_tickets grouped by queue and status is an index-only scan of
-    ``ix_tickets_counts``, which PostgreSQL orders ``(status, pk)`` (revision 0024): a
-    status's entries follow the heap, so the scan's visibility checks stay on one map page
-    at a time (the other order cost 186,000 buffers at 1M tickets, bench/ANALYSIS.md)."""
+    ``ix_tickets_counts``, which PostgreSQL orders ``(status, queue, pk)`` (revision 0024):
+    a group's entries follow the heap, so the scan's visibility checks stay on one map page
+    at a time (the old order re-read one per ticket, bench/ANALYSIS.md)."""
     assert postgres.data_dir is not None, (
         "reads the plans from the tests' own PostgreSQL server log"
     )
@@ -160,4 +160,4 @@ async def test_count_tickets_reads_its_index_alone_in_heap_order(
     definition = postgres.psql(
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_tickets_counts'", name
     )
-    assert "(status, pk) INCLUDE" in definition, definition
+    assert "(status, queue, pk) INCLUDE" in definition, definition

@@ -1,13 +1,12 @@
 """SQLite: `created_at` and `sla_breach_at` kept as integers too, for `count_tickets`
 
 `count_tickets` tallies each matching open ticket's age and breach by comparing its
-`created_at` and `sla_breach_at` with moments, on every row it counts (203,326 at 1M
-tickets). SQLite stores these timestamps as 26-character text: the comparisons cost
-about as much as the scan, and the text makes `ix_tickets_counts` wide. Two integer
-columns, microseconds since 1970-01-01 UTC, hold the same moments (`created_at_us`,
-`sla_breach_at_us`); the index carries them instead of the text, and the count compares
-them (`tickets.sla_store.count`). At 1M: 58.9 / 61.4 ms p50 / p95 through the tool
-before, 45.7 / 49.2 ms with a prototype of this (bench/ANALYSIS.md, issue 34).
+`created_at` and `sla_breach_at` with moments, on every row it counts. SQLite stores
+these timestamps as 26-character text: the comparisons cost about as much as the scan,
+and the text makes `ix_tickets_counts` wide. Two integer columns, microseconds since
+1970-01-01 UTC, hold the same moments (`created_at_us`, `sla_breach_at_us`); the index
+carries them instead of the text, and the count compares them
+(`tickets.sla_store.count`). Measurements: bench/ANALYSIS.md, issue 34.
 
 Triggers keep them equal to the text in every writer of any version: after an insert,
 and after an update that changes either timestamp. The conversion reads the text's

@@ -288,8 +288,8 @@ def analyze_tickets(conn: Connection) -> None:
 
     PostgreSQL: ``VACUUM (ANALYZE)``, then ``ix_tickets_counts`` rebuilt without blocking
     writes (``REINDEX CONCURRENTLY``): every rewritten row left a second entry in it, and
-    the vacuumed index kept three times the pages (247 MB against 83 MB at 1M tickets),
-    which doubled a count's time (80 against 44 ms). Both run outside a transaction.
+    once vacuumed it kept about three times its pages, which doubled a count's time
+    (bench/ANALYSIS.md). Both run outside a transaction.
     SQLite: ``ANALYZE``. Run it through ``TicketRepository.analyze_tickets``, which knows
     which."""
     if conn.dialect.name == "postgresql":
