@@ -36,6 +36,14 @@ def _mismatches(path: Path) -> list[tuple]:
 
 
 def test_the_integer_copies_follow_the_timestamps(db_path: Path) -> None:
+    """At the latest revision both triggers are there: a later revision that rebuilds
+    ``tickets`` (Alembic's batch mode copies the table) would drop them silently, and the
+    copies would go stale with no error."""
+    with sqlite3.connect(db_path) as conn:
+        triggers = {
+            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        }
+    assert {"tickets_times_ai", "tickets_times_au"} <= triggers
     assert _mismatches(db_path) == []  # the seeded sample, inserted through the models
     with sqlite3.connect(db_path) as conn:
         first, second = (r[0] for r in conn.execute("SELECT pk FROM tickets LIMIT 2"))
