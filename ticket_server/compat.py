@@ -170,7 +170,15 @@ def h11_with_header_deadline(seconds: float) -> type:
     head (request line and headers) within ``seconds`` of connecting or of its previous
     answer: uvicorn's own keep-alive timeout stops at the first byte, so a client that
     sends a partial header line (slowloris) would hold the connection for ever.
-    Touches ``H11Protocol.conn`` and its ``cycle``."""
+    Touches ``H11Protocol.conn`` and its ``cycle``.
+
+    Each connection also sends without waiting for acknowledgements (``TCP_NODELAY``).
+    asyncio sets it only on connections of a listening socket made with protocol
+    ``IPPROTO_TCP``, and the one uvicorn binds (``Config.bind_socket``, which ``serve``
+    and ``--workers`` use) is made with protocol 0: an answer written in two pieces then
+    waited for the client's delayed acknowledgement, about 40 ms on Linux."""
+    import socket
+
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -189,6 +197,9 @@ def h11_with_header_deadline(seconds: float) -> type:
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._arm()
 
         def on_response_complete(self) -> None:
