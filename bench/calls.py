@@ -1,10 +1,12 @@
 """Benchmark 1: calls/s of get_ticket_status_v2 with all middleware on (audit, authorization,
 rate limit, deprecation) against the bare FastMCP tool, in memory and over HTTP with 16
-concurrent callers. Each figure is the median of ROUNDS rounds; ours and bare alternate."""
+concurrent callers (each its own token; only answered calls count). Each figure is the median
+of ROUNDS rounds; ours and bare alternate."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -92,7 +94,7 @@ def in_memory(n: int = 2000) -> dict[str, object]:
     return {"ours": ours, "bare": bare, "ratio": ours / bare, "runs": runs, "calls_per_round": n}
 
 
-# --- HTTP: 16 concurrent callers, one stateless 2026-07-28 POST per call ---------------
+# --- HTTP: 16 concurrent callers, each its own token, one stateless POST per call ---------
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -101,7 +103,11 @@ META = {
 }
 
 
-async def _http_load(url: str, tool: str, token: str | None, callers: int, seconds: float) -> float:
+async def _http_load(url: str, tool: str, tokens: list[str | None], seconds: float) -> float:
+    """Answered calls a second, one caller per token, each sending its next call when its
+    last is answered. Every answer must be a result: a refusal (an ``isError`` such as
+    "this caller already has 8 calls running") is cheaper than a call and is not counted
+    as one; it stops the run."""
     import httpx2
 
     headers = {
@@ -111,8 +117,6 @@ async def _http_load(url: str, tool: str, token: str | None, callers: int, secon
         "mcp-method": "tools/call",
         "mcp-name": tool,
     }
-    if token:
-        headers["authorization"] = f"Bearer {token}"
     body = json.dumps(
         {
             "jsonrpc": "2.0",
@@ -122,36 +126,49 @@ async def _http_load(url: str, tool: str, token: str | None, callers: int, secon
         }
     )
     done = 0
-    limits = httpx2.Limits(max_connections=callers, max_keepalive_connections=callers)
-    async with httpx2.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
-        r = await client.post(url, content=body)
-        assert r.status_code == 200 and '"isError":false' in r.text, (r.status_code, r.text[:300])
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [  # one client, one connection, per caller, as separate assistants have
+            await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers={**headers, **({"authorization": f"Bearer {token}"} if token else {})},
+                    limits=httpx2.Limits(max_connections=1),
+                    timeout=30,
+                )
+            )
+            for token in tokens
+        ]
+
+        async def call(client: httpx2.AsyncClient) -> None:
+            r = await client.post(url, content=body)
+            if r.status_code != 200 or '"isError":false' not in r.text:
+                raise RuntimeError(f"HTTP {r.status_code}: {r.text[:300]}")
+
+        await asyncio.gather(*(call(client) for client in clients))  # each connection open
         stop = time.perf_counter() + seconds
 
-        async def caller() -> None:
+        async def caller(client: httpx2.AsyncClient) -> None:
             nonlocal done
             while time.perf_counter() < stop:
-                r = await client.post(url, content=body)
-                if r.status_code != 200:
-                    raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
+                await call(client)
                 done += 1
 
         t = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(callers)))
+        await asyncio.gather(*(caller(client) for client in clients))
         return done / (time.perf_counter() - t)
 
 
-def http(callers: int = 16, seconds: float = 6.0) -> dict[str, object]:
-    with tempfile.TemporaryDirectory() as tmp:
-        db = sqlite_copy(10_000, Path(tmp) / "t.db")
-        env = bench_env(db)
-        exe = str(Path(PYTHON).parent / "ticket-server")
-        token = subprocess.run(
+def add_callers(env: dict[str, str], count: int) -> list[str | None]:
+    """``count`` callers (bench-00, bench-01, ...) allowed to read, none ever limited:
+    their tokens. One token shared by every connection would be one caller, whose calls
+    past its concurrency (8 by default) are answered at once with a refusal."""
+    exe = str(Path(PYTHON).parent / "ticket-server")
+    return [
+        subprocess.run(
             [
                 exe,
                 "callers",
                 "add",
-                "bench",
+                f"bench-{i:02d}",
                 "--scope",
                 "tickets:read",
                 "--tool-limit",
@@ -164,6 +181,17 @@ def http(callers: int = 16, seconds: float = 6.0) -> dict[str, object]:
             text=True,
             check=True,
         ).stdout.strip()
+        for i in range(count)
+    ]
+
+
+def http(callers: int = 16, seconds: float = 6.0) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite_copy(10_000, Path(tmp) / "t.db")
+        env = bench_env(db)
+        exe = str(Path(PYTHON).parent / "ticket-server")
+        tokens = add_callers(env, callers)
+        nobody: list[str | None] = [None] * callers
         po, pb = free_port(), free_port()
         uo, ub = f"http://127.0.0.1:{po}/mcp", f"http://127.0.0.1:{pb}/mcp"
         runs: dict[str, list[float]] = {"ours": [], "bare": []}
@@ -171,15 +199,13 @@ def http(callers: int = 16, seconds: float = 6.0) -> dict[str, object]:
             server_process([exe, "serve", "--transport", "http", "--port", str(po)], env, uo),
             server_process([PYTHON, "bench/bare_server.py", "--http", str(pb)], None, ub),
         ):
-            asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, 1.5))  # warm-up
-            asyncio.run(_http_load(ub, "get_status", None, callers, 1.5))
+            asyncio.run(_http_load(uo, "get_ticket_status_v2", tokens, 1.5))  # warm-up
+            asyncio.run(_http_load(ub, "get_status", nobody, 1.5))
             for _ in range(ROUNDS):
                 runs["ours"].append(
-                    asyncio.run(_http_load(uo, "get_ticket_status_v2", token, callers, seconds))
+                    asyncio.run(_http_load(uo, "get_ticket_status_v2", tokens, seconds))
                 )
-                runs["bare"].append(
-                    asyncio.run(_http_load(ub, "get_status", None, callers, seconds))
-                )
+                runs["bare"].append(asyncio.run(_http_load(ub, "get_status", nobody, seconds)))
     ours, bare = median(runs["ours"]), median(runs["bare"])
     return {"ours": ours, "bare": bare, "ratio": ours / bare, "runs": runs, "callers": callers}
 
