@@ -137,6 +137,37 @@ def test_reassignment_counts_each_stretch_in_its_queues_hours() -> None:
     assert state.resolution.due_at == utc(30, 22)  # 17:00 in New York
 
 
+def test_each_stretch_pauses_by_the_statuses_of_its_queue() -> None:
+    """A ticket moved between queues that pause on different statuses: each stretch is
+    paused, or not, as the queue it was in then says, as it counts in that queue's hours.
+    Before, the current queue's pausing statuses judged the ticket's whole life."""
+    policy = Policy.model_validate(
+        {
+            "queues": {
+                "billing": {"time_zone": "Europe/Berlin", "hours": WEEKDAYS, "targets": TARGETS},
+                "ops": {
+                    "time_zone": "Europe/Berlin",
+                    "hours": WEEKDAYS,
+                    "targets": TARGETS,
+                    "pause_statuses": ["in_progress"],
+                },
+            }
+        }
+    ).check()
+    history = (
+        status(utc(30, 9), "open", "waiting_on_customer"),  # billing pauses: 09-10 UTC
+        Change("queue", "billing", "ops", utc(30, 10)),  # ops does not: 10-11 counts
+        status(utc(30, 11), "waiting_on_customer", "in_progress"),  # ops pauses
+    )
+    ticket = TicketFacts(
+        MONDAY_9, TicketStatus.IN_PROGRESS, "ops", TicketPriority.HIGH, history, None
+    )
+    state = sla_state(ticket, policy, utc(30, 12))
+    assert state.paused is True and state.resolution is not None
+    assert state.resolution.business_minutes_left == 480 - 120  # 08-09 and 10-11 UTC
+    assert state.resolution.due_at is None  # paused
+
+
 def test_without_a_policy_or_target_the_reason_is_given() -> None:
     none = sla_state(facts(queue="support"), POLICY, utc(30, 12))
     assert not none.covered and none.reason == "no SLA policy for queue support"

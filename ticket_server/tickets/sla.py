@@ -278,16 +278,18 @@ def _clock(
     now: datetime,
 ) -> Clock:
     """One clock: business time counted over the running stretches until ``stop_at``
-    (met) or ``now``."""
+    (met) or ``now``. A stretch runs, and counts in a calendar, by the entry of the queue
+    the ticket was in then (``pause`` and ``current``: those of a queue without one)."""
     goal = target * 60.0
     elapsed, breached_at, last = 0.0, None, None
     end_of_life = stop_at if stop_at is not None else now
     for span in spans:
         if span.start >= end_of_life:
             break
-        if span.status in pause or span.status in DONE:
-            continue
         entry = policy.entry(span.queue)
+        pausing = entry.pause_statuses if entry is not None else pause
+        if span.status in pausing or span.status in DONE:
+            continue
         calendar = entry.calendar if entry is not None else current
         end = min(span.end, end_of_life)
         seconds = calendar.seconds_between(span.start, end)
