@@ -242,3 +242,35 @@ def test_the_cli_refuses_a_price_that_is_no_price(tmp_path: Path, price: str):
     )
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert done.stderr.count("\n") == 1 and "--price" in done.stderr, done.stderr
+
+
+async def test_tools_whose_names_collide_once_sanitised_both_get_a_provider_name():
+    """`a.b` and `a_b` both become `grow__a_b`: building the block raised KitError. The
+    later one now ends in a hash of its own name (as a name too long does), the block
+    says so in ``renamed`` and the audit log, and each name calls its own tool."""
+    server = ServerConfig(
+        name="grow",
+        transport="stdio",
+        command=kit_server("grow"),
+        envelope=LOCKED_READ,
+        tools={name: ToolConfig() for name in ("add_tool", "a.b", "a_b")},
+    )
+    events: list[dict] = []
+    async with Kit(KitConfig(servers={"grow": server}), audit=events.append) as kit:
+        for name in ("a.b", "a_b"):
+            await kit.call("grow", "add_tool", {"name": name})
+        await kit.tools("grow", refresh=True)
+        block = await kit.tool_block()
+        names = [d["name"] for d in block.tools("anthropic")]
+        assert names[:2] == ["grow__add_tool", "grow__a_b"]
+        renamed = names[2]
+        assert renamed == provider_name("grow", "a_b", salt=1) and len(names) == 3
+        assert renamed.startswith("grow__a_b_") and block.by_name[renamed].name == "a_b"
+        assert "grow.a.b" in block.renamed[renamed]
+        (logged,) = [e for e in events if e["event"] == "renamed"]
+        assert (logged["tool"], logged["name"]) == ("a_b", renamed)
+        for name, tool in (("grow__a_b", "a.b"), (renamed, "a_b")):
+            content, error = answer_text(
+                "anthropic", await block.dispatch("anthropic", CALLS["anthropic"](name, {}))
+            )
+            assert not error and json.loads(content) == {"result": tool}

@@ -58,12 +58,15 @@ MAX_NAME = 64
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def provider_name(namespace: str, tool: str) -> str:
+def provider_name(namespace: str, tool: str, *, salt: int = 0) -> str:
     """``namespace__tool`` in the characters every provider accepts; a name too long
-    keeps its start and ends in a hash of the whole, so it stays unique."""
+    keeps its start and ends in a hash of the whole, so it stays unique. ``salt`` > 0
+    (the name is another tool's already, as ``a.b`` and ``a_b`` are) always ends in a
+    hash, of the whole and the salt after 1, so the ``ToolBlock`` can try 1, 2, ..."""
     name = f"{namespace}__{_ILLEGAL.sub('_', tool)}"
-    if len(name) > MAX_NAME:
-        digest = hashlib.sha256(f"{namespace}/{tool}".encode()).hexdigest()[:8]
+    if len(name) > MAX_NAME or salt:
+        whole = f"{namespace}/{tool}" + (f"#{salt}" if salt > 1 else "")
+        digest = hashlib.sha256(whole.encode()).hexdigest()[:8]
         name = f"{name[: MAX_NAME - 9]}_{digest}"
     return name
 
@@ -275,7 +278,9 @@ class ToolBlock:
     """The tools a model is shown (the kit's visible set), by provider name.
 
     ``missing``: the servers that could not be listed when the block was built, each
-    with the reason (their tools are absent; the others are there). ``strict``: whether
+    with the reason (their tools are absent; the others are there). ``renamed``: the
+    names that end in a hash because an earlier tool (in listing order) had the name
+    first once sanitised, each with why (also a ``renamed`` audit event). ``strict``: whether
     every tool's schema can be expressed in OpenAI strict mode (``strict_problems`` says
     why not); the OpenAI blocks are strict exactly then."""
 
@@ -288,12 +293,21 @@ class ToolBlock:
         self.kit = kit
         self.missing: dict[str, str] = dict(missing or {})
         self.by_name: dict[str, ToolDefinition] = {}
+        self.renamed: dict[str, str] = {}
         for definition in definitions:
-            name = provider_name(kit.server(definition.server).prefix, definition.name)
-            if name in self.by_name:  # two tool names that differ only in illegal characters
-                raise KitError(
-                    f"tools {definition.server}.{definition.name} and "
-                    f"{self.by_name[name].server}.{self.by_name[name].name} share the provider name {name}"
+            prefix, tool = kit.server(definition.server).prefix, definition.name
+            name = first = provider_name(prefix, tool)
+            salt = 0
+            while name in self.by_name:  # names that differ only in illegal characters
+                salt += 1
+                name = provider_name(prefix, tool, salt=salt)
+            if salt:
+                taken = self.by_name[first]
+                self.renamed[name] = (
+                    f"{definition.server}.{tool}: {first} is {taken.server}.{taken.name}"
+                )
+                kit.audit.emit(
+                    "renamed", server=definition.server, tool=tool, name=name, taken=first
                 )
             self.by_name[name] = definition
         self.strict_problems = {

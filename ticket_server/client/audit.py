@@ -12,7 +12,8 @@ configuration's ``audit_arguments`` says: a ``{sha256, bytes}`` digest by defaul
 (each with the tool of the call it came from, the answer and why), ``policy_error``
 (a policy callback raised: its type only), ``progress``, ``notification`` (method and
 params in full, under the turn of the call it arrived with), ``unavailable``,
-``check``, ``read`` (resources and prompts), ``disconnect`` (why) and ``close``.
+``check``, ``renamed`` (a tool's provider name was another's: the name it got instead),
+``read`` (resources and prompts), ``disconnect`` (why) and ``close``.
 Results are never logged: only their sizes.
 """
 
