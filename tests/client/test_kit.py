@@ -314,6 +314,25 @@ async def test_an_answer_a_form_cannot_carry_is_declined_and_the_call_completes(
     assert logged["action"] == "decline" and "a form carries" in logged["why"]
 
 
+@pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
+async def test_an_answer_with_fields_the_form_did_not_ask_for_is_declined(mode, revision, method):
+    """An approver's dict with a field the requested schema does not name (an open
+    object: JSON Schema finds nothing wrong) was sent to the server whole; it is
+    declined, as any answer the form cannot carry, and the extra value is not sent."""
+    import json
+
+    server = confirming("forms", "ask_form", mode)
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    events: list[dict] = []
+    approver = Approver(True, elicitation={"a": "x", "note": "PRIVATE-EXTRA"})
+    async with Kit(kit_config(server), approve=approver, audit=events.append) as kit:
+        result = await kit.call("forms", "ask_form", {"schema": json.dumps(schema)})
+    assert not result.is_error and text(result).startswith("decline"), text(result)
+    assert "PRIVATE-EXTRA" not in str(result)
+    (logged,) = [e for e in events if e["event"] == "elicitation"]
+    assert logged["action"] == "decline" and "note: not a field of this form" in logged["why"]
+
+
 APPROVE_ON_TERMINAL = """
 import sys
 import anyio

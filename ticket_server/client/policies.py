@@ -62,7 +62,8 @@ class ApprovalRequest:
 
 # The application's decision: True (approve; for a form elicitation: confirm, allowed
 # only when the form is one yes/no question), False (refuse / decline), or for a form
-# elicitation a dict: the content to send, checked against the requested schema.
+# elicitation a dict: the content to send, checked against the requested schema (a
+# field the schema does not name declines the form: nothing unasked for is sent).
 Approval = bool | dict[str, Any]
 Approver = Callable[[ApprovalRequest], Approval | Awaitable[Approval]]
 # A sampling policy: the ``CreateMessageResult`` to send (a dict or the model), or None
@@ -334,6 +335,12 @@ class ServerRequests:
             found = problems(schema_validator(schema), answer) if schema else []
         except Exception:  # the server's schema is not one JSON Schema can apply
             return "decline", None, "the requested schema cannot be checked, so no answer is sent"
+        if schema.get("additionalProperties") is not False:  # else JSON Schema named them
+            # An open schema lets any other key pass: the form asked for none of them.
+            extra = [
+                f"{k}: not a field of this form" for k in sorted(answer) if k not in properties
+            ]
+            found = extra + found
         if found:
             return (
                 "decline",
