@@ -408,6 +408,34 @@ async def test_the_terminal_approval_callback_shows_a_servers_url_without_its_co
     assert "pay.example.test" in shown
 
 
+async def test_the_terminal_approval_callback_escapes_c1_controls_in_a_calls_arguments(
+    monkeypatch, capsys
+):
+    """The arguments of a call to approve are shown as JSON, which escapes C0 controls
+    (ESC) but, not kept to ASCII, left C1 ones (U+0080-U+009F) raw: U+009B is CSI, which
+    a terminal honouring 8-bit controls takes as the start of an escape sequence. Both
+    are shown escaped the same way."""
+    import io
+    import sys
+
+    from ticket_server.client.kit import ask_on_terminal
+
+    request = ApprovalRequest(
+        kind="call",
+        server="plain",
+        tool="echo",
+        arguments={"text": "a\x1b[2Kb\x9b2Kc\x85d\x7fé"},
+        envelope=None,
+        reasons=("human_controlled",),
+        trace_id="t",
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    assert await ask_on_terminal(request) is False
+    shown = capsys.readouterr().err
+    assert not re.search("[\x00-\x1f\x7f-\x9f]", shown), repr(shown)
+    assert '{"text": "a\\u001b[2Kb\\u009b2Kc\\u0085d\\u007fé"}' in shown
+
+
 @pytest.mark.parametrize(("mode", "revision", "method"), REVISIONS)
 async def test_our_server_over_http_through_the_kit(
     http_server, monkeypatch, mode, revision, method

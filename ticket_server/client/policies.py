@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -117,6 +118,17 @@ _current_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
 )
 
 
+# What JSON leaves raw when not kept to ASCII but a terminal may act on: DEL and the C1
+# controls (U+009B is CSI, an escape sequence's start); escaped as JSON escapes C0 ones.
+_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
+def _shown_json(value: Any) -> str:
+    """``value`` as JSON for a terminal: non-ASCII text kept readable, no control raw."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 async def ask_on_terminal(request: ApprovalRequest) -> Approval:
     """An approval callback for command-line applications: the question on stderr, the
     answer (y/N) from stdin, read in a worker thread so the event loop keeps running.
@@ -124,7 +136,7 @@ async def ask_on_terminal(request: ApprovalRequest) -> Approval:
     prompt cannot fill it); a URL elicitation shows the URL to open."""
     if request.kind == "call":
         question = (
-            f"Allow {request.server}.{request.tool}({json.dumps(dict(request.arguments or {}), ensure_ascii=False)})"
+            f"Allow {request.server}.{request.tool}({_shown_json(dict(request.arguments or {}))})"
             f" [{', '.join(request.reasons)}; {'reversible' if request.envelope and request.envelope.reversible else 'irreversible'}]? [y/N] "
         )
     elif request.kind == "elicitation" and request.mode == "url":
