@@ -7,6 +7,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -368,6 +369,27 @@ def test_callers_add_refuses_unknown_scopes(database_url: str) -> None:
     assert "tickets:admin" in line and "tickets:read" in line and "tickets:write" in line, line
     listed = run(database_url, "callers", "list", "--json")
     assert listed.returncode == 0 and '"admin2"' not in listed.stdout
+
+
+def test_confirmation_actions_in_any_case(database_url: str) -> None:
+    """A confirmation action is a write's name in any case, as caller names and queues
+    are (a review found `--confirm Assign_Ticket` and TICKET_SERVER_CONFIRM_WRITES=None
+    refused): `callers add --confirm` and the setting store it in lower case."""
+    added = run(
+        database_url,
+        *("callers", "add", "carol", "--scope", "tickets:read", "--scope", "tickets:write"),
+        *("--confirm", "Assign_Ticket", "--confirm", " CLOSE_TICKET"),
+    )
+    assert added.returncode == 0, added.stderr
+    scopes = ("--scope", "tickets:read", "--scope", "tickets:write")
+    assert run(database_url, "callers", "add", "dan", *scopes, "--confirm", "None").returncode == 0
+    rows = run(database_url, "callers", "list", "--json").stdout.splitlines()
+    listed = {row["name"]: row["confirm_writes"] for row in map(json.loads, rows)}
+    assert listed["carol"] == ["assign_ticket", "close_ticket"] and listed["dan"] == []
+    line = one_line(run(database_url, "callers", "add", "eve", *scopes, "--confirm", "Assign"))
+    assert "'assign'" in line and "assign_ticket" in line, line
+    assert Settings(confirm_writes="Close_Ticket,NONE").confirm_writes == ["close_ticket"]
+    assert Settings(confirm_writes='["Reply_To_Customer"]').confirm_writes == ["reply_to_customer"]
 
 
 def test_a_revoked_caller_is_restored_by_rotate(database_url: str) -> None:

@@ -279,7 +279,9 @@ class Settings(BaseSettings):
     def _actions(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        value = [a for a in _listed(value, WORD_LISTS["confirm_writes"]) if a != "none"]
+        listed = _listed(value, WORD_LISTS["confirm_writes"])
+        folded = [a.strip().lower() if isinstance(a, str) else a for a in listed]  # any case
+        value = [a for a in folded if a != "none"]
         choices = get_args(WriteAction)
         for action in value if isinstance(value, list) else []:
             if action not in choices:

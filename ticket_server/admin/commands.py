@@ -82,6 +82,8 @@ def callers_add(
             f"callers add: unknown scope(s) {', '.join(unknown)}: no tool needs them; "
             f"the known scopes are {', '.join(KNOWN_SCOPES)}"
         )
+    if confirm_writes is not None:  # write names in any case, as caller and queue names
+        confirm_writes = [a.strip().lower() for a in confirm_writes]
     problem = contradiction(scopes, queues, write_queues, confirm_writes)
     if problem is not None:
         raise CommandError(f"callers add: {problem}")
