@@ -238,3 +238,20 @@ def test_sla_load_refuses_what_would_apply_otherwise(
     assert says in line, line
     assert "No time zone found" not in line
     assert run(url, "sla", "show").stdout == before
+
+
+@pytest.mark.sqlite_only
+def test_sla_load_takes_a_holiday_calendar_in_any_case(settings: Settings, tmp_path: Path) -> None:
+    """A review found `holiday_calendar = "de-be"` refused without a word of `DE-BE`: a
+    code is taken in any case and stored as the holidays library spells it (its codes
+    differ in more than case), and an unknown one is still refused."""
+    url = settings.database_url
+    policy = tmp_path / "sla.toml"
+    for given, stored in (("de-be", "DE-BE"), ("gb-sct", "GB-SCT"), ("De-augsburg", "DE-Augsburg")):
+        policy.write_text(f'[queues.billing]\nholiday_calendar = "{given}"\n')
+        loaded = run(url, "sla", "load", str(policy))
+        assert loaded.returncode == 0, loaded.stderr
+        shown = json.loads(run(url, "sla", "show").stdout)
+        assert shown["queues"]["billing"]["holiday_calendar"] == stored
+    policy.write_text('[queues.billing]\nholiday_calendar = "de-xx"\n')
+    assert "holiday calendar 'de-xx'" in one_line(run(url, "sla", "load", str(policy)))

@@ -65,6 +65,26 @@ def public_holidays(code: str) -> Container[date]:
         ) from exc
 
 
+@lru_cache(maxsize=64)
+def holiday_calendar_code(code: str) -> str:
+    """``code`` spelt as the holidays library spells it (``de-be``: ``DE-BE``,
+    ``de-augsburg``: ``DE-Augsburg``), so a policy takes it in any case: a country's
+    subdivision codes and names never differ in case alone but for aliases of one
+    subdivision (``YAP``, ``Yap``). ``code`` as given when the library has no such one."""
+    import holidays
+
+    country, hyphen, subdivision = code.partition("-")
+    try:
+        known = holidays.country_holidays(country.upper())
+    except NotImplementedError:
+        return code
+    if not hyphen:
+        return country.upper()
+    names = (*known.subdivisions, *known.subdivisions_aliases)
+    spelt = next((n for n in names if n.casefold() == subdivision.casefold()), None)
+    return code if spelt is None else f"{country.upper()}-{spelt}"
+
+
 @dataclass(frozen=True)
 class Calendar:
     """Working time: ``weekly[weekday]`` (0 = Monday) holds that day's (start, end)

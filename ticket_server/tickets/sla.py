@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ticket_server.tickets.business_time import Calendar, NoWorkingHours
+from ticket_server.tickets.business_time import Calendar, NoWorkingHours, holiday_calendar_code
 from ticket_server.tickets.domain import TicketPriority, TicketStatus
 
 Now = Callable[[], datetime]
@@ -78,6 +78,12 @@ class QueuePolicy(BaseModel):
     plans: dict[str, dict[TicketPriority, Target]] = Field(default_factory=dict)
     """Per customer plan (``Customer.plan``, any case): targets in place of ``targets``
     for the priorities given."""
+
+    @field_validator("holiday_calendar")
+    @classmethod
+    def _holiday_calendar_spelling(cls, value: str | None) -> str | None:
+        """Any case (``de-be``), stored as the holidays library spells it (``DE-BE``)."""
+        return None if value is None else holiday_calendar_code(value)
 
     @field_validator("plans")
     @classmethod
