@@ -221,6 +221,9 @@ def test_report_sla_names_a_bad_since_or_queue(settings: Settings) -> None:
         ("p.toml", "[queues.biling]\ntargets.urgent = { first_response = 30 }\n", "'biling'"),
         # The time zone was refused in the words of Python's KeyError.
         ("p.toml", '[queues.billing]\ntime_zone = "europe/berlin"\n', "IANA name"),
+        # Hours with no working interval loaded, and their clocks never ran (a review's).
+        ("p.toml", "[queues.billing]\nhours = {}\n", "queue billing: hours"),
+        ("p.toml", "[queues.billing]\nhours = { mon = [], fri = [] }\n", "queue billing: hours"),
         # A .yaml file was read as JSON and called "not valid yaml".
         ("p.yaml", "queues: {}\n", "not valid JSON (a file not named .toml is read as JSON)"),
         # Not UTF-8: Python's words without the file's name.

@@ -157,10 +157,17 @@ class Policy(BaseModel):
         return folded
 
     def check(self) -> Policy:
-        """``ValueError`` naming the queue whose calendar is invalid (zone, hours)."""
+        """``ValueError`` naming the queue whose calendar is invalid (zone, hours, or
+        hours without any working interval: its clocks would never run)."""
         for name, entry in self.queues.items():
             if not name or len(name) > 64:
                 raise ValueError(f"queue name {name[:70]!r}: 1 to 64 characters")
+            if not any(entry.hours.values()):
+                raise ValueError(
+                    f"queue {name}: hours has no working interval on any day, so its clocks "
+                    "would never run; give a weekday one (like 09:00-17:00), or leave hours "
+                    "out for every hour of every day"
+                )
             try:
                 _ = entry.calendar
             except (ValueError, KeyError) as exc:  # ZoneInfoNotFoundError is a KeyError
