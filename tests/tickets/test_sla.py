@@ -21,10 +21,11 @@ from ticket_server.tickets.sla import (
 
 WEEKDAYS = {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
 TARGETS = {"high": {"first_response": 60, "resolution": 480}}
+BILLING = {"time_zone": "Europe/Berlin", "hours": WEEKDAYS, "targets": TARGETS}
 POLICY = Policy.model_validate(
     {
         "queues": {
-            "billing": {"time_zone": "Europe/Berlin", "hours": WEEKDAYS, "targets": TARGETS},
+            "billing": BILLING,
             "us": {
                 "time_zone": "America/New_York",
                 "hours": WEEKDAYS,
@@ -141,19 +142,8 @@ def test_each_stretch_pauses_by_the_statuses_of_its_queue() -> None:
     """A ticket moved between queues that pause on different statuses: each stretch is
     paused, or not, as the queue it was in then says, as it counts in that queue's hours.
     Before, the current queue's pausing statuses judged the ticket's whole life."""
-    policy = Policy.model_validate(
-        {
-            "queues": {
-                "billing": {"time_zone": "Europe/Berlin", "hours": WEEKDAYS, "targets": TARGETS},
-                "ops": {
-                    "time_zone": "Europe/Berlin",
-                    "hours": WEEKDAYS,
-                    "targets": TARGETS,
-                    "pause_statuses": ["in_progress"],
-                },
-            }
-        }
-    ).check()
+    ops = {**BILLING, "pause_statuses": ["in_progress"]}  # billing pauses on waiting_on_customer
+    policy = Policy.model_validate({"queues": {"billing": BILLING, "ops": ops}}).check()
     history = (
         status(utc(30, 9), "open", "waiting_on_customer"),  # billing pauses: 09-10 UTC
         Change("queue", "billing", "ops", utc(30, 10)),  # ops does not: 10-11 counts
