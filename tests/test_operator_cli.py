@@ -392,6 +392,29 @@ def test_confirmation_actions_in_any_case(database_url: str) -> None:
     assert Settings(confirm_writes='["Reply_To_Customer"]').confirm_writes == ["reply_to_customer"]
 
 
+def test_toolsets_and_kind_in_any_case(database_url: str) -> None:
+    """Toolset names and a caller's kind are taken in any case, as confirmation actions
+    are (a review found `--toolset Read`, `--kind Assistant` and TICKET_SERVER_TOOLSETS=Read
+    refused): `callers add` and the setting store them in lower case."""
+    scopes = ("--scope", "tickets:read")
+    added = run(
+        database_url,
+        *("callers", "add", "carol", *scopes, "--toolset", "Read", "--toolset", " BACKLOG"),
+        *("--kind", "Assistant"),
+    )
+    assert added.returncode == 0, added.stderr
+    rows = run(database_url, "callers", "list", "--json").stdout.splitlines()
+    listed = {row["name"]: row for row in map(json.loads, rows)}
+    assert listed["carol"]["toolsets"] == ["backlog", "read"], listed
+    assert listed["carol"]["kind"] == "assistant", listed
+    line = one_line(run(database_url, "callers", "add", "eve", *scopes, "--toolset", "Reads"))
+    assert "'reads'" in line and "respond" in line, line
+    line = one_line(run(database_url, "callers", "add", "eve", *scopes, "--kind", "Robot"))
+    assert "'robot'" in line and "assistant" in line, line
+    assert Settings(toolsets="Read, BACKLOG").toolsets == ["read", "backlog"]
+    assert Settings(toolsets='["Triage"]').toolsets == ["triage"]
+
+
 def test_a_revoked_caller_is_restored_by_rotate(database_url: str) -> None:
     assert run(database_url, "callers", "add", "bob", "--scope", "tickets:read").returncode == 0
     assert run(database_url, "callers", "revoke", "bob").returncode == 0

@@ -442,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--kind",
+        type=lambda kind: kind.strip().lower(),  # in any case, as --confirm and --toolset
         choices=("person", "assistant"),
         default="person",
         help="who writes through it: a person's client, or an assistant (its notes and "

@@ -272,7 +272,10 @@ class Settings(BaseSettings):
     @field_validator("toolsets", "attachment_types", mode="before")
     @classmethod
     def _words(cls, value: Any, info: ValidationInfo) -> Any:
-        return _listed(value, WORD_LISTS[info.field_name])  # type: ignore[index]
+        listed = _listed(value, WORD_LISTS[info.field_name])  # type: ignore[index]
+        if info.field_name == "toolsets" and isinstance(value, str):  # names in any case
+            listed = [t.strip().lower() if isinstance(t, str) else t for t in listed]
+        return listed
 
     @field_validator("confirm_writes", mode="before")
     @classmethod

@@ -84,6 +84,8 @@ def callers_add(
         )
     if confirm_writes is not None:  # write names in any case, as caller and queue names
         confirm_writes = [a.strip().lower() for a in confirm_writes]
+    if toolsets is not None:  # toolset names in any case, as the actions
+        toolsets = [t.strip().lower() for t in toolsets]
     problem = contradiction(scopes, queues, write_queues, confirm_writes)
     if problem is not None:
         raise CommandError(f"callers add: {problem}")
