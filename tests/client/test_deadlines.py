@@ -107,6 +107,29 @@ async def test_retries_share_the_deadline_and_back_off_with_jitter(monkeypatch):
     assert records(events)[-1]["attempts"] == len(attempts)
 
 
+async def test_a_deadline_not_above_0_is_refused_and_none_is_the_configured_one():
+    """A review found deadline_seconds=0 falling back to the configured deadline and -1
+    reported as a CallTimeout: a value that is not a finite number above 0 is a
+    ValueError before anything is listed or sent; None is the tool's deadline."""
+    events: list[dict] = []
+    plain = ServerConfig(
+        name="plain",
+        transport="stdio",
+        command=kit_server("plain"),
+        envelope=LOCKED_READ,
+        deadline_seconds=7,
+        tools={"echo": ToolConfig(deadline_seconds=3)},
+    )
+    async with Kit(one(plain), audit=events.append) as kit:
+        for bad in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=r"deadline_seconds=.*finite number .* above 0"):
+                await kit.call("plain", "echo", {"text": "x"}, deadline_seconds=bad)
+        assert events == []
+        await kit.call("plain", "echo", {"text": "x"}, deadline_seconds=None)
+        await kit.call("plain", "echo", {"text": "x"}, deadline_seconds=5)
+    assert [r["deadline_seconds"] for r in records(events)] == [3, 5]
+
+
 def confirm(mode: str) -> KitConfig:
     return one(
         ServerConfig(

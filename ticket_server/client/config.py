@@ -29,6 +29,7 @@ file gets ``MOST_RESTRICTIVE``: human-controlled, side-effecting, irreversible.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -211,6 +212,21 @@ class ServerConfig(_Strict):
         if configured is not None and configured.deadline_seconds is not None:
             return configured.deadline_seconds
         return self.deadline_seconds
+
+
+def deadline_of(given: object, server: ServerConfig | None, tool: str) -> float:
+    """A call's deadline: ``given``, or when it is None that of ``server``'s ``tool`` (30 s
+    if the server is not configured; its call is refused). ``given`` must be a finite
+    number above 0, as a configured one is: 0 fell back to the configuration and a
+    negative one timed out before the first attempt. ``ValueError`` otherwise."""
+    if given is None:
+        return server.deadline_for(tool) if server else 30.0
+    if isinstance(given, int | float) and math.isfinite(given) and given > 0:
+        return given
+    raise ValueError(
+        f"deadline_seconds={given!r}: give a finite number of seconds above 0, "
+        "or None for the configured deadline"
+    )
 
 
 class KitConfig(_Strict):

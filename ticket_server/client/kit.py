@@ -43,7 +43,7 @@ from ticket_server.client.audit import (
     ms,
     result_bytes,
 )
-from ticket_server.client.config import KitConfig, ServerConfig, ToolConfig
+from ticket_server.client.config import KitConfig, ServerConfig, ToolConfig, deadline_of
 from ticket_server.client.policies import (
     ApprovalRequest,
     Approver,
@@ -339,7 +339,7 @@ class Kit(ServerRequests):
         ``CallToolResult`` (which may carry ``isError``; with ``raise_on_error`` that is
         ``ToolFailed`` instead).
 
-        ``deadline_seconds`` (default: the tool's, else the server's) bounds the whole
+        ``deadline_seconds`` (above 0; default: the tool's, else the server's) bounds the whole
         call: listing, connecting, every attempt and the backoff between them; the time
         a person spends answering the approver (before the call, or for the server
         while it runs) is not counted. ``on_progress(progress, total, message)`` sees the
@@ -350,7 +350,7 @@ class Kit(ServerRequests):
         trace_id = current_trace_id()
         arguments = dict(arguments or {})
         configured = self.config.servers.get(server)
-        budget = deadline_seconds or (configured.deadline_for(tool) if configured else 30.0)
+        budget = deadline_of(deadline_seconds, configured, tool)
         call = _Call(tool, arguments, trace_id, deadline=anyio.current_time() + budget)
         started = time.perf_counter()
         record: dict[str, Any] = {"tool": tool, "deadline_seconds": budget}
