@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -23,6 +24,11 @@ IDEMPOTENT = {**LOCKED_READ, "idempotent": True}
 
 def one(server: ServerConfig) -> KitConfig:
     return KitConfig(servers={server.name: server})
+
+
+def plain(**options: Any) -> ServerConfig:
+    """The ``plain`` test server over stdio, with ``options``."""
+    return ServerConfig(name="plain", transport="stdio", command=kit_server("plain"), **options)
 
 
 def records(events: list[dict]) -> list[dict]:
@@ -80,16 +86,13 @@ async def test_retries_share_the_deadline_and_back_off_with_jitter(monkeypatch):
 
     monkeypatch.setattr("ticket_server.client.kit.random.uniform", uniform)
     events: list[dict] = []
-    plain = ServerConfig(
-        name="plain",
-        transport="stdio",
-        command=kit_server("plain"),
+    server = plain(
         envelope=IDEMPOTENT,
         retries=5,
         retry_backoff_seconds=0.1,
         tools={"stall": ToolConfig(), "die": ToolConfig()},
     )
-    async with Kit(one(plain), audit=events.append) as kit:
+    async with Kit(one(server), audit=events.append) as kit:
         await kit.tools("plain")
         started = time.monotonic()
         with pytest.raises(CallTimeout):
@@ -112,15 +115,10 @@ async def test_a_deadline_not_above_0_is_refused_and_none_is_the_configured_one(
     reported as a CallTimeout: a value that is not a finite number above 0 is a
     ValueError before anything is listed or sent; None is the tool's deadline."""
     events: list[dict] = []
-    plain = ServerConfig(
-        name="plain",
-        transport="stdio",
-        command=kit_server("plain"),
-        envelope=LOCKED_READ,
-        deadline_seconds=7,
-        tools={"echo": ToolConfig(deadline_seconds=3)},
+    server = plain(
+        envelope=LOCKED_READ, deadline_seconds=7, tools={"echo": ToolConfig(deadline_seconds=3)}
     )
-    async with Kit(one(plain), audit=events.append) as kit:
+    async with Kit(one(server), audit=events.append) as kit:
         for bad in (0, -1, float("nan"), float("inf")):
             with pytest.raises(ValueError, match=r"deadline_seconds=.*finite number .* above 0"):
                 await kit.call("plain", "echo", {"text": "x"}, deadline_seconds=bad)
