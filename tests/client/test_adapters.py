@@ -245,9 +245,10 @@ def test_the_cli_refuses_a_price_that_is_no_price(tmp_path: Path, price: str):
 
 
 async def test_tools_whose_names_collide_once_sanitised_both_get_a_provider_name():
-    """`a.b` and `a_b` both become `grow__a_b`: building the block raised KitError. The
-    later one now ends in a hash of its own name (as a name too long does), the block
-    says so in ``renamed`` and the audit log, and each name calls its own tool."""
+    """`a.b` and `a_b` both become `grow__a_b`: building the block raised KitError. Each
+    now ends in a hash of its own name (as a name too long does), and neither keeps
+    `grow__a_b`, which named `a_b` while it was alone: a name a model learned never
+    calls another tool. The block says so in ``renamed`` and the audit log."""
     server = ServerConfig(
         name="grow",
         transport="stdio",
@@ -257,19 +258,21 @@ async def test_tools_whose_names_collide_once_sanitised_both_get_a_provider_name
     )
     events: list[dict] = []
     async with Kit(KitConfig(servers={"grow": server}), audit=events.append) as kit:
-        for name in ("a.b", "a_b"):
-            await kit.call("grow", "add_tool", {"name": name})
+        await kit.call("grow", "add_tool", {"name": "a_b"})
+        await kit.tools("grow", refresh=True)
+        alone = await kit.tool_block()
+        assert alone.by_name["grow__a_b"].name == "a_b" and not alone.renamed
+        await kit.call("grow", "add_tool", {"name": "a.b"})
         await kit.tools("grow", refresh=True)
         block = await kit.tool_block()
         names = [d["name"] for d in block.tools("anthropic")]
-        assert names[:2] == ["grow__add_tool", "grow__a_b"]
-        renamed = names[2]
-        assert renamed == provider_name("grow", "a_b", salt=1) and len(names) == 3
-        assert renamed.startswith("grow__a_b_") and block.by_name[renamed].name == "a_b"
-        assert "grow.a.b" in block.renamed[renamed]
-        (logged,) = [e for e in events if e["event"] == "renamed"]
-        assert (logged["tool"], logged["name"]) == ("a_b", renamed)
-        for name, tool in (("grow__a_b", "a.b"), (renamed, "a_b")):
+        dotted, plain = provider_name("grow", "a.b", salt=1), provider_name("grow", "a_b", salt=1)
+        assert sorted(names) == sorted(["grow__add_tool", dotted, plain]) and dotted != plain
+        assert "grow__a_b" not in block.by_name and set(block.renamed) == {dotted, plain}
+        assert "grow.a.b" in block.renamed[plain] and "grow.a_b" in block.renamed[plain]
+        logged = {e["tool"]: e["name"] for e in events if e["event"] == "renamed"}
+        assert logged == {"a.b": dotted, "a_b": plain}
+        for name, tool in ((dotted, "a.b"), (plain, "a_b")):
             content, error = answer_text(
                 "anthropic", await block.dispatch("anthropic", CALLS["anthropic"](name, {}))
             )

@@ -279,8 +279,8 @@ class ToolBlock:
 
     ``missing``: the servers that could not be listed when the block was built, each
     with the reason (their tools are absent; the others are there). ``renamed``: the
-    names that end in a hash because an earlier tool (in listing order) had the name
-    first once sanitised, each with why (also a ``renamed`` audit event). ``strict``: whether
+    names that end in a hash because another tool's name, once sanitised, is the same
+    (neither keeps it), each with why (also a ``renamed`` audit event). ``strict``: whether
     every tool's schema can be expressed in OpenAI strict mode (``strict_problems`` says
     why not); the OpenAI blocks are strict exactly then."""
 
@@ -294,18 +294,23 @@ class ToolBlock:
         self.missing: dict[str, str] = dict(missing or {})
         self.by_name: dict[str, ToolDefinition] = {}
         self.renamed: dict[str, str] = {}
+        plain: dict[str, list[str]] = {}  # provider name -> the tools it would name
+        for d in definitions:
+            name = provider_name(kit.server(d.server).prefix, d.name)
+            plain.setdefault(name, []).append(f"{d.server}.{d.name}")
         for definition in definitions:
             prefix, tool = kit.server(definition.server).prefix, definition.name
-            name = first = provider_name(prefix, tool)
-            salt = 0
-            while name in self.by_name:  # names that differ only in illegal characters
+            first = provider_name(prefix, tool)
+            # Tools whose names differ only in illegal characters (a.b, a_b): none keeps
+            # the shared name, so a name never moves from one tool to another as the
+            # visible set changes; each ends in a hash of its own.
+            salt = 1 if len(plain[first]) > 1 else 0
+            name = provider_name(prefix, tool, salt=salt)
+            while name in self.by_name:
                 salt += 1
                 name = provider_name(prefix, tool, salt=salt)
             if salt:
-                taken = self.by_name[first]
-                self.renamed[name] = (
-                    f"{definition.server}.{tool}: {first} is {taken.server}.{taken.name}"
-                )
+                self.renamed[name] = f"{first} would name {' and '.join(plain[first])}"
                 kit.audit.emit(
                     "renamed", server=definition.server, tool=tool, name=name, taken=first
                 )
