@@ -119,7 +119,7 @@ async def test_a_deadline_not_above_0_is_refused_and_none_is_the_configured_one(
         envelope=LOCKED_READ, deadline_seconds=7, tools={"echo": ToolConfig(deadline_seconds=3)}
     )
     async with Kit(one(server), audit=events.append) as kit:
-        for bad in (0, -1, float("nan"), float("inf")):
+        for bad in (0, -1, float("nan"), float("inf"), True, 10**400):
             with pytest.raises(ValueError, match=r"deadline_seconds=.*finite number .* above 0"):
                 await kit.call("plain", "echo", {"text": "x"}, deadline_seconds=bad)
         assert events == []

@@ -221,8 +221,10 @@ def deadline_of(given: object, server: ServerConfig | None, tool: str) -> float:
     negative one timed out before the first attempt. ``ValueError`` otherwise."""
     if given is None:
         return server.deadline_for(tool) if server else 30.0
-    if isinstance(given, int | float) and math.isfinite(given) and given > 0:
-        return given
+    if isinstance(given, int | float) and not isinstance(given, bool):  # True is not 1 s
+        seconds = float(given) if abs(given) < 1e300 else math.inf  # 10**400: no float
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
     raise ValueError(
         f"deadline_seconds={given!r}: give a finite number of seconds above 0, "
         "or None for the configured deadline"
