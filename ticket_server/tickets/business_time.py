@@ -73,12 +73,12 @@ def holiday_calendar_code(code: str) -> str:
     subdivision (``YAP``, ``Yap``). ``code`` as given when the library has no such one."""
     import holidays
 
-    country, hyphen, subdivision = code.partition("-")
+    country, _, subdivision = code.partition("-")
     try:
         known = holidays.country_holidays(country.upper())
     except NotImplementedError:
         return code
-    if not hyphen:
+    if not subdivision:  # "de" or "de-": the whole country
         return country.upper()
     names = (*known.subdivisions, *known.subdivisions_aliases)
     spelt = next((n for n in names if n.casefold() == subdivision.casefold()), None)

@@ -12,9 +12,10 @@ state is exact across status changes, replies, reassignment and reopening, is th
 on both engines, and a policy change applies to every ticket (open and past) at its
 next read. The rules:
 
-- Both clocks run from the ticket's creation while its status is neither a pausing one
-  nor resolved/closed; each stretch of time counts in the calendar of the queue the
-  ticket was in then (the ``*`` calendar for a queue without one).
+- Both clocks run from the ticket's creation while its status is neither resolved/closed
+  nor one that pauses the queue the ticket was in then; each stretch of time counts in
+  that queue's calendar (for a queue without an entry: the ``*`` entry's pausing
+  statuses and calendar, or without one, those of the ticket's current queue).
 - The targets are those of the ticket's current queue and priority.
 - First response is met by the first public reply of an agent. Resolution is met while
   the ticket is resolved or closed; a reopened ticket's clock runs on from where it was.
