@@ -61,8 +61,8 @@ _ILLEGAL = re.compile(r"[^A-Za-z0-9_-]")
 def provider_name(namespace: str, tool: str, *, salt: int = 0) -> str:
     """``namespace__tool`` in the characters every provider accepts; a name too long
     keeps its start and ends in a hash of the whole, so it stays unique. ``salt`` > 0
-    (the name is another tool's already, as ``a.b`` and ``a_b`` are) always ends in a
-    hash, of the whole and the salt after 1, so the ``ToolBlock`` can try 1, 2, ..."""
+    (the name is also another tool's, as ``a.b``'s and ``a_b``'s are) always ends in a
+    hash, of the whole and of the salt after 1, should that name be taken too."""
     name = f"{namespace}__{_ILLEGAL.sub('_', tool)}"
     if len(name) > MAX_NAME or salt:
         whole = f"{namespace}/{tool}" + (f"#{salt}" if salt > 1 else "")
