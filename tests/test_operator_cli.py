@@ -413,6 +413,7 @@ def test_toolsets_and_kind_in_any_case(database_url: str) -> None:
     assert "'robot'" in line and "assistant" in line, line
     assert Settings(toolsets="Read, BACKLOG").toolsets == ["read", "backlog"]
     assert Settings(toolsets='["Triage"]').toolsets == ["triage"]
+    assert Settings(attachment_types="Image/PNG").attachment_types == ["image/png"]
 
 
 def test_a_revoked_caller_is_restored_by_rotate(database_url: str) -> None:

@@ -63,17 +63,20 @@ def rate_limit_problem(value: str) -> str | None:
 
 
 def _listed(value: Any, examples: tuple[str, str]) -> Any:
-    """A list setting's value: a JSON list, or words separated by commas or spaces."""
+    """A list setting's value: a JSON list, or words separated by commas or spaces, each
+    trimmed and in lower case. Every such list holds names (toolsets, writes) or media
+    types, which compare in any case (RFC 2045 section 5.1)."""
     if not isinstance(value, str):
         return value
     text = value.strip()
     if not text.startswith("["):
-        return [word for word in re.split(r"[\s,]+", text) if word]
+        return [word.lower() for word in re.split(r"[\s,]+", text) if word]
     try:
-        return json.loads(text)
+        items = json.loads(text)
     except ValueError:
         words, listed = examples
         raise ValueError(f"not a JSON list; write it like {words} or '{listed}'") from None
+    return [v.strip().lower() if isinstance(v, str) else v for v in items]
 
 
 DRIVERS = {
@@ -272,19 +275,14 @@ class Settings(BaseSettings):
     @field_validator("toolsets", "attachment_types", mode="before")
     @classmethod
     def _words(cls, value: Any, info: ValidationInfo) -> Any:
-        listed = _listed(value, WORD_LISTS[info.field_name])  # type: ignore[index]
-        if info.field_name == "toolsets" and isinstance(value, str):  # names in any case
-            listed = [t.strip().lower() if isinstance(t, str) else t for t in listed]
-        return listed
+        return _listed(value, WORD_LISTS[info.field_name])  # type: ignore[index]
 
     @field_validator("confirm_writes", mode="before")
     @classmethod
     def _actions(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        listed = _listed(value, WORD_LISTS["confirm_writes"])
-        folded = [a.strip().lower() if isinstance(a, str) else a for a in listed]  # any case
-        value = [a for a in folded if a != "none"]
+        value = [a for a in _listed(value, WORD_LISTS["confirm_writes"]) if a != "none"]
         choices = get_args(WriteAction)
         for action in value if isinstance(value, list) else []:
             if action not in choices:
