@@ -6,4 +6,4 @@ scripts. ``tests/test_migrations.py`` fails when it is not Alembic's own head, s
 revision updates it.
 """
 
-HEAD = "0025_sqlite_count_integers"
+HEAD = "0026_ticket_counts"

@@ -132,31 +132,61 @@ async def test_long_lists_of_postings_are_joined_with_the_planners_own_settings(
     assert not [block for block in statements if "set_config" in block], plans[-3000:]
 
 
-async def test_count_tickets_reads_its_index_alone_in_heap_order(
-    postgres: PostgresServer, database_url: str
-) -> None:
-    """count_tickets grouped by queue and status is an index-only scan of
-    ``ix_tickets_counts``, which PostgreSQL orders ``(status, queue, pk)`` (revision 0024):
-    a group's entries follow the heap, so the scan's visibility checks stay on one map page
-    at a time (the old order re-read one per ticket, bench/ANALYSIS.md)."""
-    assert postgres.data_dir is not None, (
-        "reads the plans from the tests' own PostgreSQL server log"
-    )
+async def _count_plans(
+    postgres: PostgresServer, database_url: str, arguments: dict[str, object], marker: str
+) -> list[str]:
+    """The logged plans of the statements holding ``marker`` that one count_tickets call
+    with ``arguments`` ran."""
     explain_everything(postgres, database_url)
     _, name = server_at(database_url)
     postgres.psql("VACUUM ANALYZE tickets", name)  # the visibility map an index-only scan reads
-    log = postgres.data_dir / "server.log"
+    log = postgres.data_dir / "server.log"  # type: ignore[operator]
     start = log.stat().st_size
     settings = Settings(database_url=database_url, toolsets=["read", "backlog"])
     async with Client(build_server(settings)) as client:
-        result = await client.call_tool("count_tickets", {"group_by": ["queue", "status"]})
+        result = await client.call_tool("count_tickets", arguments)
     assert result.is_error is False and result.structured_content["groups"], result
     with log.open("rb") as f:
         f.seek(start)
         plans = f.read().decode(errors="replace")
-    counts = [block for block in plans.split(" LOG:  ") if "count(*) FILTER" in block]
-    assert len(counts) == 1, plans[-3000:]
-    assert "Index Only Scan using ix_tickets_counts" in counts[0], counts[0]
+    return [block for block in plans.split(" LOG:  ") if marker in block]
+
+
+async def test_count_tickets_reads_tallies_and_only_the_tickets_the_clock_moves(
+    postgres: PostgresServer, database_url: str
+) -> None:
+    """count_tickets grouped by queue and status reads the tallies the triggers keep
+    (``ticket_counts``, ``ticket_count_deltas``) and, of the tickets, only those younger
+    than 30 days and those whose breach is still ahead, each from an index alone
+    (revision 0026): no pass over the open tickets."""
+    assert postgres.data_dir is not None, (
+        "reads the plans from the tests' own PostgreSQL server log"
+    )
+    plans = await _count_plans(
+        postgres, database_url, {"group_by": ["queue", "status"]}, "ticket_count_deltas"
+    )
+    assert len(plans) == 1, plans
+    assert "Index Only Scan using ix_tickets_created_at" in plans[0], plans[0]
+    assert "Index Only Scan using ix_tickets_sla_breach_at" in plans[0], plans[0]
+    assert "ix_tickets_counts" not in plans[0] and "Seq Scan on tickets" not in plans[0]
+
+
+async def test_a_count_by_tag_reads_its_index_alone_in_heap_order(
+    postgres: PostgresServer, database_url: str
+) -> None:
+    """A count the tallies do not hold (by tag) is one pass over ``ix_tickets_counts``,
+    which PostgreSQL orders ``(status, queue, pk)`` (revision 0024): a group's entries
+    follow the heap, so the scan's visibility checks stay on one map page at a time (the
+    old order re-read one per ticket, bench/ANALYSIS.md)."""
+    assert postgres.data_dir is not None, (
+        "reads the plans from the tests' own PostgreSQL server log"
+    )
+    plans = await _count_plans(
+        postgres, database_url, {"group_by": ["queue", "tag"]}, "count(*) FILTER"
+    )
+    assert len(plans) == 1, plans
+    assert "Index Only Scan using ix_tickets_counts" in plans[0], plans[0]
+    _, name = server_at(database_url)
     definition = postgres.psql(
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_tickets_counts'", name
     )

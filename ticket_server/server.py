@@ -81,7 +81,9 @@ TEMPLATES = (
 WRITE_TOOLS = (*writes.TOOLS, opening.TOOL, *classification.TOOLS, *related.TOOLS, bulk.TOOL)
 """Every tool that writes; none on a read-only server."""
 
-FOLD_SECONDS = 5.0  # how often the search word counts take in what writes appended
+FOLD_SECONDS = (
+    5.0  # how often the counts (search words, ticket tallies) take in what writes appended
+)
 FOLD_BACKOFF_SECONDS = 60.0  # the longest wait between folds while they fail
 
 INSTRUCTIONS = """\
@@ -134,29 +136,29 @@ class Runtime:
             log.warning(self.cursor_warning)
         await self.audit.start()
         if not self.settings.read_only:  # a read-only deployment writes nothing
-            self.folding = asyncio.create_task(self._fold_term_counts())
+            self.folding = asyncio.create_task(self._fold_counts())
 
-    async def _fold_term_counts(self) -> None:
-        """Every ``FOLD_SECONDS``, the search word counts' deltas that writes appended
-        are added to the counts (``TicketRepository.fold_term_deltas``), in transactions
-        of their own, so that no write waits on a word's row. While folding fails, the
-        wait doubles up to ``FOLD_BACKOFF_SECONDS`` and the failure is logged once;
-        searches count the deltas meanwhile, so their answers stay exact."""
+    async def _fold_counts(self) -> None:
+        """Every ``FOLD_SECONDS``, the deltas that writes appended (search word counts,
+        ticket tallies) are added to the counts (``TicketRepository.fold_deltas``), in
+        transactions of their own, so that no write waits on a shared row. While folding
+        fails, the wait doubles up to ``FOLD_BACKOFF_SECONDS`` and the failure is logged
+        once; readers count the deltas meanwhile, so their answers stay exact."""
         wait, failing = FOLD_SECONDS, False
         while True:
             await asyncio.sleep(wait)
             try:
-                await self.repository.fold_term_deltas()
+                await self.repository.fold_deltas()
             except Exception as exc:
                 if not failing:
                     log.warning(
-                        "search word counts not folded; retrying with backoff (searches still "
+                        "counts not folded; retrying with backoff (readers still "
                         f"count the pending changes): {type(exc).__name__}: {exc}"
                     )
                 failing, wait = True, min(wait * 2, FOLD_BACKOFF_SECONDS)
                 continue
             if failing:
-                log.info("search word counts folded again")
+                log.info("counts folded again")
             failing, wait = False, FOLD_SECONDS
 
     async def stop(self) -> None:

@@ -387,7 +387,7 @@ async def reindex(settings: Settings) -> tuple[int, int]:
     repo = open_repository(settings)
     try:
         done = await repo.analyze_unindexed_comments(), await repo.post_unposted_tickets()
-        await repo.fold_term_deltas()
+        await repo.fold_deltas()
         return done
     finally:
         await repo.aclose()

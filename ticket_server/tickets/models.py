@@ -156,7 +156,10 @@ class Ticket(Base):
         Index("ix_tickets_owner", "owner"),
         Index("ix_tickets_customer_updated_at", "customer", "updated_at"),
         Index("ix_tickets_sla_due_at", "sla_due_at"),
-        Index("ix_tickets_sla_breach_at", "sla_breach_at"),
+        # count_tickets' tickets whose age or breach still moves with the clock, read
+        # from these two indexes alone (revision 0026: tickets.counts).
+        Index("ix_tickets_sla_breach_at", "sla_breach_at", "status", "queue", "priority", "owner"),
+        Index("ix_tickets_created_at", "created_at", "status", "queue", "priority", "owner"),
         # ix_tickets_counts (count_tickets' GROUP BY read from the index alone) differs by
         # engine, so the revisions manage it by hand: 0018, 0024 (PostgreSQL) and 0025
         # (SQLite, over integer copies of created_at and sla_breach_at kept by triggers).
@@ -164,6 +167,44 @@ class Ticket(Base):
         # body): find_similar_tickets tests its candidates' scope here (revision 0020).
         Index("ix_tickets_scope", "pk", "queue", "status"),
     )
+
+
+class _Tally:
+    """The columns of a ticket tally: a group of tickets (``owner`` '' for unassigned)
+    and, among them, how many there are, how many have SLA columns derived
+    (``sla_covered`` not null), how many no target covers (false), and how many have a
+    breach moment (``sla_breach_at`` not null)."""
+
+    status: Mapped[str] = mapped_column(String(32), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(64), primary_key=True)
+    priority: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tickets: Mapped[int] = mapped_column(Integer)
+    covered: Mapped[int] = mapped_column(Integer)
+    without_sla: Mapped[int] = mapped_column(Integer)
+    breaching: Mapped[int] = mapped_column(Integer)
+
+
+class TicketCount(_Tally, Base):
+    """Every ticket counted once, by its group: the folded part of the tallies
+    ``count_tickets`` reads (``tickets.counts``). Triggers on ``tickets`` append each
+    change to ``TicketCountDelta`` (revision 0026), so no write waits on a group's row."""
+
+    __tablename__ = "ticket_counts"
+
+
+class TicketCountDelta(_Tally, Base):
+    """A change to ``ticket_counts`` not yet folded into it (+1 for a group a ticket
+    joined, -1 for the one it left); a group's tallies are its ``ticket_counts`` row
+    plus its rows here."""
+
+    __tablename__ = "ticket_count_deltas"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    status: Mapped[str] = mapped_column(String(32))
+    queue: Mapped[str] = mapped_column(String(64))
+    priority: Mapped[str] = mapped_column(String(32))
+    owner: Mapped[str] = mapped_column(String(64))
 
 
 class Customer(Base):

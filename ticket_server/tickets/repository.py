@@ -495,8 +495,12 @@ class TicketRepository:
     async def analyze_tickets(self) -> None:
         """The planner's view of ``tickets`` brought up to date after every ticket was
         rewritten (``tickets.sla_store.analyze_tickets``): on PostgreSQL outside a
-        transaction, as VACUUM must run (a read is autocommit there), on SQLite in one."""
+        transaction, as VACUUM must run (a read is autocommit there), on SQLite in one.
+        First the ticket tallies' deltas the rewrite appended (up to two per ticket,
+        which every count would add up until the next fold) are folded."""
         from ticket_server.tickets.sla_store import analyze_tickets
+
+        await self.fold_deltas()
 
         if self.dialect == "postgresql":
             await self.read(analyze_tickets)
@@ -519,19 +523,25 @@ class TicketRepository:
 
         return await self._in_batches(post_unposted_tickets, batch)
 
-    async def fold_term_deltas(self) -> int:
-        """Fold the word-count deltas writes left (``tickets.search.fold_term_deltas``)
-        into ``search_terms``, ``FOLD_ROWS`` per transaction; returns how many rows."""
-        from ticket_server.tickets.search import FOLD_ROWS, fold_term_deltas, has_term_deltas
+    async def fold_deltas(self) -> int:
+        """Fold the deltas writes left into the counts they change (``tickets.folding``):
+        the search word counts and the ticket tallies, ``FOLD_ROWS`` per transaction;
+        returns how many rows."""
+        from ticket_server.tickets.counts import fold_count_deltas, has_count_deltas
+        from ticket_server.tickets.folding import FOLD_ROWS
+        from ticket_server.tickets.search import fold_term_deltas, has_term_deltas
 
-        if not await self.storage.read(has_term_deltas):  # nothing to write (nor a write lock)
-            return 0
         total = 0
-        while True:
-            done = await self.transaction(fold_term_deltas)
+        for waiting, step in (
+            (has_term_deltas, fold_term_deltas),
+            (has_count_deltas, fold_count_deltas),
+        ):
+            if not await self.storage.read(waiting):  # nothing to write (nor a write lock)
+                continue
+            while (done := await self.transaction(step)) >= FOLD_ROWS:
+                total += done
             total += done
-            if done < FOLD_ROWS:
-                return total
+        return total
 
     async def _in_batches(self, step: Callable[..., tuple[int, int]], batch: int) -> int:
         """``step(connection, after=key, batch=batch)`` in one transaction each, from key 0

@@ -91,10 +91,10 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
-from sqlalchemy import text as sql
 from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label
 from sqlalchemy.sql.selectable import Subquery
 
+from ticket_server.tickets import folding
 from ticket_server.tickets.analyzer import (
     MAX_FORMS,
     MAX_WORDS,
@@ -108,6 +108,7 @@ from ticket_server.tickets.analyzer import (
     spelling_candidates,
     stop_words_in,
 )
+from ticket_server.tickets.folding import FOLD_ROWS
 from ticket_server.tickets.models import (
     Comment,
     SearchPosting,
@@ -135,7 +136,6 @@ _FTS_TABLE: ColumnClause[Any] = literal_column("tickets_fts")
 _VECTOR: ColumnClause[Any] = literal_column("tickets.search_vector")
 _TERMS = SearchTerm.__table__
 _DELTAS = SearchTermDelta.__table__
-FOLD_ROWS = 20_000  # deltas folded into search_terms per transaction
 _POSTINGS = SearchPosting.__table__
 _COMMENTS = Comment.__table__
 _comments_fts = table("comments_fts", column("rowid"))
@@ -247,65 +247,21 @@ def count_terms(
 
 def fold_term_deltas(conn: Connection, limit: int = FOLD_ROWS) -> int:
     """Add up to ``limit`` of the oldest ``search_term_deltas`` rows to ``search_terms``
-    and remove them, in the caller's transaction (of its own: it locks the words' rows
-    until it commits). Returns how many rows were folded.
-
-    PostgreSQL: one statement takes the rows with ``FOR UPDATE SKIP LOCKED`` and adds
-    exactly the rows it deleted, so replicas folding at once take disjoint rows and a
-    delta committed meanwhile is left for the next fold. SQLite has one writer at a
-    time: run in a write transaction (``TicketRepository.transaction``: ``BEGIN
-    IMMEDIATE``), the rows are summed, then deleted, with no other writer between."""
-    columns = "term, tickets, comments"
-    upsert = (
-        "ON CONFLICT (term) DO UPDATE SET tickets = search_terms.tickets + excluded.tickets, "
-        "comments = search_terms.comments + excluded.comments"
+    and remove them (``folding.fold``); returns how many rows were folded."""
+    return folding.fold(
+        conn, "search_term_deltas", "search_terms", ("term",), ("tickets", "comments"), limit
     )
-    if conn.dialect.name == "postgresql":
-        moved = conn.execute(
-            sql(
-                "WITH moved AS (DELETE FROM search_term_deltas WHERE pk IN ("
-                "SELECT pk FROM search_term_deltas ORDER BY pk LIMIT :limit "
-                f"FOR UPDATE SKIP LOCKED) RETURNING {columns}), "
-                "summed AS (INSERT INTO search_terms (term, tickets, comments) "
-                "SELECT term, sum(tickets), sum(comments) FROM moved GROUP BY term "
-                f"ORDER BY term {upsert} RETURNING 1) "
-                "SELECT (SELECT count(*) FROM moved)"
-            ),
-            {"limit": limit},
-        ).scalar_one()
-        return int(moved)
-    last = conn.execute(
-        sql(
-            "SELECT max(pk), count(*) FROM (SELECT pk FROM search_term_deltas "
-            "ORDER BY pk LIMIT :limit)"
-        ),
-        {"limit": limit},
-    ).one()
-    if last[0] is None:
-        return 0
-    conn.execute(
-        sql(
-            f"INSERT INTO search_terms ({columns}) SELECT term, sum(tickets), sum(comments) "
-            f"FROM search_term_deltas WHERE pk <= :last GROUP BY term {upsert}"
-        ),
-        {"last": last[0]},
-    )
-    conn.execute(sql("DELETE FROM search_term_deltas WHERE pk <= :last"), {"last": last[0]})
-    return int(last[1])
 
 
 def has_term_deltas(conn: Connection) -> bool:
     """Whether any ``search_term_deltas`` row waits to be folded."""
-    return conn.execute(select(_DELTAS.c.pk).limit(1)).first() is not None
+    return folding.has_deltas(conn, "search_term_deltas")
 
 
 def fold_all_term_deltas(conn: Connection) -> int:
     """``fold_term_deltas`` until none is left, in the caller's transaction (for one
     writer alone, such as seeding); returns how many rows were folded."""
-    folded = 0
-    while (done := fold_term_deltas(conn)) > 0:
-        folded += done
-    return folded
+    return folding.fold_all(conn, fold_term_deltas)
 
 
 def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
@@ -378,17 +334,20 @@ class SearchFilters:
     """The next SLA due time before ``due_before``; SLA breached (or not) at ``as_of``,
     which ``breached`` needs (the stored columns, ``tickets.sla_store``)."""
 
-    def named_conditions(self) -> dict[str, ColumnElement[bool]]:
-        """The caller's filters (not the scope), by argument name."""
+    def named_conditions(self, columns: Any = None) -> dict[str, ColumnElement[bool]]:
+        """The caller's filters (not the scope), by argument name. ``columns``: the
+        columns status, priority, queue and owner are tested on (default: ``tickets``';
+        a table of ticket tallies has these alone, ``tickets.counts``)."""
+        c = Ticket.__table__.c if columns is None else columns
         out: dict[str, ColumnElement[bool]] = {}
         if self.statuses:
-            out["status"] = Ticket.status.in_(self.statuses)
+            out["status"] = c.status.in_([str(s) for s in self.statuses])
         if self.priorities:
-            out["priority"] = Ticket.priority.in_(self.priorities)
+            out["priority"] = c.priority.in_([str(p) for p in self.priorities])
         if self.queue is not None:
-            out["queue"] = Ticket.queue.in_(self.queue)
+            out["queue"] = c.queue.in_(self.queue)
         if self.owner is not None:
-            out["owner"] = func.lower(Ticket.owner) == self.owner.lower()
+            out["owner"] = func.lower(c.owner) == self.owner.lower()
         if self.customer is not None:
             out["customer"] = Ticket.customer.icontains(self.customer, autoescape=True)
         if self.created_after is not None:
@@ -410,11 +369,12 @@ class SearchFilters:
             out.update(search_conditions(self.tags, self.fields))
         return out
 
-    def scope(self) -> list[ColumnElement[bool]]:
-        return [] if self.queues is None else [Ticket.queue.in_(sorted(self.queues))]
+    def scope(self, columns: Any = None) -> list[ColumnElement[bool]]:
+        queue = Ticket.__table__.c.queue if columns is None else columns.queue
+        return [] if self.queues is None else [queue.in_(sorted(self.queues))]
 
-    def conditions(self) -> list[ColumnElement[bool]]:
-        return [*self.scope(), *self.named_conditions().values()]
+    def conditions(self, columns: Any = None) -> list[ColumnElement[bool]]:
+        return [*self.scope(columns), *self.named_conditions(columns).values()]
 
 
 def resolve_queue(name: str, visible: Iterable[str]) -> tuple[str, ...] | None:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     update,
 )
 
+from ticket_server.tickets import counts
 from ticket_server.tickets.classification_models import Tag, TicketTag
 from ticket_server.tickets.domain import (
     AuthorType,
@@ -382,56 +383,39 @@ def count(
     conn: Connection, filters: SearchFilters, group_by: Iterable[str], now: datetime
 ) -> Counts:
     """Exact counts of the tickets ``filters`` select, grouped by ``group_by`` (of
-    ``GROUPS``) and by age, with breach counts at ``now`` from the stored SLA columns;
-    one query (and one more for the total, grouped by tag). ``sla_note`` says when some tickets' SLA columns are not derived yet
-    (their breach counts are then null)."""
+    ``GROUPS``) and by age, with breach counts at ``now`` from the stored SLA columns.
+    From the tallies triggers keep (``tickets.counts``) where they hold what is asked,
+    else one pass over the tickets (and one more for the total, grouped by tag).
+    ``sla_note`` says when some tickets' SLA columns are not derived yet (their breach
+    counts are then null)."""
     keys = [k for k in GROUPS if k in set(group_by)]
-    source: Any = _T
-    columns: list[Any] = [_T.c[k] for k in keys if k != "tag"]
-    if "tag" in keys:  # a ticket counts once per tag it has; one without tags under null
-        tags = (
-            select(_TICKET_TAGS.c.ticket_pk, _TAGS.c.name)
-            .join(_TAGS, _TAGS.c.id == _TICKET_TAGS.c.tag_id)
-            .subquery()
+    if counts.tallied(filters, keys):
+        bounds = [bound for _, bound in AGE_BUCKETS if bound is not None]
+        rows = counts.count(conn, filters, keys, now, bounds)
+    else:
+        rows = list(
+            conn.execute(_scan(filters, keys, now, conn.dialect.name == "sqlite")).mappings()
         )
-        source = _T.outerjoin(tags, tags.c.ticket_pk == _T.c.pk)
-        columns.append(tags.c.name)
-    # Tickets whose SLA columns are not derived yet (sla_covered null): count(*) less
-    # count(sla_covered), which costs less than a third conditional tally.
-    covered = func.count(_T.c.sla_covered)
-    sqlite = conn.dialect.name == "sqlite"
-    breach, moment = _timeline("sla_breach_at", sqlite)
-    stmt = (
-        select(
-            *columns,
-            func.count().label("n"),
-            *_younger_than(now, sqlite),
-            _tally(breach <= moment(now)).label("late"),
-            _tally(_T.c.sla_covered.is_(False)).label("without"),
-            covered.label("covered"),
-        )
-        .select_from(source)
-        .where(*filters.conditions())
-        .group_by(*columns)
-    )
     groups: dict[tuple[Any, ...], Group] = {}
     total, unknown = 0, 0
-    for row in conn.execute(stmt).mappings():
+    for row in rows:
         if not row["n"]:  # without group columns, no ticket is still one row
             continue
-        values = tuple(_text(row[c.name]) for c in columns)
+        values = tuple(_text(row[k]) for k in keys)
         groups[values] = Group(
             dict(zip(keys, values, strict=True)),
-            count=row["n"],
+            count=int(row["n"]),
             age=_ages(row),
             breached=int(row["late"] or 0),
             without_sla=int(row["without"] or 0),
         )
-        unknown += row["n"] - row["covered"]
-        total += row["n"]
+        unknown += int(row["n"]) - int(row["covered"])
+        total += int(row["n"])
     if "tag" in keys:  # each ticket once
         once = conn.execute(
-            select(func.count(), covered).select_from(_T).where(*filters.conditions())
+            select(func.count(), func.count(_T.c.sla_covered))
+            .select_from(_T)
+            .where(*filters.conditions())
         ).one()
         total, unknown = int(once[0]), int(once[0]) - int(once[1])
     note = None
@@ -445,6 +429,37 @@ def count(
             group.breached = group.without_sla = None
     ordered = sorted(groups.values(), key=lambda g: (-g.count, [v or "" for v in g.key.values()]))
     return Counts(total, ordered, note)
+
+
+def _scan(filters: SearchFilters, keys: list[str], now: datetime, sqlite: bool) -> Any:
+    """One pass over the tickets ``filters`` select (``ix_tickets_counts``), grouped by
+    ``keys``, with the columns ``count`` reads."""
+    source: Any = _T
+    columns: list[Any] = [_T.c[k] for k in keys if k != "tag"]
+    if "tag" in keys:  # a ticket counts once per tag it has; one without tags under null
+        tags = (
+            select(_TICKET_TAGS.c.ticket_pk, _TAGS.c.name)
+            .join(_TAGS, _TAGS.c.id == _TICKET_TAGS.c.tag_id)
+            .subquery()
+        )
+        source = _T.outerjoin(tags, tags.c.ticket_pk == _T.c.pk)
+        columns.append(tags.c.name.label("tag"))
+    breach, moment = _timeline("sla_breach_at", sqlite)
+    return (
+        select(
+            *columns,
+            func.count().label("n"),
+            *_younger_than(now, sqlite),
+            _tally(breach <= moment(now)).label("late"),
+            _tally(_T.c.sla_covered.is_(False)).label("without"),
+            # Tickets whose SLA columns are not derived yet (sla_covered null): count(*)
+            # less count(sla_covered), which costs less than a third conditional tally.
+            func.count(_T.c.sla_covered).label("covered"),
+        )
+        .select_from(source)
+        .where(*filters.conditions())
+        .group_by(*columns)
+    )
 
 
 def _text(value: Any) -> str | None:

@@ -1,0 +1,128 @@
+"""The ticket tallies ``count_tickets`` reads (revision 0026: ``ticket_counts`` plus
+``ticket_count_deltas``, kept by triggers) equal a count over the tickets after every
+kind of change: by the server's tools, and by plain SQL as another version would write
+(insert, delete, an update of each counted column, an update that changes nothing
+counted); before the deltas are folded and after; and after the revision computes them
+for existing tickets. On both engines."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastmcp import Client
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests.access.conftest import add_caller, server_as  # noqa: F401  (fixtures)
+from tests.tools.test_writes import _sql
+from ticket_server import db
+from ticket_server.db import open_repository
+from ticket_server.settings import Settings
+
+RECOUNT = (
+    "SELECT status, queue, priority, coalesce(owner, ''), count(*), count(sla_covered), "
+    "sum(CASE WHEN sla_covered = false THEN 1 ELSE 0 END), count(sla_breach_at) "
+    "FROM tickets GROUP BY status, queue, priority, coalesce(owner, '')"
+)
+TALLIED = (
+    "SELECT status, queue, priority, owner, sum(tickets), sum(covered), sum(without_sla), "
+    "sum(breaching) FROM (SELECT * FROM ticket_counts UNION ALL "
+    "SELECT status, queue, priority, owner, tickets, covered, without_sla, breaching "
+    "FROM ticket_count_deltas) AS t GROUP BY status, queue, priority, owner "
+    "HAVING sum(tickets) <> 0 OR sum(covered) <> 0 OR sum(without_sla) <> 0 "
+    "OR sum(breaching) <> 0"
+)
+
+
+async def _drift(settings: Settings) -> set[tuple[Any, ...]]:
+    """The groups whose tallies differ from a count over the tickets (both sides)."""
+    recount = {
+        tuple(str(v) for v in r[:4]) + tuple(int(v) for v in r[4:])
+        for r in await _sql(settings, RECOUNT)
+    }
+    tallied = {
+        tuple(str(v) for v in r[:4]) + tuple(int(v) for v in r[4:])
+        for r in await _sql(settings, TALLIED)
+    }
+    return recount ^ tallied
+
+
+async def _write(settings: Settings, *statements: str) -> None:
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.begin() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+async def _fold(settings: Settings) -> None:
+    repo = open_repository(settings)
+    try:
+        await repo.fold_deltas()
+    finally:
+        await repo.aclose()
+
+
+def _first(where: str, n: int) -> str:
+    return f"pk IN (SELECT pk FROM tickets WHERE {where} ORDER BY pk LIMIT {n})"
+
+
+async def test_plain_sql_changes_are_tallied_before_and_after_the_fold(settings: Settings) -> None:
+    await _fold(settings)
+    assert await _drift(settings) == set()
+    assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
+    await _write(
+        settings,
+        "UPDATE tickets SET status = 'resolved' WHERE " + _first("status = 'open'", 5),
+        "UPDATE tickets SET owner = NULL WHERE " + _first("owner IS NOT NULL", 3),
+        "UPDATE tickets SET owner = 'x.new', queue = 'support', priority = 'urgent' "
+        "WHERE " + _first("queue = 'billing'", 4),
+        "UPDATE tickets SET sla_covered = NULL, sla_breach_at = NULL "
+        "WHERE " + _first("sla_covered IS NOT NULL", 2),
+        "UPDATE tickets SET sla_covered = false WHERE " + _first("status = 'new'", 2),
+        "UPDATE tickets SET status = status, subject = subject || '.' WHERE " + _first("1 = 1", 20),
+        "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
+        "created_at, updated_at) SELECT 'SUP-TALLY1', subject, body, 'new', 'low', NULL, queue, "
+        "customer, created_at, updated_at FROM tickets WHERE " + _first("1 = 1", 1),
+        "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
+        "created_at, updated_at) SELECT 'SUP-TALLY2', subject, body, 'open', 'high', 'a.b', "
+        "queue, customer, created_at, updated_at FROM tickets WHERE " + _first("1 = 1", 1),
+    )
+    await _write(settings, "DELETE FROM tickets WHERE id = 'SUP-TALLY2'")
+    assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] > 0
+    assert await _drift(settings) == set()
+    await _fold(settings)
+    assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
+    assert await _drift(settings) == set()
+
+
+async def test_the_tools_writes_are_tallied(settings: Settings, add_caller, server_as) -> None:
+    await add_caller("lead", scopes=("tickets:read", "tickets:write"))
+    rows = await _sql(settings, "SELECT id FROM tickets WHERE " + _first("status = 'open'", 6))
+    ids = [r[0] for r in rows]
+    server = server_as(
+        stdio_caller="lead", toolsets=["read", "respond", "triage", "related"], confirm_writes=[]
+    )
+    async with Client(server) as client:
+        await client.call_tool("set_ticket_status", {"ticket_id": ids[0], "status": "resolved"})
+        await client.call_tool("assign_ticket", {"ticket_id": ids[1], "owner": "someone"})
+        change = {"ticket_ids": ids[2:], "priority": "urgent", "owner": "n.haddad"}
+        plan = (await client.call_tool("bulk_update_tickets", change)).structured_content
+        await client.call_tool(
+            "bulk_update_tickets",
+            {**change, "dry_run": False, "plan_token": plan["plan_token"], "idempotency_key": "t"},
+        )
+    assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] >= 2 * 6
+    assert await _drift(settings) == set()
+
+
+async def test_the_revision_tallies_existing_tickets(settings: Settings) -> None:
+    url = settings.database_url
+    await asyncio.to_thread(db.downgrade, url, "0025_sqlite_count_integers")
+    await _write(settings, "UPDATE tickets SET owner = 'before.0026' WHERE " + _first("1 = 1", 7))
+    await asyncio.to_thread(db.upgrade, url)
+    assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
+    assert await _drift(settings) == set()
