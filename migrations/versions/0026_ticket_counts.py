@@ -98,6 +98,7 @@ def upgrade() -> None:
         sa.Column("pk", sa.Integer(), primary_key=True, autoincrement=True),
         *_columns(keyed=False),
     )
+    op.create_index("ix_ticket_count_deltas_status", "ticket_count_deltas", ["status"])
     cast = "" if sqlite else "::int"
     op.execute(
         f"INSERT INTO ticket_counts ({COLUMNS}) SELECT status, queue, priority, "
