@@ -8,10 +8,13 @@ for existing tickets. On both engines."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 from fastmcp import Client
-from sqlalchemy import text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.access.conftest import add_caller, server_as  # noqa: F401  (fixtures)
@@ -19,6 +22,10 @@ from tests.tools.test_writes import _sql
 from ticket_server import db
 from ticket_server.db import open_repository
 from ticket_server.settings import Settings
+from ticket_server.tickets import counts
+from ticket_server.tickets.domain import OPEN_STATUSES
+from ticket_server.tickets.search import SearchFilters
+from ticket_server.tickets.sla_store import AGE_BUCKETS
 
 RECOUNT = (
     "SELECT status, queue, priority, coalesce(owner, ''), count(*), count(sla_covered), "
@@ -126,3 +133,32 @@ async def test_the_revision_tallies_existing_tickets(settings: Settings) -> None
     await asyncio.to_thread(db.upgrade, url)
     assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
     assert await _drift(settings) == set()
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_reads_the_tickets_the_clock_moves_from_their_indexes(db_path: Path) -> None:
+    """SQLite's planner would read the tickets younger than 30 days and those whose
+    clock runs through ``ix_tickets_counts`` (every open ticket, in the groups' order)
+    without the hint ``counts.count`` gives it; with it, each part is a range of its
+    own index, read alone."""
+    engine = create_engine(f"sqlite:///{db_path}")
+    plans: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def explain(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if "ticket_count_deltas" in statement:
+            rows = cursor.connection.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+            plans.append("\n".join(str(r[-1]) for r in rows))
+
+    now = datetime.now(UTC)
+    bounds = [bound for _, bound in AGE_BUCKETS if bound is not None]
+    filters = SearchFilters(statuses=tuple(sorted(OPEN_STATUSES)))
+    try:
+        with engine.connect() as conn:
+            counts.count(conn, filters, ["queue", "status"], now, bounds)
+    finally:
+        engine.dispose()
+    assert len(plans) == 1, plans
+    assert "COVERING INDEX ix_tickets_created_at (created_at>?)" in plans[0], plans[0]
+    assert "COVERING INDEX ix_tickets_sla_breach_at (sla_breach_at>?)" in plans[0], plans[0]
+    assert "ix_tickets_counts" not in plans[0], plans[0]
