@@ -137,10 +137,13 @@ async def _count_plans(
 ) -> list[str]:
     """The logged plans of the statements holding ``marker`` that one count_tickets call
     with ``arguments`` ran."""
+    assert postgres.data_dir is not None, (
+        "reads the plans from the tests' own PostgreSQL server log"
+    )
     explain_everything(postgres, database_url)
     _, name = server_at(database_url)
     postgres.psql("VACUUM ANALYZE tickets", name)  # the visibility map an index-only scan reads
-    log = postgres.data_dir / "server.log"  # type: ignore[operator]
+    log = postgres.data_dir / "server.log"
     start = log.stat().st_size
     settings = Settings(database_url=database_url, toolsets=["read", "backlog"])
     async with Client(build_server(settings)) as client:
@@ -159,9 +162,6 @@ async def test_count_tickets_reads_tallies_and_only_the_tickets_the_clock_moves(
     (``ticket_counts``, ``ticket_count_deltas``) and, of the tickets, only those younger
     than 30 days and those whose breach is still ahead, each from an index alone
     (revision 0026): no pass over the open tickets."""
-    assert postgres.data_dir is not None, (
-        "reads the plans from the tests' own PostgreSQL server log"
-    )
     plans = await _count_plans(
         postgres, database_url, {"group_by": ["queue", "status"]}, "ticket_count_deltas"
     )
@@ -178,9 +178,6 @@ async def test_a_count_by_tag_reads_its_index_alone_in_heap_order(
     which PostgreSQL orders ``(status, queue, pk)`` (revision 0024): a group's entries
     follow the heap, so the scan's visibility checks stay on one map page at a time (the
     old order re-read one per ticket, bench/ANALYSIS.md)."""
-    assert postgres.data_dir is not None, (
-        "reads the plans from the tests' own PostgreSQL server log"
-    )
     plans = await _count_plans(
         postgres, database_url, {"group_by": ["queue", "tag"]}, "count(*) FILTER"
     )

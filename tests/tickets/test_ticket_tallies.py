@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from sqlalchemy import create_engine, event, text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import create_engine, event
 
 from tests.access.conftest import add_caller, server_as  # noqa: F401  (fixtures)
+from tests.tools.test_write_guarantees import _execute
 from tests.tools.test_writes import _sql
 from ticket_server import db
 from ticket_server.db import open_repository
@@ -55,16 +55,6 @@ async def _drift(settings: Settings) -> set[tuple[Any, ...]]:
     return recount ^ tallied
 
 
-async def _write(settings: Settings, *statements: str) -> None:
-    engine = create_async_engine(settings.database_url)
-    try:
-        async with engine.begin() as conn:
-            for statement in statements:
-                await conn.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
 async def _fold(settings: Settings) -> None:
     repo = open_repository(settings)
     try:
@@ -81,24 +71,27 @@ async def test_plain_sql_changes_are_tallied_before_and_after_the_fold(settings:
     await _fold(settings)
     assert await _drift(settings) == set()
     assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
-    await _write(
+    await _execute(
         settings,
-        "UPDATE tickets SET status = 'resolved' WHERE " + _first("status = 'open'", 5),
-        "UPDATE tickets SET owner = NULL WHERE " + _first("owner IS NOT NULL", 3),
-        "UPDATE tickets SET owner = 'x.new', queue = 'support', priority = 'urgent' "
-        "WHERE " + _first("queue = 'billing'", 4),
-        "UPDATE tickets SET sla_covered = NULL, sla_breach_at = NULL "
-        "WHERE " + _first("sla_covered IS NOT NULL", 2),
-        "UPDATE tickets SET sla_covered = false WHERE " + _first("status = 'new'", 2),
-        "UPDATE tickets SET status = status, subject = subject || '.' WHERE " + _first("1 = 1", 20),
-        "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
-        "created_at, updated_at) SELECT 'SUP-TALLY1', subject, body, 'new', 'low', NULL, queue, "
-        "customer, created_at, updated_at FROM tickets WHERE " + _first("1 = 1", 1),
-        "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
-        "created_at, updated_at) SELECT 'SUP-TALLY2', subject, body, 'open', 'high', 'a.b', "
-        "queue, customer, created_at, updated_at FROM tickets WHERE " + _first("1 = 1", 1),
+        [
+            "UPDATE tickets SET status = 'resolved' WHERE " + _first("status = 'open'", 5),
+            "UPDATE tickets SET owner = NULL WHERE " + _first("owner IS NOT NULL", 3),
+            "UPDATE tickets SET owner = 'x.new', queue = 'support', priority = 'urgent' "
+            "WHERE " + _first("queue = 'billing'", 4),
+            "UPDATE tickets SET sla_covered = NULL, sla_breach_at = NULL "
+            "WHERE " + _first("sla_covered IS NOT NULL", 2),
+            "UPDATE tickets SET sla_covered = false WHERE " + _first("status = 'new'", 2),
+            "UPDATE tickets SET status = status, subject = subject || '.' WHERE "
+            + _first("1 = 1", 20),
+            "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
+            "created_at, updated_at) SELECT 'SUP-TALLY1', subject, body, 'new', 'low', NULL, queue, "
+            "customer, created_at, updated_at FROM tickets WHERE " + _first("1 = 1", 1),
+            "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
+            "created_at, updated_at) SELECT 'SUP-TALLY2', subject, body, 'open', 'high', 'a.b', "
+            "queue, customer, created_at, updated_at FROM tickets WHERE " + _first("1 = 1", 1),
+        ],
     )
-    await _write(settings, "DELETE FROM tickets WHERE id = 'SUP-TALLY2'")
+    await _execute(settings, ["DELETE FROM tickets WHERE id = 'SUP-TALLY2'"])
     assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] > 0
     assert await _drift(settings) == set()
     await _fold(settings)
@@ -129,7 +122,9 @@ async def test_the_tools_writes_are_tallied(settings: Settings, add_caller, serv
 async def test_the_revision_tallies_existing_tickets(settings: Settings) -> None:
     url = settings.database_url
     await asyncio.to_thread(db.downgrade, url, "0025_sqlite_count_integers")
-    await _write(settings, "UPDATE tickets SET owner = 'before.0026' WHERE " + _first("1 = 1", 7))
+    await _execute(
+        settings, ["UPDATE tickets SET owner = 'before.0026' WHERE " + _first("1 = 1", 7)]
+    )
     await asyncio.to_thread(db.upgrade, url)
     assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
     assert await _drift(settings) == set()
