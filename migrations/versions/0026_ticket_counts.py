@@ -14,7 +14,9 @@ still ahead (`ix_tickets_sla_breach_at`, widened here to carry the group's colum
 
 Triggers rather than application code: every writer of any version keeps the tallies
 (as revision 0025's integer copies). An update fires them only when a counted column
-changes. The tallies of existing tickets are computed here.
+changes. The tallies of existing tickets are computed here, with writes to `tickets`
+held off until the triggers are in place (PostgreSQL: a table lock), so that none is
+missed.
 
 Revision ID: 0026_ticket_counts
 Revises: 0025_sqlite_count_integers
@@ -92,6 +94,11 @@ POSTGRESQL = [
 
 def upgrade() -> None:
     sqlite = op.get_bind().dialect.name == "sqlite"
+    if not sqlite:
+        # Old replicas may write while this runs: a ticket written between the count below
+        # and the triggers' creation would be in neither. Writes wait until the revision
+        # commits (SQLite: its write transaction holds the file's write lock already).
+        op.execute("LOCK TABLE tickets IN SHARE ROW EXCLUSIVE MODE")
     op.create_table("ticket_counts", *_columns(keyed=True))
     op.create_table(
         "ticket_count_deltas",
