@@ -68,9 +68,9 @@ def _first(where: str, n: int) -> str:
 
 
 async def test_plain_sql_changes_are_tallied_before_and_after_the_fold(settings: Settings) -> None:
-    await _fold(settings)
-    assert await _drift(settings) == set()
+    # Seeding folds what its inserts appended (else every count reads them all).
     assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
+    assert await _drift(settings) == set()
     await _execute(
         settings,
         [
@@ -80,7 +80,14 @@ async def test_plain_sql_changes_are_tallied_before_and_after_the_fold(settings:
             "WHERE " + _first("queue = 'billing'", 4),
             "UPDATE tickets SET sla_covered = NULL, sla_breach_at = NULL "
             "WHERE " + _first("sla_covered IS NOT NULL", 2),
-            "UPDATE tickets SET sla_covered = false WHERE " + _first("status = 'new'", 2),
+            # The sample has no policy: no ticket is covered or has a breach moment yet.
+            "UPDATE tickets SET sla_covered = true, sla_breach_at = updated_at WHERE "
+            + _first("status = 'open'", 9),
+            "UPDATE tickets SET sla_breach_at = NULL WHERE "
+            + _first("sla_breach_at IS NOT NULL", 2),
+            "UPDATE tickets SET sla_covered = false, sla_breach_at = NULL WHERE "
+            + _first("sla_covered = true", 1),
+            "UPDATE tickets SET sla_covered = NULL WHERE " + _first("sla_covered = true", 1),
             "UPDATE tickets SET status = status, subject = subject || '.' WHERE "
             + _first("1 = 1", 20),
             "INSERT INTO tickets (id, subject, body, status, priority, owner, queue, customer, "
@@ -123,11 +130,20 @@ async def test_the_revision_tallies_existing_tickets(settings: Settings) -> None
     url = settings.database_url
     await asyncio.to_thread(db.downgrade, url, "0025_sqlite_count_integers")
     await _execute(
-        settings, ["UPDATE tickets SET owner = 'before.0026' WHERE " + _first("1 = 1", 7)]
+        settings,
+        [
+            "UPDATE tickets SET owner = 'before.0026' WHERE " + _first("1 = 1", 7),
+            "UPDATE tickets SET sla_covered = true, sla_breach_at = updated_at WHERE "
+            + _first("1 = 1", 5),
+            "UPDATE tickets SET sla_covered = true WHERE " + _first("sla_covered = false", 3),
+        ],
     )
     await asyncio.to_thread(db.upgrade, url)
     assert (await _sql(settings, "SELECT count(*) FROM ticket_count_deltas"))[0][0] == 0
     assert await _drift(settings) == set()
+    tallied = "SELECT sum(tickets), sum(without_sla), sum(breaching) FROM ticket_counts"
+    tickets, without_sla, breaching = (await _sql(settings, tallied))[0]
+    assert (tickets - without_sla, breaching) == (8, 5)  # the sample: no target covers any
 
 
 @pytest.mark.sqlite_only

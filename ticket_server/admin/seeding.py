@@ -243,9 +243,15 @@ async def seed(
     from sqlalchemy import func, insert, select
 
     from ticket_server.db import create_engine, require_current_schema, sqlite_write_problem
+    from ticket_server.tickets.counts import fold_count_deltas
+    from ticket_server.tickets.folding import fold_all
     from ticket_server.tickets.models import Customer, Ticket
     from ticket_server.tickets.repository import insert_tickets
-    from ticket_server.tickets.search import fold_all_term_deltas
+    from ticket_server.tickets.search import fold_term_deltas
+
+    def fold_deltas(conn: Any) -> None:  # one writer: nobody waits
+        fold_all(conn, fold_term_deltas)  # the search word counts
+        fold_all(conn, fold_count_deltas)  # the ticket tallies (tickets.counts)
 
     problem = sqlite_write_problem(settings.database_url)
     if problem is not None:
@@ -320,7 +326,7 @@ async def seed(
                             "database, or load a file with other ids"
                         )
                     added += await conn.run_sync(insert_tickets, tickets, comments, events)
-                    await conn.run_sync(fold_all_term_deltas)  # one writer: nobody waits
+                    await conn.run_sync(fold_deltas)
                     advance(len(tickets))
                     log.debug(
                         f"wrote {added} tickets, kept once all are written",
@@ -331,7 +337,7 @@ async def seed(
                         await conn.run_sync(insert_tickets, [], batch)
                     for batch in _batches(sample_records("events")):
                         await conn.run_sync(insert_tickets, [], (), batch)
-                    await conn.run_sync(fold_all_term_deltas)
+                    await conn.run_sync(fold_deltas)
                 # The sample's tags and custom fields; on the sample's or generated tickets.
                 await conn.run_sync(seed_classification, path is None and added > 0)
                 if path is None:  # the sample's and the generator's files

@@ -258,12 +258,6 @@ def has_term_deltas(conn: Connection) -> bool:
     return folding.has_deltas(conn, "search_term_deltas")
 
 
-def fold_all_term_deltas(conn: Connection) -> int:
-    """``fold_term_deltas`` until none is left, in the caller's transaction (for one
-    writer alone, such as seeding); returns how many rows were folded."""
-    return folding.fold_all(conn, fold_term_deltas)
-
-
 def comment_search_bodies(conn: Connection, bodies: Sequence[str]) -> list[str]:
     """The ``search_body`` column of comments with these bodies, in order; counts their
     tokens in ``search_terms`` (the caller inserts the comments in the same transaction).
