@@ -132,13 +132,17 @@ async def test_0012_keeps_every_tickets_queue_and_customer(empty_database_url: s
             ],
         )
         # 0012 rebuilt the table (batch mode) and made its search triggers again; the
-        # later revisions' triggers (0025's timestamp copies) are there as well.
+        # later revisions' triggers (0025's timestamp copies, 0026's tallies) are there
+        # as well.
         assert {t[0] for t in triggers} == {
             "tickets_fts_ai",
             "tickets_fts_ad",
             "tickets_fts_au",
             "tickets_times_ai",
             "tickets_times_au",
+            "tickets_counts_ai",
+            "tickets_counts_ad",
+            "tickets_counts_au",
         }
     await asyncio.to_thread(db.downgrade, url, "0011_cancelled_outcome")
     (down,) = await _run(url, [(select_tickets, {})])
