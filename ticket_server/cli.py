@@ -256,10 +256,15 @@ def _db(settings: Settings, args: argparse.Namespace) -> None:
         elif args.db_command == "reindex":
             from ticket_server.admin.seeding import reindex
 
-            done, tickets = asyncio.run(reindex(settings))
+            done, tickets, off = asyncio.run(reindex(settings))
             log.info(f"gave search text to {done} comments", extra={"comments": done})
             log.info(
                 f"checked the search postings of {tickets} tickets", extra={"tickets": tickets}
+            )
+            log.info(
+                f"counted the tickets again for the counts: {off} "
+                f"{'group was' if off == 1 else 'groups were'} off",
+                extra={"tally_groups_off": off},
             )
     except db.DatabaseSetupError as exc:
         raise CommandError(f"db {args.db_command}: {exc}") from exc
@@ -403,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Analyze the comments stored without search text (written by a server "
         "older than revision 0007 while a newer one already served: a rolling upgrade), "
         "which a search of the conversation misses, and write the search postings missing "
-        "for tickets inserted or changed by a server older than revision 0008. Safe to run again.",
+        "for tickets inserted or changed by a server older than revision 0008, and count "
+        "the tickets again for count_tickets' tallies (writes wait meanwhile). Safe to run again.",
     )
     dbp.set_defaults(handler=_db)
 

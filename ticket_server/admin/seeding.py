@@ -381,19 +381,21 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Callable[[int], 
         yield lambda n: bar.advance(task, n)
 
 
-async def reindex(settings: Settings) -> tuple[int, int]:
+async def reindex(settings: Settings) -> tuple[int, int, int]:
     """`db reindex`: give search text to the comments stored without it (written by a
-    server older than revision 0007 during a rolling upgrade) and write the search
-    postings missing for tickets (inserted or changed by a server older than revision
-    0008); returns (comments given search text, tickets looked at). Raises
+    server older than revision 0007 during a rolling upgrade), write the search postings
+    missing for tickets (inserted or changed by a server older than revision 0008), and
+    count the tickets again for the counts' tallies (``tickets.counts.recount``); returns
+    (comments given search text, tickets looked at, tally groups that were off). Raises
     ``DatabaseSetupError`` when the schema is missing or old."""
     from ticket_server.db import open_repository, require_current_schema
+    from ticket_server.tickets.counts import recount
 
     await require_current_schema(settings)
     repo = open_repository(settings)
     try:
         done = await repo.analyze_unindexed_comments(), await repo.post_unposted_tickets()
         await repo.fold_deltas()
-        return done
+        return (*done, await repo.transaction(recount))
     finally:
         await repo.aclose()

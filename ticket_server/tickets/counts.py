@@ -120,3 +120,38 @@ def fold_count_deltas(conn: Connection, limit: int = FOLD_ROWS) -> int:
 
 def has_count_deltas(conn: Connection) -> bool:
     return has_deltas(conn, "ticket_count_deltas")
+
+
+def recount(conn: Connection) -> int:
+    """The ticket tallies counted again from the tickets (``db reindex``), in the caller's
+    transaction, writes to ``tickets`` held off meanwhile (PostgreSQL: a table lock;
+    SQLite: the write transaction). Returns how many groups were off: none unless the
+    triggers were bypassed (dropped by hand, or a restore that left them out)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("LOCK TABLE tickets IN SHARE ROW EXCLUSIVE MODE")
+        conn.exec_driver_sql("LOCK TABLE ticket_counts, ticket_count_deltas IN EXCLUSIVE MODE")
+    group = [_T.c.status, _T.c.queue, _T.c.priority, func.coalesce(_T.c.owner, "")]
+    counted = select(
+        *group,
+        func.count(),
+        func.count(_T.c.sla_covered),
+        func.count().filter(_T.c.sla_covered.is_(False)),
+        func.count(_T.c.sla_breach_at),
+    ).group_by(*group)
+    both = union_all(
+        select(*(_COUNTS.c[c] for c in (*KEYS, *TALLIES))),
+        select(*(_DELTAS.c[c] for c in (*KEYS, *TALLIES))),
+    ).subquery()
+    kept = select(*(both.c[k] for k in KEYS), *(func.sum(both.c[t]) for t in TALLIES)).group_by(
+        *(both.c[k] for k in KEYS)
+    )
+
+    def groups(stmt: Any) -> set[tuple[Any, ...]]:
+        rows = conn.execute(stmt)
+        return {(*(str(v) for v in r[:4]), *(int(v) for v in r[4:])) for r in rows if any(r[4:])}
+
+    off = {r[:4] for r in groups(counted) ^ groups(kept)}
+    conn.execute(_DELTAS.delete())
+    conn.execute(_COUNTS.delete())
+    conn.execute(_COUNTS.insert().from_select([*KEYS, *TALLIES], counted))
+    return len(off)
