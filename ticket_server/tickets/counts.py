@@ -56,9 +56,9 @@ def count(
     zero = literal(0)
     young = [zero.label(f"younger_{i}") for i in range(len(bounds))]
 
-    def tally(table: Any, ahead: Any = zero) -> Any:
+    def tally(table: Any) -> Any:
         columns = [table.c[k] for k in keys]
-        return select(*columns, *(table.c[t] for t in TALLIES), *young, ahead.label("ahead"))
+        return select(*columns, *(table.c[t] for t in TALLIES), *young, zero.label("ahead"))
 
     # SQLite's planner would read these parts through ix_tickets_counts (every open
     # ticket, in the groups' order) rather than through the range of their own index: on
@@ -100,14 +100,13 @@ def count(
     ]
     both = union_all(*parts).subquery()
     group = [func.nullif(both.c[k], "").label(k) if k == "owner" else both.c[k] for k in keys]
-    total = func.sum
     stmt = select(
         *group,
-        total(both.c.tickets).label("n"),
-        *(total(both.c[f"younger_{i}"]).label(f"younger_{i}") for i in range(len(bounds))),
-        (total(both.c.breaching) - total(both.c.ahead)).label("late"),
-        total(both.c.without_sla).label("without"),
-        total(both.c.covered).label("covered"),
+        func.sum(both.c.tickets).label("n"),
+        *(func.sum(both.c[f"younger_{i}"]).label(f"younger_{i}") for i in range(len(bounds))),
+        (func.sum(both.c.breaching) - func.sum(both.c.ahead)).label("late"),
+        func.sum(both.c.without_sla).label("without"),
+        func.sum(both.c.covered).label("covered"),
     ).group_by(*(both.c[k] for k in keys))
     return list(conn.execute(stmt).mappings())
 
