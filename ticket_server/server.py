@@ -81,9 +81,8 @@ TEMPLATES = (
 WRITE_TOOLS = (*writes.TOOLS, opening.TOOL, *classification.TOOLS, *related.TOOLS, bulk.TOOL)
 """Every tool that writes; none on a read-only server."""
 
-FOLD_SECONDS = (
-    5.0  # how often the counts (search words, ticket tallies) take in what writes appended
-)
+# How often the counts (search words, ticket tallies) take in what writes appended.
+FOLD_SECONDS = 5.0
 FOLD_BACKOFF_SECONDS = 60.0  # the longest wait between folds while they fail
 
 INSTRUCTIONS = """\
