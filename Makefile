@@ -66,6 +66,7 @@ lint: $(STAMP)
 # Benchmarks (bench/README.md): by hand, never in CI; about 30 minutes, more the first
 # time (the 1M-ticket data sets are generated once into .cache/bench/).
 bench: $(STAMP)
+	bash .ci/install-services.sh bench
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	$(BIN)/python -m bench
 
