@@ -10,6 +10,7 @@ import gc
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from mcp import Client
 
 from tests.transports.conftest import TICKET_SERVER, free_port, server_env, stop
 from tests.transports.test_stdio import stdio_params
-from ticket_server.cli import collector_paused
+from ticket_server.transports.process import collector_paused
 
 
 def cli(database_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -272,3 +273,29 @@ def test_collector_paused_resumes_collection_and_freezes_what_start_up_made() ->
         assert gc.get_freeze_count() >= frozen + len(made)
     finally:
         gc.unfreeze()
+
+
+def test_the_http_app_a_server_runs_is_built_frozen(db_path: Path) -> None:
+    """``serve --transport http`` and each of its workers build the app with the collector
+    paused and what they built frozen: left in the collector's care, those objects made
+    every full collection while serving a pause of the event loop."""
+    script = (
+        "import gc, sys\n"
+        "from ticket_server.settings import Settings\n"
+        "from ticket_server.transports.http import serving_app\n"
+        "before = gc.get_freeze_count()\n"
+        "serving_app(Settings())\n"
+        "print(before, gc.get_freeze_count(), gc.isenabled(), len(gc.get_objects()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=server_env(db_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    before, frozen, enabled, tracked = done.stdout.split()
+    assert int(before) == 0 and enabled == "True"
+    # Everything the imports and the runtime made is out of the collector's passes.
+    assert int(frozen) > 50_000 and int(tracked) < int(frozen) // 10

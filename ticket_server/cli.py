@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import sys
 import typing
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from ticket_server import __version__
@@ -31,22 +29,6 @@ log = logging.getLogger("ticket_server")
 
 def _fail(message: str) -> None:
     print(f"ticket-server: {message}", file=sys.stderr)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Run the block without Python's cyclic garbage collector, then freeze what it made
-    out of the collector's later passes (``gc.freeze``) and collect again as before.
-
-    For a stdio server's start-up, which a desktop client waits for at every session: the
-    imports and the runtime make a great many objects that live as long as the process and
-    almost no garbage cycles, yet each full collection meanwhile walks all of them again."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> None:
@@ -78,6 +60,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     require_writable_storage(settings)
     require_readable_synonyms(settings)
     if args.transport == "stdio":
+        from ticket_server.transports.process import collector_paused
+
         with collector_paused():
             from ticket_server.server import build_runtime
             from ticket_server.transports.stdio import serve_stdio
@@ -93,7 +77,6 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
     except DatabaseSetupError as exc:
         raise CommandError(str(exc)) from exc
 
-    from ticket_server.server import build_runtime
     from ticket_server.transports import http
 
     settings = settings.model_copy(
@@ -128,7 +111,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> None:
             **http.worker_options(settings),
         )
         return
-    app = http.build_http_app(build_runtime(settings))
+    app = http.serving_app(settings)
 
     def serving(port: int) -> None:
         url = f"http://{settings.host}:{port}{http.MCP_PATH}"

@@ -39,6 +39,7 @@ from ticket_server.settings import Settings
 from ticket_server.tickets.domain import DatabaseUnavailable
 from ticket_server.transports.gate import MCP_PATH as MCP_PATH  # re-exported: the CLI names it
 from ticket_server.transports.gate import McpGate
+from ticket_server.transports.process import collector_paused
 from ticket_server.transports.refusals import address_key, jsonrpc_error
 from ticket_server.transports.sessions import SessionQuota
 
@@ -166,7 +167,15 @@ def create_app() -> StarletteWithLifespan:
     prefer_the_event_loop()
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
-    return build_http_app(build_runtime(settings))
+    return serving_app(settings)
+
+
+def serving_app(settings: Settings) -> StarletteWithLifespan:
+    """The app a serving process runs (``serve --transport http``, each worker of
+    ``--workers N``): built with the garbage collector paused and what it built frozen
+    out of the collector's passes (``process.collector_paused``)."""
+    with collector_paused():
+        return build_http_app(build_runtime(settings))
 
 
 def export_to_workers(settings: Settings) -> None:
