@@ -292,8 +292,8 @@ def analyze_tickets(conn: Connection) -> None:
     once vacuumed it kept about three times its pages, which doubled a count's time
     (bench/ANALYSIS.md). ``ticket_count_deltas`` is vacuumed and analyzed too: the
     rewrite appended up to two rows per ticket there, folded since, and while the planner
-    still believes they are there it reads every page they left (40 ms at 1M tickets)
-    rather than the few live rows by status. Both run outside a transaction.
+    still believes they are there it reads every page they left rather than the few
+    live rows by status (bench/ANALYSIS.md). Both run outside a transaction.
     SQLite: ``ANALYZE``. Run it through ``TicketRepository.analyze_tickets``, which knows
     which."""
     if conn.dialect.name == "postgresql":
